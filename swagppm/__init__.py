@@ -1,0 +1,49 @@
+"""SWAG-PPM: release a transformer text classifier fine-tuned on private records.
+
+Risky records are down-weighted (w = clip(c·(1−f)+g, 0, 1)), a SWAG Gaussian
+posterior is fitted on the weighted loss, and one draw is released; its privacy
+cost is ε = 2·max over draws and records of w·NLL. See METHOD.md for the method.
+"""
+
+from transformers import AutoConfig, AutoModelForSequenceClassification
+
+from swagppm._config import DEFAULT_LEARNING_RATES, ConfigError, DataConfig, ModelConfig, SWAGPPMConfig
+from swagppm._data import DataError, PreparedData, load_records, prepare_data, synthetic_corpus
+from swagppm._engine import EpochInfo, TrainingFailure
+from swagppm._pipeline import SWAGPPMResult, run_fit
+from swagppm._pooled import PooledClassifier, PooledClassifierConfig
+from swagppm._privacy import epsilon_from_series, normalise_risk, privacy_weights, reweight, weighted_nll
+from swagppm._release import ReleaseRefused, release
+from swagppm._swag import SWAGPosterior
+
+AutoConfig.register(PooledClassifierConfig.model_type, PooledClassifierConfig, exist_ok=True)
+AutoModelForSequenceClassification.register(PooledClassifierConfig, PooledClassifier, exist_ok=True)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_LEARNING_RATES",
+    "ConfigError",
+    "DataConfig",
+    "DataError",
+    "EpochInfo",
+    "ModelConfig",
+    "PooledClassifier",
+    "PooledClassifierConfig",
+    "PreparedData",
+    "ReleaseRefused",
+    "SWAGPPMConfig",
+    "SWAGPPMResult",
+    "SWAGPosterior",
+    "TrainingFailure",
+    "epsilon_from_series",
+    "load_records",
+    "normalise_risk",
+    "prepare_data",
+    "privacy_weights",
+    "release",
+    "reweight",
+    "run_fit",
+    "synthetic_corpus",
+    "weighted_nll",
+]

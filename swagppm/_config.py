@@ -1,0 +1,272 @@
+"""Configuration of one SWAG-PPM fit: METHOD.md's defaults as dataclasses.
+
+``SWAGPPMConfig.from_toml`` reads the ``[data]``, ``[model]`` and ``[swagppm]``
+tables of a study file; unknown keys and wrong types are reported with the file,
+table and key, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+Trainable = Literal["all", "head", "last_n_layers"]
+Pooling = Literal["auto", "native", "mean", "cls"]
+Stage2Init = Literal["base", "stage1"]
+AccumulationDtype = Literal["float32", "float64"]
+DeviationsDevice = Literal["same", "cpu"]
+
+TINY_MODEL = "tiny"
+
+# Learning rates per trainable mode (METHOD.md, "Which parameters are trained"):
+# (fine-tune AdamW lr, SWAG SGD lr). The paper's values are for full fine-tuning of a
+# pretrained model; a head on frozen features needs far larger steps, and the tiny
+# preset, trained from scratch, sits in between.
+DEFAULT_LEARNING_RATES: dict[str, tuple[float, float]] = {
+    "all": (5e-5, 0.01),
+    "last_n_layers": (5e-5, 0.01),
+    "head": (2e-2, 0.1),
+    TINY_MODEL: (3e-3, 0.05),
+}
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown or out of range."""
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the records come from and how they are prepared (the paper's options).
+
+    ``source`` is a CSV, JSONL/JSON or Parquet file, a Hugging Face ``datasets``
+    name or directory, or ``"synthetic"`` for the built-in offline corpus.
+    """
+
+    source: str = "synthetic"
+    text_column: str = "text"
+    label_column: str = "label"
+    split: str = "train"
+    max_per_class: int | None = None
+    min_per_class: int = 2
+    test_size: float = 0.5
+    max_length: int = 128
+    synthetic_size: int = 600
+    synthetic_classes: int = 8
+
+    def __post_init__(self) -> None:
+        _check(0.0 < self.test_size < 1.0, "data.test_size", self.test_size, "a fraction in (0, 1)")
+        _check(self.min_per_class >= 2, "data.min_per_class", self.min_per_class, "at least 2 (a stratified split needs 2)")
+        _check(self.max_per_class is None or self.max_per_class >= self.min_per_class,
+               "data.max_per_class", self.max_per_class, "at least min_per_class")
+        _check(self.max_length >= 8, "data.max_length", self.max_length, "at least 8 tokens")
+        _check(self.synthetic_size >= 20, "data.synthetic_size", self.synthetic_size, "at least 20")
+        _check(2 <= self.synthetic_classes <= 12, "data.synthetic_classes", self.synthetic_classes, "between 2 and 12")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which classifier, and which of its parameters the private data may touch.
+
+    ``pooling="native"`` keeps the architecture's own head (the paper's
+    distilroberta-base); ``"mean"``/``"cls"`` put a linear head on pooled encoder
+    states; ``"auto"`` means ``"mean"`` for ``trainable="head"`` and for the tiny
+    preset (it learns much faster than with first-token pooling), ``"native"`` otherwise. ``name_or_path="tiny"`` builds a small transformer with a tokenizer
+    fitted on the training texts: data-derived, for demos and tests only.
+    """
+
+    name_or_path: str = "distilroberta-base"
+    trainable: Trainable = "all"
+    n_layers: int = 1
+    pooling: Pooling = "auto"
+    tiny_hidden_size: int = 64
+    tiny_layers: int = 2
+    tiny_heads: int = 2
+    tiny_vocab_size: int = 2000
+
+    def __post_init__(self) -> None:
+        _check_choice("model.trainable", self.trainable, Trainable)
+        _check_choice("model.pooling", self.pooling, Pooling)
+        _check(self.n_layers >= 1, "model.n_layers", self.n_layers, "at least 1")
+        _check(self.tiny_hidden_size % self.tiny_heads == 0, "model.tiny_hidden_size", self.tiny_hidden_size,
+               f"a multiple of tiny_heads={self.tiny_heads}")
+        if self.trainable == "head" and self.resolved_pooling == "native":
+            raise ConfigError(
+                "model.trainable = 'head' needs a pooled head (model.pooling = 'mean' or 'cls'): "
+                "only then can the frozen encoder's outputs be computed once and cached"
+            )
+
+    @property
+    def is_tiny(self) -> bool:
+        return self.name_or_path == TINY_MODEL
+
+    @property
+    def resolved_pooling(self) -> str:
+        if self.pooling != "auto":
+            return self.pooling
+        return "mean" if self.trainable == "head" or self.is_tiny else "native"
+
+
+@dataclass(frozen=True)
+class SWAGPPMConfig:
+    """Everything one SWAG-PPM fit needs except the trial's (c, g, epochs).
+
+    Learning rates left as ``None`` take the defaults of the trainable mode
+    (``DEFAULT_LEARNING_RATES``). ``device="auto"`` picks CUDA when available.
+    """
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    seed: int = 0
+    stage1_epochs: int = 7
+    batch_size: int = 8
+    finetune_lr: float | None = None
+    finetune_weight_decay: float = 0.01
+    swag_epochs: int = 20
+    swag_lr: float | None = None
+    swag_momentum: float = 0.0
+    swag_rank: int = 20
+    swag_dtype: AccumulationDtype = "float32"
+    swag_deviations_device: DeviationsDevice = "same"
+    swag_modules: tuple[str, ...] | None = None
+    draws_risk: int = 500
+    draws_privacy: int = 500
+    draws_utility: int = 30
+    stage2_init: Stage2Init = "base"
+    reweight_k: float | None = None
+    eval_batch_size: int = 256
+    device: str = "auto"
+    amp: bool = True
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("stage1_epochs", "batch_size", "draws_risk", "draws_privacy", "draws_utility", "eval_batch_size"):
+            _check(getattr(self, name) >= 1, f"swagppm.{name}", getattr(self, name), "at least 1")
+        _check(self.swag_epochs >= 2, "swagppm.swag_epochs", self.swag_epochs, "at least 2 (SWAG needs 2 snapshots)")
+        _check(self.swag_rank >= 2, "swagppm.swag_rank", self.swag_rank, "at least 2")
+        _check(self.reweight_k is None or 0.0 < self.reweight_k <= 1.0, "swagppm.reweight_k", self.reweight_k, "in (0, 1]")
+        for name in ("finetune_lr", "swag_lr"):
+            value = getattr(self, name)
+            _check(value is None or value > 0, f"swagppm.{name}", value, "positive")
+        _check_choice("swagppm.swag_dtype", self.swag_dtype, AccumulationDtype)
+        _check_choice("swagppm.swag_deviations_device", self.swag_deviations_device, DeviationsDevice)
+        _check_choice("swagppm.stage2_init", self.stage2_init, Stage2Init)
+        if self.swag_modules is not None:
+            object.__setattr__(self, "swag_modules", tuple(self.swag_modules))
+
+    @property
+    def learning_rates(self) -> tuple[float, float]:
+        """(fine-tune lr, SWAG lr) after applying the per-mode defaults."""
+        key = TINY_MODEL if self.model.is_tiny and self.model.trainable == "all" else self.model.trainable
+        ft_default, swag_default = DEFAULT_LEARNING_RATES[key]
+        return (self.finetune_lr or ft_default, self.swag_lr or swag_default)
+
+    def replace(self, **changes: Any) -> SWAGPPMConfig:
+        """A copy with top-level fields changed (``data=``/``model=`` take dicts too)."""
+        for name, cls in (("data", DataConfig), ("model", ModelConfig)):
+            if isinstance(changes.get(name), Mapping):
+                changes[name] = dataclasses.replace(getattr(self, name), **changes[name])
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready values (for cache keys, exports and release cards)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any], *, where: str = "config") -> SWAGPPMConfig:
+        """Build from ``{"data": {...}, "model": {...}, **swagppm}`` with checked keys and types."""
+        values = dict(values)
+        data = _build(DataConfig, values.pop("data", {}), f"{where} [data]")
+        model = _build(ModelConfig, values.pop("model", {}), f"{where} [model]")
+        return _build(cls, {**values, "data": data, "model": model}, f"{where} [swagppm]")
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> SWAGPPMConfig:
+        """Read the ``[data]``, ``[model]`` and ``[swagppm]`` tables of a study file.
+
+        A relative ``data.source`` or ``swagppm.cache_dir`` is resolved against the
+        file's folder, so a study runs the same from any working directory.
+        """
+        path = Path(path)
+        try:
+            with path.open("rb") as handle:
+                document = tomllib.load(handle)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: study file not found") from None
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"{path}: not valid TOML: {error}") from None
+        for table in ("data", "model", "swagppm"):
+            if not isinstance(document.get(table, {}), dict):
+                raise ConfigError(f"{path}: [{table}] must be a table")
+        data = dict(document.get("data", {}))
+        source = data.get("source")
+        if isinstance(source, str) and _looks_like_relative_file(source, path.parent):
+            data["source"] = str((path.parent / source).resolve())
+        swag = dict(document.get("swagppm", {}))
+        if isinstance(swag.get("cache_dir"), str) and not Path(swag["cache_dir"]).expanduser().is_absolute():
+            swag["cache_dir"] = str((path.parent / swag["cache_dir"]).resolve())
+        return cls.from_dict({**swag, "data": data, "model": document.get("model", {})}, where=str(path))
+
+
+def _looks_like_relative_file(source: str, folder: Path) -> bool:
+    candidate = Path(source).expanduser()
+    return not candidate.is_absolute() and (source.startswith(".") or (folder / candidate).exists())
+
+
+def _check(ok: bool, name: str, value: object, expected: str) -> None:
+    if not ok:
+        raise ConfigError(f"{name} = {value!r}: must be {expected}")
+
+
+def _check_choice(name: str, value: object, literal: object) -> None:
+    choices = typing.get_args(literal)
+    if value not in choices:
+        raise ConfigError(f"{name} = {value!r}: must be one of {', '.join(map(repr, choices))}")
+
+
+def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where}: expected a table, got {values!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(fields)}")
+    for key, value in values.items():
+        if not isinstance(value, (DataConfig, ModelConfig)) and not _type_ok(value, hints[key]):
+            raise ConfigError(f"{where}: {key} = {value!r} has the wrong type (expected {_type_name(hints[key])})")
+    try:
+        return cls(**values)
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error}") from None
+
+
+def _type_ok(value: object, hint: object) -> bool:
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return True  # checked with a better message in __post_init__
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin is tuple:
+        return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint) if isinstance(hint, type) else True
+
+
+def _type_name(hint: object) -> str:
+    return str(hint).replace("typing.", "")

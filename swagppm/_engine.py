@@ -1,0 +1,293 @@
+"""The stateful part: batches on the device, training loops, and sweeps over posterior draws.
+
+Everything per batch stays on the device; the host synchronises once per epoch
+(loss and accuracy) and, only when ``stop_above`` is set, once per draw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+from tqdm.auto import tqdm
+from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
+
+from swagppm._privacy import weighted_nll
+from swagppm._swag import RunningMean, SWAGPosterior
+
+
+class TrainingFailure(RuntimeError):
+    """Training diverged (NaN/inf loss) or a callback stopped it: a catastrophic fit."""
+
+    def __init__(self, stage: str, epoch: int, reason: str) -> None:
+        super().__init__(f"{stage}, epoch {epoch}: {reason}")
+        self.stage, self.epoch, self.reason = stage, epoch, reason
+
+
+@dataclass(frozen=True)
+class EpochInfo:
+    """What a per-epoch callback sees (aggregates only, never per-record values)."""
+
+    stage: str
+    epoch: int
+    epochs: int
+    mean_loss: float
+    train_accuracy: float
+    majority_rate: float
+
+
+EpochCallback = Callable[[EpochInfo], "bool | None"]
+
+
+class Split:
+    """One side of the data on the device: padded token ids or cached features, plus labels.
+
+    ``batch`` builds a dynamically padded training batch; ``eval_batches`` are
+    length-sorted and built once, then reused by every draw.
+    """
+
+    def __init__(self, inputs: torch.Tensor, labels: np.ndarray, lengths: np.ndarray | None, device: torch.device) -> None:
+        self.inputs = inputs.to(device)
+        self.labels = torch.as_tensor(labels, dtype=torch.long, device=device)
+        self.lengths = lengths
+        self._lengths_device = None if lengths is None else torch.as_tensor(lengths, device=device)
+        self.device = device
+        self._eval: dict[int, list[tuple[object, torch.Tensor, torch.Tensor]]] = {}
+
+    @classmethod
+    def from_texts(
+        cls, texts: tuple[str, ...], labels: np.ndarray, tokenizer: PreTrainedTokenizerBase, *, max_length: int,
+        device: torch.device,
+    ) -> Split:
+        ids = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+        lengths = np.asarray([len(x) for x in ids], dtype=np.int64)
+        padded = torch.full((len(ids), int(lengths.max())), int(tokenizer.pad_token_id), dtype=torch.long)
+        for row, seq in enumerate(ids):
+            padded[row, : len(seq)] = torch.as_tensor(seq)
+        return cls(padded, labels, lengths, device)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def is_tokens(self) -> bool:
+        return self.lengths is not None
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.lengths.sum()) if self.lengths is not None else 0
+
+    def batch(self, index: np.ndarray) -> tuple[object, torch.Tensor, torch.Tensor]:
+        """(model inputs, labels, record indices) for the records in ``index``."""
+        idx = torch.as_tensor(index, device=self.device)
+        if self.lengths is None:
+            return self.inputs[idx], self.labels[idx], idx
+        width = int(self.lengths[index].max())
+        ids = self.inputs[idx, :width]
+        assert self._lengths_device is not None
+        mask = torch.arange(width, device=self.device)[None, :] < self._lengths_device[idx][:, None]
+        return {"input_ids": ids, "attention_mask": mask.long()}, self.labels[idx], idx
+
+    def eval_batches(self, batch_size: int) -> list[tuple[object, torch.Tensor, torch.Tensor]]:
+        if batch_size not in self._eval:
+            order = np.argsort(self.lengths, kind="stable") if self.lengths is not None else np.arange(len(self))
+            self._eval[batch_size] = [self.batch(order[i : i + batch_size]) for i in range(0, len(order), batch_size)]
+        return self._eval[batch_size]
+
+    def padded_tokens(self, batch_size: int, *, sort: bool) -> int:
+        """Token slots (real + padding) of evaluation batches, length-sorted or in record order."""
+        assert self.lengths is not None
+        order = np.argsort(self.lengths, kind="stable") if sort else np.arange(len(self))
+        return sum(int(self.lengths[order[i : i + batch_size]].max()) * len(order[i : i + batch_size])
+                   for i in range(0, len(order), batch_size))
+
+
+class Net:
+    """How logits are computed: the whole model on tokens, or the head alone on cached features."""
+
+    def __init__(self, model: nn.Module, head: nn.Module | None, *, device: torch.device, amp: bool) -> None:
+        self.model, self.head, self.device = model, head, device
+        self.amp = amp and device.type == "cuda"
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.amp:
+            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def logits(self, inputs: object) -> torch.Tensor:
+        with self.autocast():
+            if self.head is not None:
+                return self.head(inputs)
+            return self.model(**inputs).logits  # type: ignore[arg-type]
+
+    def train(self, mode: bool = True) -> None:
+        self.model.train(mode)
+
+    @torch.inference_mode()
+    def per_record_nll(self, split: Split, batch_size: int, out: torch.Tensor | None = None) -> torch.Tensor:
+        """NLL_i of every record under the current parameters, in record order."""
+        nll = out if out is not None else torch.empty(len(split), device=self.device)
+        for inputs, labels, idx in split.eval_batches(batch_size):
+            nll[idx] = F.cross_entropy(self.logits(inputs).float(), labels, reduction="none")
+        return nll
+
+    @torch.inference_mode()
+    def predict(self, split: Split, batch_size: int) -> torch.Tensor:
+        preds = torch.empty(len(split), dtype=torch.long, device=self.device)
+        for inputs, _, idx in split.eval_batches(batch_size):
+            preds[idx] = self.logits(inputs).argmax(dim=-1)
+        return preds
+
+
+@torch.inference_mode()
+def pooled_features(model: nn.Module, split: Split, *, batch_size: int, amp: bool) -> torch.Tensor:
+    """Frozen-encoder features (the head's input) of every record, computed once."""
+    model.eval()
+    features = None
+    for inputs, _, idx in split.eval_batches(batch_size):
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16) if amp and split.device.type == "cuda" else contextlib.nullcontext():
+            batch = model.features(**inputs).float()  # type: ignore[operator]
+        if features is None:
+            features = torch.empty(len(split), batch.shape[-1], device=split.device)
+        features[idx] = batch
+    assert features is not None
+    return features
+
+
+def train(
+    net: Net,
+    split: Split,
+    *,
+    stage: str,
+    epochs: int,
+    optimizer: torch.optim.Optimizer,
+    batch_size: int,
+    generator: torch.Generator,
+    weights: torch.Tensor | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    collectors: Sequence[SWAGPosterior | RunningMean] = (),
+    on_epoch: EpochCallback | None = None,
+    majority_rate: float = 0.0,
+    progress: bool = False,
+) -> list[EpochInfo]:
+    """Run ``epochs`` epochs; each collector takes one snapshot at the end of each epoch.
+
+    The loss is mean(w_i · NLL_i) when ``weights`` are given (not normalised by
+    Σw), else the plain mean NLL. Raises ``TrainingFailure`` on a non-finite
+    epoch loss or when ``on_epoch`` returns True.
+    """
+    n = len(split)
+    history = []
+    for epoch in range(1, epochs + 1):
+        net.train(True)
+        order = torch.randperm(n, generator=generator).numpy()
+        loss_sum = torch.zeros((), device=net.device)
+        correct = torch.zeros((), dtype=torch.long, device=net.device)
+        batches = range(0, n, batch_size)
+        for start in tqdm(batches, desc=f"{stage} {epoch}/{epochs}", leave=False, disable=None if progress else True):
+            inputs, labels, idx = split.batch(order[start : start + batch_size])
+            logits = net.logits(inputs)
+            if weights is None:
+                loss = F.cross_entropy(logits.float(), labels)
+            else:
+                loss = weighted_nll(logits, labels, weights[idx])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            loss_sum += loss.detach() * len(labels)
+            correct += (logits.detach().argmax(dim=-1) == labels).sum()
+        for collector in collectors:
+            collector.collect(net.model)
+        info = EpochInfo(stage, epoch, epochs, float(loss_sum) / n, float(correct) / n, majority_rate)
+        history.append(info)
+        if not math.isfinite(info.mean_loss):
+            raise TrainingFailure(stage, epoch, f"non-finite training loss ({info.mean_loss})")
+        if on_epoch is not None and on_epoch(info):
+            raise TrainingFailure(stage, epoch, f"stopped by the epoch callback (loss {info.mean_loss:.4g}, "
+                                                f"training accuracy {info.train_accuracy:.3f})")
+    net.train(False)
+    return history
+
+
+def adamw(net: Net, *, lr: float, weight_decay: float, total_steps: int) -> tuple[torch.optim.Optimizer, object]:
+    """The fine-tuning optimiser: AdamW with a linear decay to zero, no warm-up."""
+    params = [p for p in net.model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=net.device.type == "cuda")
+    return optimizer, get_linear_schedule_with_warmup(optimizer, 0, max(total_steps, 1))
+
+
+def sgd(net: Net, *, lr: float, momentum: float) -> torch.optim.Optimizer:
+    """The SWAG optimiser: plain SGD at a constant learning rate, no weight decay."""
+    params = [p for p in net.model.parameters() if p.requires_grad]
+    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=0.0)
+
+
+@dataclass
+class Sweep:
+    """What a sweep over draws leaves: per-record maxima (private) and per-draw maxima (public)."""
+
+    record_max: torch.Tensor
+    draw_max: list[float]
+    stopped_early: bool
+
+
+def sweep_draws(
+    net: Net,
+    split: Split,
+    posterior: SWAGPosterior,
+    *,
+    draws: int,
+    generator: torch.Generator,
+    batch_size: int,
+    weights: torch.Tensor | None = None,
+    stop_above: float | None = None,
+    desc: str = "draws",
+    progress: bool = False,
+) -> Sweep:
+    """For each draw θ_d: m_d = max_i w_i·NLL_i(θ_d), and the running max over draws per record.
+
+    With ``weights=None`` this is the risk sweep (r_i = max_d NLL_i). Streams in
+    O(n) memory; restores the SWAG mean into the model afterwards. With
+    ``stop_above`` it stops after the first draw whose max delta exceeds it.
+    """
+    net.train(False)
+    record_max = torch.full((len(split),), -math.inf, device=net.device)
+    nll = torch.empty(len(split), device=net.device)
+    draw_max: list[torch.Tensor] = []
+    stopped = False
+    try:
+        for _ in tqdm(range(draws), desc=desc, leave=False, disable=None if progress else True):
+            posterior.load_into(net.model, posterior.sample(generator))
+            delta = net.per_record_nll(split, batch_size, out=nll)
+            if weights is not None:
+                delta = delta * weights
+            torch.maximum(record_max, delta, out=record_max)
+            draw_max.append(delta.max())
+            if stop_above is not None and float(draw_max[-1]) > stop_above:
+                stopped = True
+                break
+    finally:
+        posterior.restore_mean(net.model)
+    return Sweep(record_max, torch.stack(draw_max).double().cpu().tolist(), stopped)
+
+
+def predict_draws(
+    net: Net, split: Split, posterior: SWAGPosterior, *, draws: int, generator: torch.Generator, batch_size: int,
+    progress: bool = False,
+) -> Iterator[np.ndarray]:
+    """Test-set predictions of each of ``draws`` draws; restores the SWAG mean afterwards."""
+    net.train(False)
+    try:
+        for _ in tqdm(range(draws), desc="utility draws", leave=False, disable=None if progress else True):
+            posterior.load_into(net.model, posterior.sample(generator))
+            yield net.predict(split, batch_size).cpu().numpy()
+    finally:
+        posterior.restore_mean(net.model)

@@ -1,0 +1,176 @@
+"""Building the classifier and its tokenizer, and choosing which parameters are private.
+
+Real models load through ``from_pretrained(name_or_path)`` (the hub or a local
+folder); the ``tiny`` preset builds a small BERT from a config with a WordPiece
+tokenizer fitted on the training texts, which makes it *data-derived*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import (
+    AutoModel,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BertConfig,
+    BertForSequenceClassification,
+    BertModel,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
+
+from swagppm._config import ConfigError, SWAGPPMConfig
+from swagppm._data import PreparedData
+from swagppm._pooled import PooledClassifier, PooledClassifierConfig
+from swagppm._rng import seeded_global_rng
+
+_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+@dataclass
+class ModelBundle:
+    """The classifier, its tokenizer and the bookkeeping of what is private.
+
+    ``initial_state`` holds the starting (pretrained or seeded-initial) values of
+    the trainable parameters, so stage 2 can restart "from the base model"
+    without reloading it. ``head`` is set when the encoder is frozen: training and
+    draws then run on cached encoder features through the head alone.
+    """
+
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    data_derived: bool
+    head: nn.Module | None
+    private_parameters: tuple[str, ...]
+    initial_state: dict[str, torch.Tensor]
+
+    def reset(self, state: dict[str, torch.Tensor] | None = None) -> None:
+        """Write ``state`` (default: the initial values) into the trainable parameters."""
+        state = self.initial_state if state is None else state
+        parameters = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, value in state.items():
+                parameters[name].copy_(value)
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """A detached copy of the current trainable parameters."""
+        return {n: p.detach().clone() for n, p in self.model.named_parameters() if p.requires_grad}
+
+
+def build_model(config: SWAGPPMConfig, data: PreparedData, device: torch.device) -> ModelBundle:
+    """Tokenizer plus classifier for ``data``'s classes, trainable set applied, on ``device``."""
+    spec = config.model
+    labels = dict(
+        num_labels=data.num_classes,
+        id2label={k: name for k, name in enumerate(data.class_names)},
+        label2id={name: k for k, name in enumerate(data.class_names)},
+    )
+    pooling = spec.resolved_pooling
+    with seeded_global_rng(config.seed, "init", device=torch.device("cpu")):
+        if spec.is_tiny:
+            tokenizer = fit_wordpiece_tokenizer(data.train_texts, vocab_size=spec.tiny_vocab_size)
+            bert = BertConfig(
+                vocab_size=len(tokenizer), hidden_size=spec.tiny_hidden_size, num_hidden_layers=spec.tiny_layers,
+                num_attention_heads=spec.tiny_heads, intermediate_size=4 * spec.tiny_hidden_size,
+                max_position_embeddings=config.data.max_length + 2, pad_token_id=tokenizer.pad_token_id, **labels,
+            )
+            if pooling == "native":
+                model: PreTrainedModel = BertForSequenceClassification(bert)
+            else:
+                model = _pooled(BertModel(bert, add_pooling_layer=False), pooling, labels)
+        else:
+            tokenizer = _load(AutoTokenizer.from_pretrained, spec.name_or_path, "tokenizer")
+            if pooling == "native":
+                model = _load(AutoModelForSequenceClassification.from_pretrained, spec.name_or_path, "model", **labels)
+            else:
+                encoder = _load(AutoModel.from_pretrained, spec.name_or_path, "model")
+                model = _pooled(encoder, pooling, labels)
+    if tokenizer.pad_token_id is None:
+        if tokenizer.eos_token is None:
+            raise ConfigError(f"model.name_or_path = {spec.name_or_path!r}: the tokenizer has no padding token")
+        tokenizer.pad_token = tokenizer.eos_token
+        model.config.pad_token_id = tokenizer.pad_token_id
+    private = _apply_trainable(model, config)
+    model.to(device)
+    initial = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    head = model.classifier if spec.trainable == "head" else None
+    return ModelBundle(model, tokenizer, spec.is_tiny, head, private, initial)
+
+
+def fit_wordpiece_tokenizer(texts: tuple[str, ...] | list[str], *, vocab_size: int) -> PreTrainedTokenizerFast:
+    """A lower-cased BERT-style WordPiece tokenizer fitted on ``texts`` (data-derived)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(_SPECIAL_TOKENS), show_progress=False)
+    tokenizer.train_from_iterator(list(texts), trainer=trainer)
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+        sep_token="[SEP]", mask_token="[MASK]", model_input_names=["input_ids", "attention_mask"],
+    )
+
+
+def _pooled(encoder: PreTrainedModel, pooling: str, labels: dict) -> PooledClassifier:
+    encoder_config = {k: v for k, v in encoder.config.to_dict().items() if k not in ("_name_or_path", "id2label", "label2id")}
+    config = PooledClassifierConfig(encoder=encoder_config, pooling=pooling, **labels)
+    return PooledClassifier(config, encoder=encoder)
+
+
+def _load(loader, name: str, what: str, **kwargs):  # type: ignore[no-untyped-def]
+    try:
+        return loader(name, **kwargs)
+    except (OSError, ValueError) as error:
+        raise ConfigError(
+            f"model.name_or_path = {name!r}: cannot load the {what} ({type(error).__name__}: {str(error).splitlines()[0]}). "
+            "Give a local model folder, or a hub name already in the local Hugging Face cache; "
+            "'tiny' builds an offline demo model."
+        ) from None
+
+
+def _apply_trainable(model: PreTrainedModel, config: SWAGPPMConfig) -> tuple[str, ...]:
+    """Freeze everything outside the trainable set; return the trainable names."""
+    mode = config.model.trainable
+    names = [n for n, _ in model.named_parameters()]
+    if mode == "all":
+        chosen = set(names)
+    elif mode == "head":
+        chosen = {n for n in names if n.startswith("classifier.")}
+    else:
+        chosen = set(_last_layers(model, config.model.n_layers)) | set(_head_names(model))
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad_(name in chosen)
+    if config.swag_modules is not None:
+        covered = {n for n in chosen if any(n == m or n.startswith(m + ".") for m in config.swag_modules)}
+        if not covered:
+            raise ConfigError(
+                f"swagppm.swag_modules = {list(config.swag_modules)}: no trainable parameter lies under these names"
+            )
+    return tuple(n for n in names if n in chosen)
+
+
+def _head_names(model: PreTrainedModel) -> list[str]:
+    prefix = model.base_model_prefix + "."
+    return [n for n, _ in model.named_parameters() if not n.startswith(prefix) or ".pooler." in n]
+
+
+def _last_layers(model: PreTrainedModel, count: int) -> list[str]:
+    lists = [(name, module) for name, module in model.named_modules() if isinstance(module, nn.ModuleList)]
+    if not lists:
+        raise ConfigError("model.trainable = 'last_n_layers': the model has no list of layers")
+    name, layers = max(lists, key=lambda item: len(item[1]))
+    if count > len(layers):
+        raise ConfigError(f"model.n_layers = {count}: the model has only {len(layers)} layers")
+    first = len(layers) - count
+    prefixes = tuple(f"{name}.{i}." for i in range(first, len(layers)))
+    return [n for n, _ in model.named_parameters() if n.startswith(prefixes)]

@@ -1,0 +1,97 @@
+"""A pretrained encoder with mean (or first-token) pooling and a linear head.
+
+Hugging Face's own sequence-classification heads pool the first token; sentence
+encoders such as all-MiniLM-L6-v2 were trained for mean pooling, and a linear
+head on their mean-pooled features is far better (on the OSHA sample, weighted F1
+0.69 against 0.57 with BERT's pooler). This module is self-contained (it imports
+only torch and transformers) because a released model directory carries a copy of
+it: ``AutoModelForSequenceClassification.from_pretrained(dir)`` loads it once
+``swagppm`` is imported (which registers the classes), and
+``from_pretrained(dir, trust_remote_code=True)`` loads it without ``swagppm``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutput
+
+POOLINGS = ("mean", "cls")
+
+
+class PooledClassifierConfig(PretrainedConfig):
+    """Configuration: the encoder's own config (as a dict), the pooling and the labels."""
+
+    model_type = "swagppm_pooled"
+
+    def __init__(
+        self,
+        encoder: dict | None = None,
+        pooling: str = "mean",
+        classifier_dropout: float = 0.0,
+        **kwargs: object,
+    ) -> None:
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        self.encoder = dict(encoder or {})
+        self.pooling = pooling
+        self.classifier_dropout = classifier_dropout
+        super().__init__(**kwargs)
+
+    def encoder_config(self) -> PretrainedConfig:
+        """The encoder's configuration object, rebuilt from the stored dict."""
+        values = dict(self.encoder)
+        return AutoConfig.for_model(values.pop("model_type"), **values)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.encoder["hidden_size"])
+
+
+class PooledClassifier(PreTrainedModel):
+    """Encoder → pooled features → dropout → linear ``classifier``."""
+
+    config_class = PooledClassifierConfig
+    base_model_prefix = "encoder"
+    main_input_name = "input_ids"
+
+    def __init__(self, config: PooledClassifierConfig, encoder: nn.Module | None = None) -> None:
+        super().__init__(config)
+        self.encoder = encoder if encoder is not None else AutoModel.from_config(config.encoder_config())
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if module is getattr(self, "classifier", None):
+            std = float(self.config.encoder.get("initializer_range", 0.02))
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            nn.init.zeros_(module.bias)
+
+    def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Pool token states [B, T, H] into [B, H], ignoring padding."""
+        if self.config.pooling == "cls":
+            return hidden[:, 0]
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+    def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The classifier's input: pooled encoder states."""
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.pool(hidden, attention_mask)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **_: object,
+    ) -> SequenceClassifierOutput:
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        logits = self.classifier(self.dropout(self.features(input_ids, attention_mask)))
+        loss = None
+        if labels is not None:
+            loss = nn.functional.cross_entropy(logits.float(), labels)
+        return SequenceClassifierOutput(loss=loss, logits=logits)

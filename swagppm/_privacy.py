@@ -1,0 +1,51 @@
+"""The privacy arithmetic of SWAG-PPM, as pure functions on tensors.
+
+Kept apart from the training engine so that every formula has golden-number
+tests: risk normalisation, weights, the weighted loss, ε and the reweighting
+variant (METHOD.md steps 3, 4, 5, 7 and "Reweighting variant").
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+
+def normalise_risk(risk: torch.Tensor) -> torch.Tensor:
+    """f = (r − min r) / (max r − min r) in [0, 1]; all-equal risks give f = 0."""
+    low, high = risk.min(), risk.max()
+    span = high - low
+    if span <= 0:
+        return torch.zeros_like(risk)
+    return (risk - low) / span
+
+
+def privacy_weights(normalised_risk: torch.Tensor, *, c: float, g: float = 0.0) -> torch.Tensor:
+    """w = clip(c · (1 − f) + g, 0, 1): riskier records get lower weights."""
+    if c <= 0:
+        raise ValueError(f"c must be positive, got {c}")
+    return (c * (1.0 - normalised_risk) + g).clamp(0.0, 1.0)
+
+
+def weighted_nll(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """The batch loss mean_i(w_i · NLL_i), deliberately not divided by Σw (that would cancel c)."""
+    nll = F.cross_entropy(logits.float(), labels, reduction="none")
+    return (weights * nll).mean()
+
+
+def epsilon_from_series(max_delta: torch.Tensor) -> float:
+    """ε = 2 · max over draws of the max delta."""
+    return 2.0 * float(max_delta.max())
+
+
+def reweight(weights: torch.Tensor, record_max: torch.Tensor, *, k: float) -> torch.Tensor:
+    """w'_i = min(1, k · w_i · Δ / Δ_i), where Δ_i = max over draws of w_i·NLL_i and Δ = max_i Δ_i.
+
+    Records with Δ_i = 0 keep w_i.
+    """
+    if not 0.0 < k <= 1.0:
+        raise ValueError(f"reweight k must be in (0, 1], got {k}")
+    bound = record_max.max()
+    safe = torch.where(record_max > 0, record_max, torch.ones_like(record_max))
+    raised = torch.clamp(k * weights * bound / safe, max=1.0)
+    return torch.where(record_max > 0, raised, weights)

@@ -1,0 +1,235 @@
+"""SWAG (Maddox et al., 2019): a Gaussian over a module's trainable parameters.
+
+Exactly METHOD.md's estimator: running mean μ and second moment s of the
+snapshots, σ² = clamp(s − μ², 1e-30), and a deviation matrix D whose column k is
+θ_k − μ_k (μ_k = the running mean just after snapshot k). A draw is
+
+    θ = μ + σ ⊙ z₁ / √2 + D z₂ / √(2(K − 1)),
+
+with z₁ ~ N(0, I_P), z₂ ~ N(0, I_K) and K = the number of columns kept (at most
+``rank``; older columns are overwritten first). D Dᵀ is never formed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+
+class SWAGPosterior:
+    """Running SWAG statistics over the trainable parameters of a module.
+
+    The parameter set is fixed at the first ``collect``: every parameter with
+    ``requires_grad`` whose name lies under one of ``modules`` (all when ``None``).
+    ``deviations_device="cpu"`` keeps D in host memory (pinned when CUDA is
+    available) for models whose (2 + K)·P numbers do not fit on the device.
+    """
+
+    def __init__(
+        self,
+        *,
+        rank: int = 20,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+        deviations_device: torch.device | str | None = None,
+        modules: Sequence[str] | None = None,
+    ) -> None:
+        if rank < 2:
+            raise ValueError(f"rank must be at least 2, got {rank}")
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"SWAG accumulates in float32 or float64, not {dtype}")
+        self.rank = rank
+        self.dtype = dtype
+        self._device = torch.device(device) if device is not None else None
+        self._deviations_device = torch.device(deviations_device) if deviations_device is not None else None
+        self.modules = tuple(modules) if modules is not None else None
+        self.parameter_names: tuple[str, ...] = ()
+        self._shapes: tuple[torch.Size, ...] = ()
+        self._mean: torch.Tensor | None = None
+        self._sq_mean: torch.Tensor | None = None
+        self._deviations: torch.Tensor | None = None
+        self.num_snapshots = 0
+
+    # --- collection ------------------------------------------------------------------------
+
+    def _select(self, module: nn.Module) -> list[tuple[str, nn.Parameter]]:
+        chosen = []
+        for name, parameter in module.named_parameters():
+            if not parameter.requires_grad:
+                continue
+            if self.modules is not None and not any(name == m or name.startswith(m + ".") for m in self.modules):
+                continue
+            chosen.append((name, parameter))
+        if not chosen:
+            where = f" under {list(self.modules)}" if self.modules is not None else ""
+            raise ValueError(f"no trainable parameters{where} to collect")
+        return chosen
+
+    def collect(self, module: nn.Module) -> None:
+        """Add the module's current parameters as one snapshot."""
+        selected = self._select(module)
+        names = tuple(name for name, _ in selected)
+        with torch.no_grad():
+            theta = torch.cat([p.detach().reshape(-1) for _, p in selected])
+        if self._mean is None:
+            self.parameter_names = names
+            self._shapes = tuple(p.shape for _, p in selected)
+            device = self._device or theta.device
+            dev_device = self._deviations_device or device
+            size = theta.numel()
+            self._mean = torch.zeros(size, dtype=self.dtype, device=device)
+            self._sq_mean = torch.zeros(size, dtype=self.dtype, device=device)
+            self._deviations = torch.zeros(
+                size, self.rank, dtype=self.dtype, device=dev_device,
+                pin_memory=dev_device.type == "cpu" and device.type == "cuda",
+            )
+        elif names != self.parameter_names:
+            raise ValueError("the module's trainable parameters changed since the first snapshot")
+        assert self._sq_mean is not None and self._deviations is not None
+        theta = theta.to(device=self._mean.device, dtype=self.dtype)
+        n = self.num_snapshots + 1
+        self._mean.mul_((n - 1) / n).add_(theta, alpha=1.0 / n)
+        self._sq_mean.mul_((n - 1) / n).addcmul_(theta, theta, value=1.0 / n)
+        column = (n - 1) % self.rank
+        self._deviations[:, column].copy_(theta - self._mean, non_blocking=True)
+        self.num_snapshots = n
+
+    # --- the posterior ---------------------------------------------------------------------
+
+    def _require(self, minimum: int = 1) -> None:
+        if self.num_snapshots < minimum:
+            raise ValueError(
+                f"SWAG has {self.num_snapshots} snapshot(s); sampling needs at least {minimum} "
+                "(collect one per SWAG epoch: use swag_epochs >= 2)"
+            )
+
+    @property
+    def num_parameters(self) -> int:
+        return 0 if self._mean is None else self._mean.numel()
+
+    @property
+    def num_columns(self) -> int:
+        """K: deviation columns kept (min of snapshots and rank)."""
+        return min(self.num_snapshots, self.rank)
+
+    @property
+    def mean(self) -> torch.Tensor:
+        self._require()
+        assert self._mean is not None
+        return self._mean
+
+    @property
+    def variance(self) -> torch.Tensor:
+        """The diagonal σ² = clamp(s − μ², min=1e-30)."""
+        self._require()
+        assert self._sq_mean is not None
+        return (self._sq_mean - self.mean.square()).clamp_(min=1e-30)
+
+    @property
+    def deviations(self) -> torch.Tensor:
+        """D (P × K), columns in snapshot order."""
+        self._require()
+        assert self._deviations is not None
+        return self._deviations[:, self._column_order()]
+
+    def _column_order(self) -> list[int]:
+        k = self.num_columns
+        start = self.num_snapshots % self.rank if self.num_snapshots > self.rank else 0
+        return [(start + j) % self.rank for j in range(k)]
+
+    def sample(self, generator: torch.Generator) -> torch.Tensor:
+        """One flat draw θ (length P, in the accumulation dtype) from the explicit generator.
+
+        z₁ is drawn first, then z₂, both on the generator's device.
+        """
+        self._require(2)
+        assert self._deviations is not None
+        mean = self.mean
+        z1 = torch.randn(mean.shape, generator=generator, device=generator.device, dtype=self.dtype)
+        z2 = torch.randn(self.num_columns, generator=generator, device=generator.device, dtype=self.dtype)
+        theta = mean + self.variance.sqrt_().mul_(z1.to(mean.device)).mul_(1.0 / math.sqrt(2.0))
+        order = self._column_order()
+        coefficients = torch.zeros(self.rank, dtype=self.dtype, device=self._deviations.device)
+        coefficients[order] = z2.to(self._deviations.device)
+        low_rank = self._deviations @ coefficients
+        return theta.add_(low_rank.to(mean.device, non_blocking=True), alpha=1.0 / math.sqrt(2.0 * (self.num_columns - 1)))
+
+    # --- writing into a module -------------------------------------------------------------
+
+    def load_into(self, module: nn.Module, theta: torch.Tensor) -> None:
+        """Write a flat vector (a draw or the mean) into the module's parameters, in place."""
+        self._require()
+        if theta.numel() != self.num_parameters:
+            raise ValueError(f"expected a vector of {self.num_parameters} values, got {theta.numel()}")
+        parameters = dict(module.named_parameters())
+        offset = 0
+        with torch.no_grad():
+            for name, shape in zip(self.parameter_names, self._shapes):
+                target = parameters[name]
+                count = target.numel()
+                target.copy_(theta[offset : offset + count].view(shape), non_blocking=True)
+                offset += count
+
+    def restore_mean(self, module: nn.Module) -> None:
+        """Put the SWAG mean back into the module (e.g. after evaluating draws)."""
+        self.load_into(module, self.mean)
+
+    # --- persistence -----------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, object]:
+        self._require()
+        return {
+            "rank": self.rank,
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "modules": self.modules,
+            "parameter_names": self.parameter_names,
+            "shapes": [tuple(s) for s in self._shapes],
+            "num_snapshots": self.num_snapshots,
+            "mean": self._mean,
+            "sq_mean": self._sq_mean,
+            "deviations": self._deviations,
+        }
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        if int(state["rank"]) != self.rank or getattr(torch, str(state["dtype"])) != self.dtype:  # type: ignore[arg-type]
+            raise ValueError("state was saved with a different rank or dtype")
+        device = self._device or state["mean"].device  # type: ignore[union-attr]
+        dev_device = self._deviations_device or device
+        self.modules = state["modules"]  # type: ignore[assignment]
+        self.parameter_names = tuple(state["parameter_names"])  # type: ignore[arg-type]
+        self._shapes = tuple(torch.Size(s) for s in state["shapes"])  # type: ignore[union-attr]
+        self.num_snapshots = int(state["num_snapshots"])  # type: ignore[arg-type]
+        self._mean = state["mean"].to(device)  # type: ignore[union-attr]
+        self._sq_mean = state["sq_mean"].to(device)  # type: ignore[union-attr]
+        self._deviations = state["deviations"].to(dev_device)  # type: ignore[union-attr]
+
+
+class RunningMean:
+    """The running mean of named parameters that SWAG does not cover.
+
+    With ``swag_modules`` set, the other trainable parameters are fixed at their
+    mean over the same snapshots (METHOD.md) rather than their last value.
+    """
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = frozenset(names)
+        self.num_snapshots = 0
+        self._mean: dict[str, torch.Tensor] = {}
+
+    def collect(self, module: nn.Module) -> None:
+        n = self.num_snapshots + 1
+        with torch.no_grad():
+            for name, parameter in module.named_parameters():
+                if name in self.names:
+                    mean = self._mean.setdefault(name, torch.zeros_like(parameter, dtype=torch.float32))
+                    mean.mul_((n - 1) / n).add_(parameter.detach().float(), alpha=1.0 / n)
+        self.num_snapshots = n
+
+    def load_into(self, module: nn.Module) -> None:
+        with torch.no_grad():
+            for name, parameter in module.named_parameters():
+                if name in self._mean:
+                    parameter.copy_(self._mean[name])

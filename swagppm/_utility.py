@@ -1,0 +1,49 @@
+"""Utility metrics (scikit-learn): F1 per draw, and the class-level release report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from sklearn.metrics import classification_report, confusion_matrix, f1_score
+
+
+def f1_pair(y_true: np.ndarray, y_pred: np.ndarray, num_classes: int) -> tuple[float, float]:
+    """(macro F1, weighted F1) over all ``num_classes`` classes; absent predictions score 0."""
+    labels = list(range(num_classes))
+    macro = f1_score(y_true, y_pred, labels=labels, average="macro", zero_division=0)
+    weighted = f1_score(y_true, y_pred, labels=labels, average="weighted", zero_division=0)
+    return float(macro), float(weighted)
+
+
+def summarise(values: Sequence[float]) -> dict[str, float]:
+    """Median and 10th percentile across draws (NaN when there are no draws)."""
+    if len(values) == 0:
+        return {"median": float("nan"), "q10": float("nan")}
+    array = np.asarray(values, dtype=float)
+    return {"median": float(np.median(array)), "q10": float(np.quantile(array, 0.1))}
+
+
+def class_report(
+    y_true: np.ndarray, y_pred: np.ndarray, *, class_names: Sequence[str], train_counts: np.ndarray
+) -> dict[str, object]:
+    """Per-class precision/recall/F1, the confusion matrix, and macro F1 of the top and
+    bottom quartiles of classes by training-set size (the paper's Table 2 view).
+
+    Class-level aggregates only: no record appears in it.
+    """
+    labels = list(range(len(class_names)))
+    report = classification_report(
+        y_true, y_pred, labels=labels, target_names=list(class_names), output_dict=True, zero_division=0
+    )
+    order = np.argsort(-np.asarray(train_counts), kind="stable")
+    quarter = max(1, len(order) // 4)
+    per_class = f1_score(y_true, y_pred, labels=labels, average=None, zero_division=0)
+    return {
+        "per_class": report,
+        "confusion_matrix": confusion_matrix(y_true, y_pred, labels=labels).tolist(),
+        "f1_top_quartile": float(np.mean(per_class[order[:quarter]])),
+        "f1_bottom_quartile": float(np.mean(per_class[order[-quarter:]])),
+        "top_quartile_classes": [class_names[i] for i in order[:quarter]],
+        "bottom_quartile_classes": [class_names[i] for i in order[-quarter:]],
+    }
