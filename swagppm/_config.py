@@ -98,6 +98,7 @@ class ModelConfig:
         _check_choice("model.trainable", self.trainable, Trainable)
         _check_choice("model.pooling", self.pooling, Pooling)
         _check(self.n_layers >= 1, "model.n_layers", self.n_layers, "at least 1")
+        _check(self.tiny_heads >= 1, "model.tiny_heads", self.tiny_heads, "at least 1")
         _check(self.tiny_hidden_size % self.tiny_heads == 0, "model.tiny_hidden_size", self.tiny_hidden_size,
                f"a multiple of tiny_heads={self.tiny_heads}")
         if self.trainable == "head" and self.resolved_pooling == "native":
@@ -205,6 +206,8 @@ class SWAGPPMConfig:
             raise ConfigError(f"{path}: study file not found") from None
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: not valid TOML: {error}") from None
+        except OSError as error:  # a folder, no permission, ...
+            raise ConfigError(f"{path}: cannot read study file: {error}") from None
         for table in ("data", "model", "swagppm"):
             if not isinstance(document.get(table, {}), dict):
                 raise ConfigError(f"{path}: [{table}] must be a table")

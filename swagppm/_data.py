@@ -69,7 +69,8 @@ def load_records(config: DataConfig, *, seed: int = 0) -> tuple[list[str], list[
     labels = frame[config.label_column].tolist()
     for row, text in enumerate(texts, start=1):
         if not isinstance(text, str) or not text.strip():
-            kind = "an empty text" if isinstance(text, str) else f"a non-text value {text!r}"
+            missing = text is None or (isinstance(text, float) and np.isnan(text))  # e.g. an empty CSV cell
+            kind = "an empty text" if isinstance(text, str) or missing else f"a non-text value {text!r}"
             raise DataError(f"{origin}: column {config.text_column!r}, row {row}: {kind}")
     for row, label in enumerate(labels, start=1):
         if label is None or (isinstance(label, float) and np.isnan(label)) or str(label).strip() == "":
@@ -103,7 +104,7 @@ def prepare_data(config: DataConfig, *, seed: int = 0) -> PreparedData:
     keep.sort()
     kept_labels = [labels[i] for i in keep]
     class_index = {name: k for k, name in enumerate(kept_classes)}
-    n_test = int(round(len(keep) * config.test_size))
+    n_test = int(np.ceil(len(keep) * config.test_size))  # as train_test_split rounds it
     if min(n_test, len(keep) - n_test) < len(kept_classes):
         raise DataError(
             f"{config.source}: {len(keep)} records cannot be split stratified into train and test with "
@@ -155,8 +156,20 @@ def _read_frame(config: DataConfig) -> tuple[pd.DataFrame, str]:
         else:
             frame = pd.read_parquet(source)
     except Exception as error:  # pandas raises many parser types; all mean "unreadable"
-        raise DataError(f"{source}: cannot be read as {kind}: {error}") from None
+        bad_line = _first_bad_json_line(source) if source.suffix.lower() == ".jsonl" else None
+        where = f" (line {bad_line} is not valid JSON)" if bad_line is not None else ""
+        raise DataError(f"{source}: cannot be read as {kind}{where}: {error}") from None
     return frame, str(source)
+
+
+def _first_bad_json_line(path: Path) -> int | None:
+    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+        if line.strip():
+            try:
+                json.loads(line)
+            except ValueError:
+                return number
+    return None
 
 
 def _check_utf8(path: Path) -> None:

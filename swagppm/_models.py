@@ -7,6 +7,7 @@ tokenizer fitted on the training texts, which makes it *data-derived*.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -102,15 +103,28 @@ def build_model(config: SWAGPPMConfig, data: PreparedData, device: torch.device)
 
 
 def fit_wordpiece_tokenizer(texts: tuple[str, ...] | list[str], *, vocab_size: int) -> PreTrainedTokenizerFast:
-    """A lower-cased BERT-style WordPiece tokenizer fitted on ``texts`` (data-derived)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    """A lower-cased BERT-style WordPiece tokenizer whose vocabulary comes from ``texts`` (data-derived).
 
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    The vocabulary is built deterministically (the ``tokenizers`` trainer breaks
+    frequency ties in hash order, so the same texts could give different ids):
+    special tokens, every character with its ``##`` continuation, then the most
+    frequent words (ties broken alphabetically) up to ``vocab_size``.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+    normalizer = normalizers.BertNormalizer(lowercase=True)
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    counts: Counter[str] = Counter()
+    for text in texts:
+        counts.update(word for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+    chars = sorted({ch for word in counts for ch in word})
+    pieces = [*_SPECIAL_TOKENS, *chars, *(f"##{ch}" for ch in chars)]
+    words = [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0])) if len(w) > 1]
+    pieces += words[: max(0, vocab_size - len(pieces))]
+    tokenizer = Tokenizer(models.WordPiece({piece: i for i, piece in enumerate(pieces)}, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizer
+    tokenizer.pre_tokenizer = pre_tokenizer
     tokenizer.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(_SPECIAL_TOKENS), show_progress=False)
-    tokenizer.train_from_iterator(list(texts), trainer=trainer)
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]

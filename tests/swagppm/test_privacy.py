@@ -1,0 +1,94 @@
+"""Golden numbers for the privacy arithmetic (METHOD.md steps 3-7 and the reweighting)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from swagppm import epsilon_from_series, normalise_risk, privacy_weights, reweight, weighted_nll
+from swagppm._engine import Net, Split, sweep_draws
+from swagppm._swag import SWAGPosterior
+
+
+def test_normalised_risk_and_weights_golden() -> None:
+    f = normalise_risk(torch.tensor([1.0, 2.0, 3.0, 5.0]))
+    torch.testing.assert_close(f, torch.tensor([0.0, 0.25, 0.5, 1.0]))
+    torch.testing.assert_close(privacy_weights(f, c=1.0), torch.tensor([1.0, 0.75, 0.5, 0.0]))
+    torch.testing.assert_close(privacy_weights(f, c=2.0), torch.tensor([1.0, 1.0, 1.0, 0.0]))  # clipped at 1
+    torch.testing.assert_close(privacy_weights(f, c=0.5, g=0.1), torch.tensor([0.6, 0.475, 0.35, 0.1]))
+    torch.testing.assert_close(privacy_weights(f, c=0.5, g=-0.3), torch.tensor([0.2, 0.075, 0.0, 0.0]))  # clipped at 0
+    with pytest.raises(ValueError, match="c must be positive"):
+        privacy_weights(f, c=0.0)
+
+
+def test_all_equal_risks_give_zero_f_and_weight_c() -> None:
+    f = normalise_risk(torch.full((5,), 3.2))
+    assert torch.equal(f, torch.zeros(5))
+    torch.testing.assert_close(privacy_weights(f, c=0.7), torch.full((5,), 0.7))
+
+
+def test_weighted_loss_is_not_normalised_by_the_weight_sum() -> None:
+    logits = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    labels = torch.tensor([0, 0, 1])
+    w = torch.tensor([1.0, 0.5, 0.25])
+    nll = -torch.log_softmax(logits, dim=-1)[torch.arange(3), labels]
+    torch.testing.assert_close(weighted_nll(logits, labels, w), (w * nll).sum() / 3)
+    torch.testing.assert_close(weighted_nll(logits, labels, 0.4 * w), 0.4 * weighted_nll(logits, labels, w))
+
+
+def test_epsilon_is_twice_the_largest_max_delta() -> None:
+    assert epsilon_from_series(torch.tensor([1.5, 4.25, 3.0])) == 8.5
+
+
+def test_reweighting_golden() -> None:
+    w = torch.tensor([1.0, 0.5, 0.25, 0.8])
+    delta_i = torch.tensor([2.0, 1.0, 0.5, 0.0])  # Δ = 2
+    # w' = min(1, k·w·Δ/Δ_i); Δ_i = 0 keeps w
+    torch.testing.assert_close(reweight(w, delta_i, k=0.95), torch.tensor([0.95, 0.95, 0.95, 0.8]))
+    torch.testing.assert_close(reweight(w, delta_i, k=0.4), torch.tensor([0.4, 0.4, 0.4, 0.8]))
+
+
+def test_epsilon_golden_through_the_draw_sweep() -> None:
+    """A head with identical snapshots (a point-mass posterior) on known features:
+    NLLs are [log 2, log(1+e), log(1+e^-2), log(1+e^-3)], weights [1, .75, .5, 0],
+    so every max delta is 0.75·log(1+e) and ε = 1.5·log(1+e)."""
+    features = torch.tensor([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0], [0.0, 3.0]])
+    split = Split(features, np.array([0, 1, 0, 1]), None, torch.device("cpu"))
+    head = nn.Linear(2, 2)
+    with torch.no_grad():
+        head.weight.copy_(torch.eye(2))
+        head.bias.zero_()
+    posterior = SWAGPosterior(rank=3)
+    for _ in range(3):
+        posterior.collect(head)
+    net = Net(head, head, device=torch.device("cpu"), amp=False)
+    weights = privacy_weights(normalise_risk(torch.tensor([1.0, 2.0, 3.0, 5.0])), c=1.0)
+    sweep = sweep_draws(net, split, posterior, draws=4, generator=torch.Generator().manual_seed(0),
+                        batch_size=2, weights=weights)
+    expected = 0.75 * math.log1p(math.e)
+    assert sweep.draw_max == pytest.approx([expected] * 4, abs=1e-6)
+    assert epsilon_from_series(torch.tensor(sweep.draw_max)) == pytest.approx(2 * expected, abs=1e-6)
+    nll = [math.log(2), math.log1p(math.e), math.log1p(math.exp(-2)), math.log1p(math.exp(-3))]
+    torch.testing.assert_close(sweep.record_max, weights * torch.tensor(nll))  # w = 0 contributes 0
+    risk = sweep_draws(net, split, posterior, draws=2, generator=torch.Generator().manual_seed(0), batch_size=3)
+    torch.testing.assert_close(risk.record_max, torch.tensor(nll))
+
+
+def test_stop_above_returns_a_partial_series() -> None:
+    features = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    split = Split(features, np.array([0, 1, 0, 1, 0, 1]), None, torch.device("cpu"))
+    head = nn.Linear(3, 2)
+    posterior = SWAGPosterior(rank=3)
+    for step in range(3):
+        with torch.no_grad():
+            head.weight.add_(0.1 * step)
+        posterior.collect(head)
+    net = Net(head, head, device=torch.device("cpu"), amp=False)
+    sweep = sweep_draws(net, split, posterior, draws=50, generator=torch.Generator().manual_seed(0),
+                        batch_size=4, stop_above=0.0)
+    assert sweep.stopped_early and len(sweep.draw_max) == 1
+    torch.testing.assert_close(head.weight.detach().reshape(-1), posterior.mean[:6].float())  # mean restored

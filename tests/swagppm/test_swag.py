@@ -1,0 +1,142 @@
+"""SWAG: exact statistics of known snapshots, and the sampling distribution."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+from torch import nn
+
+from swagppm import SWAGPosterior
+
+
+class Flat(nn.Module):
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.a = nn.Parameter(torch.zeros(size - 2))
+        self.b = nn.Parameter(torch.zeros(2, 1))
+        self.frozen = nn.Parameter(torch.zeros(3), requires_grad=False)
+
+    def set(self, theta: torch.Tensor) -> None:
+        with torch.no_grad():
+            self.a.copy_(theta[:-2])
+            self.b.copy_(theta[-2:].view(2, 1))
+
+    def get(self) -> torch.Tensor:
+        return torch.cat([self.a.detach(), self.b.detach().view(-1)])
+
+
+def collect(snapshots: torch.Tensor, **kwargs: object) -> tuple[SWAGPosterior, Flat]:
+    module = Flat(snapshots.shape[1])
+    posterior = SWAGPosterior(dtype=torch.float64, **kwargs)  # type: ignore[arg-type]
+    for theta in snapshots:
+        module.set(theta)
+        posterior.collect(module)
+    return posterior, module
+
+
+def reference(snapshots: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """μ, σ², D by METHOD.md's definitions (D column k = θ_k − running mean after k)."""
+    mean = snapshots.mean(0)
+    var = (snapshots.square().mean(0) - mean.square()).clamp(min=1e-30)
+    running = torch.cumsum(snapshots, 0) / torch.arange(1, len(snapshots) + 1, dtype=snapshots.dtype)[:, None]
+    deviations = (snapshots - running).T
+    return mean, var, deviations[:, -rank:]
+
+
+@pytest.fixture
+def snapshots() -> torch.Tensor:
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(6, 5, generator=gen, dtype=torch.float64) * torch.tensor([1.0, 2.0, 0.5, 1.5, 0.3], dtype=torch.float64)
+
+
+def test_statistics_match_definitions(snapshots: torch.Tensor) -> None:
+    posterior, _ = collect(snapshots, rank=20)
+    mean, var, deviations = reference(snapshots, 20)
+    assert posterior.num_snapshots == 6 and posterior.num_columns == 6
+    torch.testing.assert_close(posterior.mean, mean)
+    torch.testing.assert_close(posterior.variance, var)
+    torch.testing.assert_close(posterior.deviations, deviations)  # K < rank: P × K, not P × rank
+    assert posterior.deviations.shape == (5, 6)
+    assert posterior.parameter_names == ("a", "b")  # requires_grad=False parameters are not covered
+
+
+def test_rank_keeps_the_latest_columns_in_order(snapshots: torch.Tensor) -> None:
+    posterior, _ = collect(snapshots, rank=4)
+    _, _, deviations = reference(snapshots, 4)
+    assert posterior.num_columns == 4
+    torch.testing.assert_close(posterior.deviations, deviations)
+
+
+def test_sampling_distribution_matches_swag_covariance(snapshots: torch.Tensor) -> None:
+    """Draws have mean μ and covariance ½(diag σ² + D Dᵀ/(K−1)) (chi-square checks)."""
+    posterior, _ = collect(snapshots[:5], rank=20)
+    mean, var, deviations = reference(snapshots[:5], 20)
+    k = deviations.shape[1]
+    cov = 0.5 * (torch.diag(var) + deviations @ deviations.T / (k - 1))
+    gen = torch.Generator().manual_seed(1)
+    n = 20000
+    draws = torch.stack([posterior.sample(gen) for _ in range(n)])
+    p = draws.shape[1]
+    inv = torch.linalg.inv(cov)
+    diff = draws.mean(0) - mean
+    mean_stat = float(n * diff @ inv @ diff)  # ~ chi2(P) if the mean is right
+    assert stats.chi2.sf(mean_stat, p) > 1e-3
+    centred = draws - mean
+    d2 = torch.einsum("ni,ij,nj->n", centred, inv, centred).numpy()  # ~ chi2(P) per draw if Σ is right
+    for level in (0.5, 0.9, 0.99):
+        inside = float(np.mean(d2 <= stats.chi2.ppf(level, p)))
+        assert abs(inside - level) < 4 * math.sqrt(level * (1 - level) / n)
+    empirical = torch.cov(draws.T)
+    se = torch.sqrt((torch.outer(torch.diag(cov), torch.diag(cov)) + cov.square()) / n)
+    assert bool(((empirical - cov).abs() < 5 * se).all())
+
+
+def test_sample_is_reproducible_from_the_generator(snapshots: torch.Tensor) -> None:
+    posterior, _ = collect(snapshots, rank=20)
+    first = posterior.sample(torch.Generator().manual_seed(7))
+    again = posterior.sample(torch.Generator().manual_seed(7))
+    other = posterior.sample(torch.Generator().manual_seed(8))
+    assert torch.equal(first, again) and not torch.equal(first, other)
+
+
+def test_one_snapshot_is_rejected_clearly(snapshots: torch.Tensor) -> None:
+    posterior, _ = collect(snapshots[:1], rank=20)
+    with pytest.raises(ValueError, match="at least 2"):
+        posterior.sample(torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="rank must be at least 2"):
+        SWAGPosterior(rank=1)
+
+
+def test_load_into_writes_in_place_and_restores_mean(snapshots: torch.Tensor) -> None:
+    posterior, module = collect(snapshots, rank=20)
+    storage = module.a.data_ptr()
+    theta = posterior.sample(torch.Generator().manual_seed(3))
+    posterior.load_into(module, theta)
+    assert module.a.data_ptr() == storage  # no rebuild, same tensors
+    torch.testing.assert_close(module.get().double(), theta.float().double())
+    posterior.restore_mean(module)
+    torch.testing.assert_close(module.get().double(), posterior.mean.float().double())
+    assert torch.equal(module.frozen, torch.zeros(3))
+
+
+def test_restricted_to_named_submodules(snapshots: torch.Tensor) -> None:
+    posterior, module = collect(snapshots, rank=20, modules=["b"])
+    assert posterior.parameter_names == ("b",) and posterior.num_parameters == 2
+    torch.testing.assert_close(posterior.mean, snapshots[:, -2:].mean(0))
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        SWAGPosterior(modules=["missing"]).collect(module)
+
+
+def test_deviations_on_cpu_and_state_round_trip(snapshots: torch.Tensor) -> None:
+    posterior, _ = collect(snapshots, rank=3, deviations_device="cpu")
+    restored = SWAGPosterior(rank=3, dtype=torch.float64)
+    restored.load_state_dict(posterior.state_dict())
+    assert restored.num_snapshots == posterior.num_snapshots
+    torch.testing.assert_close(restored.deviations, posterior.deviations)
+    a = posterior.sample(torch.Generator().manual_seed(5))
+    b = restored.sample(torch.Generator().manual_seed(5))
+    assert torch.equal(a, b)
