@@ -275,12 +275,13 @@ def _fit(
         raise ValueError(f"ft_epochs must be at least 1, got {ft_epochs}")
     seed = config.seed if seed is None else seed
     start = time.perf_counter()
-    with torch.random.fork_rng(devices=[]):
-        session, created = _session(config)
+    session, created = _session(config)
     timer = _Timer(session.device)
     if created:
         timer.seconds["setup"] = time.perf_counter() - start
     stage1, cache_hit = session.stage1(progress=progress, timer=timer)
+    if not cache_hit:  # the breakdown of a stage 1 computed in this call
+        timer.seconds.update({f"stage1_{part}": seconds for part, seconds in stage1["timings"].items()})
     data = session.data
     result = SWAGPPMResult(
         c=c, g=g, ft_epochs=ft_epochs, seed=seed, epsilon=math.inf, max_delta=[], f1_macro=[], f1_weighted=[],

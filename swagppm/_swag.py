@@ -13,6 +13,7 @@ with z₁ ~ N(0, I_P), z₂ ~ N(0, I_K) and K = the number of columns kept (at m
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 
 import torch
@@ -52,6 +53,8 @@ class SWAGPosterior:
         self._sq_mean: torch.Tensor | None = None
         self._deviations: torch.Tensor | None = None
         self.num_snapshots = 0
+        self._factors: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._bound: tuple[weakref.ref[nn.Module], list[torch.Tensor]] | None = None
 
     # --- collection ------------------------------------------------------------------------
 
@@ -96,6 +99,7 @@ class SWAGPosterior:
         column = (n - 1) % self.rank
         self._deviations[:, column].copy_(theta - self._mean, non_blocking=True)
         self.num_snapshots = n
+        self._factors = None
 
     # --- the posterior ---------------------------------------------------------------------
 
@@ -140,21 +144,32 @@ class SWAGPosterior:
         start = self.num_snapshots % self.rank if self.num_snapshots > self.rank else 0
         return [(start + j) % self.rank for j in range(k)]
 
+    def _sampling_factors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(σ/√2, the K filled columns of D, the buffer position of each chronological column),
+        computed once per set of snapshots rather than per draw."""
+        if self._factors is None:
+            assert self._deviations is not None
+            k = self.num_columns
+            columns = self._deviations[:, :k]  # a view: columns 0..K-1 are the filled ones
+            position = torch.as_tensor(self._column_order(), device=self._deviations.device)
+            self._factors = (self.variance.sqrt_().mul_(1.0 / math.sqrt(2.0)), columns, position)
+        return self._factors
+
     def sample(self, generator: torch.Generator) -> torch.Tensor:
         """One flat draw θ (length P, in the accumulation dtype) from the explicit generator.
 
-        z₁ is drawn first, then z₂, both on the generator's device.
+        z₁ is drawn first, then z₂ (one value per column, in snapshot order), both on
+        the generator's device.
         """
         self._require(2)
-        assert self._deviations is not None
+        scale, columns, position = self._sampling_factors()
         mean = self.mean
         z1 = torch.randn(mean.shape, generator=generator, device=generator.device, dtype=self.dtype)
         z2 = torch.randn(self.num_columns, generator=generator, device=generator.device, dtype=self.dtype)
-        theta = mean + self.variance.sqrt_().mul_(z1.to(mean.device)).mul_(1.0 / math.sqrt(2.0))
-        order = self._column_order()
-        coefficients = torch.zeros(self.rank, dtype=self.dtype, device=self._deviations.device)
-        coefficients[order] = z2.to(self._deviations.device)
-        low_rank = self._deviations @ coefficients
+        coefficients = torch.empty_like(z2, device=columns.device)
+        coefficients[position] = z2.to(columns.device)
+        low_rank = columns @ coefficients
+        theta = torch.addcmul(mean, scale, z1.to(mean.device))
         return theta.add_(low_rank.to(mean.device, non_blocking=True), alpha=1.0 / math.sqrt(2.0 * (self.num_columns - 1)))
 
     # --- writing into a module -------------------------------------------------------------
@@ -164,14 +179,22 @@ class SWAGPosterior:
         self._require()
         if theta.numel() != self.num_parameters:
             raise ValueError(f"expected a vector of {self.num_parameters} values, got {theta.numel()}")
-        parameters = dict(module.named_parameters())
         offset = 0
         with torch.no_grad():
-            for name, shape in zip(self.parameter_names, self._shapes):
-                target = parameters[name]
+            for target, shape in zip(self._targets(module), self._shapes):
                 count = target.numel()
                 target.copy_(theta[offset : offset + count].view(shape), non_blocking=True)
                 offset += count
+
+    def _targets(self, module: nn.Module) -> list[torch.Tensor]:
+        """The module's covered parameters in collection order, looked up once per module."""
+        if self._bound is None or self._bound[0]() is not module:
+            parameters = dict(module.named_parameters())
+            missing = [name for name in self.parameter_names if name not in parameters]
+            if missing:
+                raise ValueError(f"the module has no parameter(s) {missing[:3]} covered by this posterior")
+            self._bound = (weakref.ref(module), [parameters[name] for name in self.parameter_names])
+        return self._bound[1]
 
     def restore_mean(self, module: nn.Module) -> None:
         """Put the SWAG mean back into the module (e.g. after evaluating draws)."""
@@ -205,6 +228,8 @@ class SWAGPosterior:
         self._mean = state["mean"].to(device)  # type: ignore[union-attr]
         self._sq_mean = state["sq_mean"].to(device)  # type: ignore[union-attr]
         self._deviations = state["deviations"].to(dev_device)  # type: ignore[union-attr]
+        self._factors = None
+        self._bound = None
 
 
 class RunningMean:

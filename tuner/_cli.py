@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _fit(args)
-    except (swagppm.ConfigError, swagppm.DataError, swagppm.ReleaseRefused) as error:
+    except (swagppm.ConfigError, swagppm.DataError, swagppm.ReleaseRefused, swagppm.TrainingFailure) as error:
         print(f"swagppm-tune: error: {error}", file=sys.stderr)
         return 2
 
