@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from swagppm._cache import PrivateCache, cache_key
-from tests.conftest import small_config
+from tests.swagppm.conftest import small_config
 
 
 def test_entries_are_owner_only_and_written_atomically(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 import swagppm
 from swagppm import _pipeline
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OSHA = REPO.parent / "shared" / "data" / "osha_sample.jsonl"
 
 

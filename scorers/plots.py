@@ -1,0 +1,431 @@
+"""Plotly figures of SWAG-PPM fits: the pictures the practical guide reads by eye.
+
+Each function returns a ``plotly.graph_objects.Figure`` whose traces and shapes
+carry the numbers behind the picture (named traces, exact x/y values), so the
+figures can be checked as data and shown on a dashboard or in a report.
+
+- ``max_delta_figure``: the max-delta series of one fit, with the bulk band, the
+  spikes and the ε target (METHOD.md, "Reading the max-delta series").
+- ``f1_violin_figure``: macro- and weighted-F1 across posterior draws against the
+  non-private baseline and the allowed degradation.
+- ``search_grid_figure``: the fits of a search over (c, fine-tuning epochs),
+  coloured by ε and shaped by diagnosis (the guide's hand-drawn search).
+- ``tradeoff_figure``: ε against macro-F1 with the feasible region.
+- ``write_html``: one self-contained HTML file per figure (works offline).
+
+Only numpy and plotly are used (no torch). Only aggregate values are drawn: a
+series of per-draw maxima, F1 per draw and per-fit summaries, never anything per
+training record (METHOD.md, "What may be stored where").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from scorers._scores import MIN_DRAWS, MaxDeltaScores, score_max_delta, spike_mask
+
+__all__ = [
+    "LABEL_SYMBOLS",
+    "NONFINITE_COLOR",
+    "f1_violin_figure",
+    "max_delta_figure",
+    "search_grid_figure",
+    "tradeoff_figure",
+    "write_html",
+]
+
+LABEL_SYMBOLS: dict[str, str] = {
+    "underfit": "triangle-down",
+    "well_fit": "circle",
+    "overfit": "triangle-up",
+    "catastrophic": "x",
+}
+"""Marker symbol of each diagnosis label (``scorers.diagnose``), the same in every figure."""
+
+NONFINITE_COLOR = "#8c8c8c"
+"""Grey for fits whose ε is infinite or NaN (they have no place on an ε colour scale)."""
+
+_SERIES_COLOR = "#1f77b4"
+_SPIKE_COLOR = "#d62728"
+_TARGET_COLOR = "#2ca02c"
+_FEASIBLE_COLOR = "#2ca02c"
+_BAND_FILL = "rgba(31, 119, 180, 0.15)"
+
+
+def _fmt(value: float | None) -> str:
+    """A number for a title or label: two decimals in the usual range, else 3 significant digits."""
+    if value is None:
+        return "—"
+    value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    if value != 0 and (abs(value) < 0.01 or abs(value) >= 1e5):
+        return f"{value:.3g}"
+    return f"{value:.2f}"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def max_delta_figure(
+    series: Sequence[float],
+    *,
+    scores: MaxDeltaScores | None = None,
+    epsilon_target: float | None = None,
+    title: str | None = None,
+    epsilon_is_lower_bound: bool = False,
+) -> go.Figure:
+    """The max-delta series m_d against the draw d, as a practitioner reads it.
+
+    Draws are markers only (no connecting line: the draws are independent, their
+    order means nothing). Traces, back to front: ``"bulk IQR"`` (filled band from
+    the 25th to the 75th percentile of the finite non-spike draws), ``"bulk
+    median"``, ``"max delta"`` (every finite draw) and ``"spikes"`` (only the draws
+    that ``spike_mask`` marks). Shapes: the spike threshold and, when a target is
+    known, a horizontal line at target/2 (ε = 2 · max delta, so a series staying
+    below the line meets the target). The title gives ε (``epsilon_is_lower_bound``
+    adds "(lower bound)", e.g. for a partial series) and how many non-finite values
+    were left out; the subtitle the bulk spread and the spike count.
+
+    ``scores`` default to ``score_max_delta(series, epsilon_target=epsilon_target)``;
+    when given without ``epsilon_target`` the target is taken from them.
+    """
+    values = np.asarray(series, dtype=float).ravel()
+    if scores is None:
+        scores = score_max_delta(values, epsilon_target=epsilon_target)
+    if epsilon_target is None:
+        epsilon_target = scores.epsilon_target
+    draws = np.arange(1, len(values) + 1)
+    finite = np.isfinite(values)
+    spikes = spike_mask(values, scores)
+    bulk = values[finite & ~spikes]
+    num_nonfinite = int((~finite).sum())
+
+    figure = go.Figure()
+    x_lo, x_hi = (1, max(len(values), 1))
+    if len(bulk):
+        q25, q50, q75 = (float(q) for q in np.percentile(bulk, [25, 50, 75]))
+        figure.add_trace(go.Scatter(
+            x=[x_lo, x_hi, x_hi, x_lo, x_lo], y=[q25, q25, q75, q75, q25], name="bulk IQR",
+            mode="lines", fill="toself", fillcolor=_BAND_FILL, line={"width": 0},
+            hoveron="fills", hoverinfo="text", text=f"bulk IQR {q25:.4g} – {q75:.4g}",
+        ))
+        figure.add_trace(go.Scatter(
+            x=[x_lo, x_hi], y=[q50, q50], name="bulk median", mode="lines",
+            line={"color": _SERIES_COLOR, "width": 1, "dash": "dash"},
+            hovertemplate=f"bulk median {q50:.4g}<extra></extra>",
+        ))
+    figure.add_trace(go.Scatter(
+        x=draws[finite], y=values[finite], name="max delta", mode="markers",
+        marker={"color": _SERIES_COLOR, "size": 5, "opacity": 0.8},
+        hovertemplate="draw %{x}<br>max delta %{y:.4g}<extra></extra>",
+    ))
+    robust_sd = scores.robust_sd
+    z = (values[spikes] - scores.median) / robust_sd if _finite(robust_sd) and robust_sd > 0 else None
+    figure.add_trace(go.Scatter(
+        x=draws[spikes], y=values[spikes], name="spikes", mode="markers",
+        marker={"color": _SPIKE_COLOR, "size": 10, "line": {"color": "black", "width": 1}},
+        customdata=z, hovertemplate="spike: draw %{x}<br>max delta %{y:.4g}"
+        + ("<br>%{customdata:.1f} robust SDs above the median" if z is not None else "") + "<extra></extra>",
+    ))
+
+    if len(values) >= MIN_DRAWS and _finite(scores.spike_threshold):
+        figure.add_hline(
+            y=scores.spike_threshold, name="spike threshold", line={"color": _SPIKE_COLOR, "width": 1, "dash": "dot"},
+            annotation_text=f"spike threshold (median + {scores.spike_z:g} robust SD) = {_fmt(scores.spike_threshold)}",
+            annotation_position="bottom right", annotation_font_color=_SPIKE_COLOR,
+        )
+    if epsilon_target is not None:
+        figure.add_hline(
+            y=epsilon_target / 2, name="epsilon target / 2", line={"color": _TARGET_COLOR, "width": 2},
+            annotation_text=f"ε target / 2 = {_fmt(epsilon_target / 2)}", annotation_position="top left",
+            annotation_font_color=_TARGET_COLOR,
+        )
+
+    heading = f"{title if title is not None else 'max delta per draw'} — ε = {_fmt(scores.epsilon)}"
+    if epsilon_is_lower_bound:
+        heading += " (lower bound)"
+    if epsilon_target is not None:
+        heading += f" (target {_fmt(epsilon_target)})"
+    if num_nonfinite:
+        heading += f" — {num_nonfinite} non-finite value{'' if num_nonfinite == 1 else 's'} not drawn"
+    spread = "n/a" if not _finite(scores.bulk_spread) else f"{scores.bulk_spread:.1%}"
+    subtitle = (f"{scores.num_draws} draws · bulk spread (IQR/median) {spread} · "
+                f"{_plural(scores.spike_count, 'spike')} above {scores.spike_z:g} robust SDs")
+    figure.update_layout(
+        title={"text": heading, "subtitle": {"text": subtitle}},
+        xaxis={"title": {"text": "posterior draw d"}},
+        yaxis={"title": {"text": "max delta m_d = max_i w_i · NLL_i(θ_d)"}},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
+        margin={"t": 110},
+    )
+    return figure
+
+
+def f1_violin_figure(
+    f1_macro: Sequence[float],
+    f1_weighted: Sequence[float],
+    *,
+    baseline_macro: float,
+    baseline_weighted: float,
+    max_degradation: float = 0.10,
+) -> go.Figure:
+    """Macro- and weighted-F1 across posterior draws against the non-private baseline.
+
+    Two violins (traces ``"macro-F1"`` at x = 0 and ``"weighted-F1"`` at x = 1, every
+    draw shown as a point) and, across each violin only, a solid baseline line
+    (``"<metric> baseline"``) and a dashed threshold line at
+    ``(1 − max_degradation) · baseline`` (``"<metric> threshold"``): the target is
+    met when the bulk of a violin sits above its dashed line. Non-finite F1 values
+    are left out and counted in the title.
+    """
+    if not 0.0 <= max_degradation < 1.0:
+        raise ValueError(f"max_degradation must be in [0, 1), got {max_degradation}")
+    figure = go.Figure()
+    colors = ("#1f77b4", "#ff7f0e")
+    dropped = 0
+    metrics = (("macro-F1", f1_macro, baseline_macro), ("weighted-F1", f1_weighted, baseline_weighted))
+    for position, ((name, raw, baseline), color) in enumerate(zip(metrics, colors)):
+        values = np.asarray(raw, dtype=float).ravel()
+        keep = np.isfinite(values)
+        dropped += int((~keep).sum())
+        figure.add_trace(go.Violin(
+            y=values[keep], x0=position, name=name, points="all", pointpos=0, jitter=0.3,
+            box={"visible": True}, meanline={"visible": False}, line={"color": color}, opacity=0.75,
+            hovertemplate=f"{name} %{{y:.4f}}<extra></extra>", width=0.7,
+        ))
+        threshold = (1 - max_degradation) * baseline
+        span = [position - 0.4, position + 0.4]
+        figure.add_trace(go.Scatter(
+            x=span, y=[baseline, baseline], name=f"{name} baseline", mode="lines",
+            line={"color": "black", "width": 2}, legendgroup=name,
+            hovertemplate=f"{name} non-private baseline {baseline:.4f}<extra></extra>",
+        ))
+        figure.add_trace(go.Scatter(
+            x=span, y=[threshold, threshold], name=f"{name} threshold", mode="lines",
+            line={"color": _SPIKE_COLOR, "width": 2, "dash": "dash"}, legendgroup=name,
+            hovertemplate=(f"{name} threshold (1 − {max_degradation:g}) · baseline = {threshold:.4f}"
+                           "<extra></extra>"),
+        ))
+        figure.add_annotation(x=position + 0.4, y=baseline, text=f"baseline {baseline:.3f}", showarrow=False,
+                              xanchor="left", yanchor="bottom", font={"size": 11})
+        figure.add_annotation(x=position + 0.4, y=threshold, text=f"(1 − {max_degradation:g}) · baseline = "
+                              f"{threshold:.3f}", showarrow=False, xanchor="left", yanchor="top",
+                              font={"size": 11, "color": _SPIKE_COLOR})
+    num_draws = max(len(np.asarray(f1_macro).ravel()), len(np.asarray(f1_weighted).ravel()))
+    heading = f"F1 across {_plural(num_draws, 'posterior draw')} — threshold (1 − {max_degradation:g}) · baseline"
+    if dropped:
+        heading += f" — {dropped} non-finite value{'' if dropped == 1 else 's'} not drawn"
+    figure.update_layout(
+        title={"text": heading},
+        xaxis={"tickvals": [0, 1], "ticktext": ["macro-F1", "weighted-F1"], "range": [-0.6, 1.9]},
+        yaxis={"title": {"text": "F1 on the test set"}},
+        violinmode="overlay",
+    )
+    return figure
+
+
+def _fit_hover(fit: Mapping[str, Any]) -> str:
+    parts = []
+    if fit.get("number") is not None:
+        parts.append(f"trial {fit['number']}")
+    for key, text in (("c", "c"), ("ft_epochs", "epochs")):
+        if fit.get(key) is not None:
+            parts.append(f"{text} = {fit[key]:g}")
+    parts.append(f"ε = {_fmt(fit.get('epsilon'))}")
+    if fit.get("f1_macro") is not None:
+        parts.append(f"macro-F1 = {float(fit['f1_macro']):.3f}")
+    if fit.get("label") is not None:
+        parts.append(str(fit["label"]))
+    if fit.get("feasible"):
+        parts.append("feasible")
+    return "<br>".join(parts)
+
+
+def _check_labels(fits: Sequence[Mapping[str, Any]]) -> None:
+    for fit in fits:
+        label = fit.get("label")
+        if label is not None and label not in LABEL_SYMBOLS:
+            raise ValueError(f"unknown diagnosis label {label!r}; expected one of {sorted(LABEL_SYMBOLS)}")
+
+
+def _epsilon_coloraxis(epsilons: Sequence[float], epsilon_target: float | None) -> dict[str, Any]:
+    """Continuous ε colours: blue below the target and red above it when a target is known."""
+    axis: dict[str, Any] = {"colorbar": {"title": {"text": "ε" if epsilon_target is None
+                                                   else f"ε (target {_fmt(epsilon_target)})"}}}
+    finite = [e for e in epsilons if _finite(e)]
+    if epsilon_target is not None:
+        axis.update(colorscale="RdBu_r", cmid=float(epsilon_target))
+    else:
+        axis.update(colorscale="Viridis")
+    if finite and min(finite) == max(finite):  # one colour value: give the scale some width
+        axis.update(cmin=min(finite) - 0.5, cmax=max(finite) + 0.5)
+        axis.pop("cmid", None)
+    return axis
+
+
+def search_grid_figure(fits: Sequence[Mapping[str, Any]], *, epsilon_target: float | None = None) -> go.Figure:
+    """The search over (c, fine-tuning epochs): one marker per fit.
+
+    ``fits`` are mappings with ``c``, ``ft_epochs``, ``epsilon``, ``label``
+    (underfit / well_fit / overfit / catastrophic), ``feasible`` and optionally
+    ``number`` (trial number). x = epochs, y = c. One trace per label present,
+    named by the label and drawn with its ``LABEL_SYMBOLS`` symbol, coloured by ε
+    on a shared colour axis (``marker.color`` holds the ε values); fits with an
+    infinite or NaN ε go into a grey trace ``"<label> (ε not finite)"`` of the same
+    legend group. A ring trace ``"feasible"`` marks the feasible fits, and, when
+    trial numbers are given, a dotted ``"search order"`` line joins the fits in
+    trial order with the numbers written next to them: the guide's picture of its
+    search (1, 7) → (1, 10) → (0.85, 7) → ….
+    """
+    fits = list(fits)
+    _check_labels(fits)
+    figure = go.Figure()
+    numbered = [f for f in fits if f.get("number") is not None]
+    if numbered:
+        ordered = sorted(numbered, key=lambda f: f["number"])
+        figure.add_trace(go.Scatter(
+            x=[f["ft_epochs"] for f in ordered], y=[f["c"] for f in ordered], name="search order",
+            mode="lines+text", text=[f"#{f['number']}" for f in ordered], textposition="top right",
+            line={"color": "rgba(80, 80, 80, 0.5)", "width": 1, "dash": "dot"}, hoverinfo="skip",
+        ))
+    for label, symbol in LABEL_SYMBOLS.items():
+        group = [f for f in fits if f.get("label") == label]
+        if not group:
+            continue
+        finite = [f for f in group if _finite(f.get("epsilon"))]
+        other = [f for f in group if not _finite(f.get("epsilon"))]
+        common = {"mode": "markers", "legendgroup": label, "hovertemplate": "%{text}<extra></extra>"}
+        if finite:
+            figure.add_trace(go.Scatter(
+                x=[f["ft_epochs"] for f in finite], y=[f["c"] for f in finite], name=label,
+                text=[_fit_hover(f) for f in finite],
+                marker={"symbol": symbol, "size": 14, "color": [float(f["epsilon"]) for f in finite],
+                        "coloraxis": "coloraxis", "line": {"color": "black", "width": 1}},
+                **common,
+            ))
+        if other:
+            figure.add_trace(go.Scatter(
+                x=[f["ft_epochs"] for f in other], y=[f["c"] for f in other], name=f"{label} (ε not finite)",
+                text=[_fit_hover(f) for f in other],
+                marker={"symbol": symbol, "size": 14, "color": NONFINITE_COLOR,
+                        "line": {"color": "black", "width": 1}},
+                **common,
+            ))
+    unlabelled = [f for f in fits if f.get("label") is None]
+    if unlabelled:
+        figure.add_trace(go.Scatter(
+            x=[f["ft_epochs"] for f in unlabelled], y=[f["c"] for f in unlabelled], name="no diagnosis",
+            mode="markers", text=[_fit_hover(f) for f in unlabelled], hovertemplate="%{text}<extra></extra>",
+            marker={"symbol": "square", "size": 12,
+                    "color": [NONFINITE_COLOR if not _finite(f.get("epsilon")) else "white" for f in unlabelled],
+                    "line": {"color": "black", "width": 1}},
+        ))
+    feasible = [f for f in fits if f.get("feasible")]
+    if feasible:
+        figure.add_trace(go.Scatter(
+            x=[f["ft_epochs"] for f in feasible], y=[f["c"] for f in feasible], name="feasible", mode="markers",
+            text=[_fit_hover(f) for f in feasible], hovertemplate="%{text}<extra></extra>",
+            marker={"symbol": "circle-open", "size": 26, "color": _FEASIBLE_COLOR, "line": {"width": 3}},
+        ))
+
+    epochs = sorted({f["ft_epochs"] for f in fits})
+    slopes = sorted({f["c"] for f in fits})
+    heading = f"search over (c, fine-tuning epochs) — {_plural(len(fits), 'fit')}, {len(feasible)} feasible"
+    if epsilon_target is not None:
+        heading += f" (ε target {_fmt(epsilon_target)})"
+    figure.update_layout(
+        title={"text": heading},
+        xaxis={"title": {"text": "fine-tuning epochs E"}, **({"tickvals": epochs} if 0 < len(epochs) <= 20 else {})},
+        yaxis={"title": {"text": "c (slope of the privacy weights)"},
+               **({"tickvals": slopes} if 0 < len(slopes) <= 20 else {})},
+        coloraxis=_epsilon_coloraxis([f.get("epsilon") for f in fits], epsilon_target),
+        legend={"x": 1.15, "xanchor": "left"},
+    )
+    return figure
+
+
+def tradeoff_figure(
+    fits: Sequence[Mapping[str, Any]],
+    *,
+    epsilon_target: float | None = None,
+    f1_macro_threshold: float | None = None,
+) -> go.Figure:
+    """ε (x) against macro-F1 (y), one point per fit, with the feasible region.
+
+    ``fits`` are mappings with ``epsilon``, ``f1_macro``, ``feasible`` and
+    optionally ``c``, ``ft_epochs``, ``label``, ``number`` (shown on hover). Traces:
+    ``"fits"`` (not feasible) and ``"feasible"``. A vertical line marks the ε target
+    and a horizontal one the macro-F1 threshold; with both, the rectangle
+    ε ∈ [0, target], macro-F1 ∈ [threshold, 1] is shaded (shape ``"feasible
+    region"``). Fits with a non-finite ε or macro-F1 have no place on the axes:
+    they are left out and counted in the title.
+    """
+    fits = list(fits)
+    drawable = [f for f in fits if _finite(f.get("epsilon")) and _finite(f.get("f1_macro"))]
+    left_out = len(fits) - len(drawable)
+    figure = go.Figure()
+    for name, group, marker in (
+        ("fits", [f for f in drawable if not f.get("feasible")],
+         {"symbol": "circle", "size": 10, "color": _SERIES_COLOR, "opacity": 0.8}),
+        ("feasible", [f for f in drawable if f.get("feasible")],
+         {"symbol": "star", "size": 16, "color": _FEASIBLE_COLOR, "line": {"color": "black", "width": 1}}),
+    ):
+        if group:
+            figure.add_trace(go.Scatter(
+                x=[float(f["epsilon"]) for f in group], y=[float(f["f1_macro"]) for f in group], name=name,
+                mode="markers", marker=marker, text=[_fit_hover(f) for f in group],
+                hovertemplate="%{text}<extra></extra>",
+            ))
+    if epsilon_target is not None and f1_macro_threshold is not None:
+        figure.add_shape(
+            type="rect", name="feasible region", x0=0.0, x1=float(epsilon_target), y0=float(f1_macro_threshold),
+            y1=1.0, xref="x", yref="y", fillcolor="rgba(44, 160, 44, 0.12)", line={"width": 0}, layer="below",
+        )
+        figure.add_annotation(x=0.0, y=1.0, xanchor="left", yanchor="top", text="feasible region", showarrow=False,
+                              font={"color": _FEASIBLE_COLOR})
+    if epsilon_target is not None:
+        figure.add_vline(x=epsilon_target, name="epsilon target", line={"color": _TARGET_COLOR, "dash": "dash"},
+                         annotation_text=f"ε target = {_fmt(epsilon_target)}", annotation_position="top right")
+    if f1_macro_threshold is not None:
+        figure.add_hline(y=f1_macro_threshold, name="macro-F1 threshold", line={"color": _SPIKE_COLOR, "dash": "dash"},
+                         annotation_text=f"macro-F1 threshold = {f1_macro_threshold:.3f}",
+                         annotation_position="bottom right")
+    num_feasible = sum(bool(f.get("feasible")) for f in fits)
+    heading = f"privacy–utility trade-off — {_plural(len(fits), 'fit')}, {num_feasible} feasible"
+    if left_out:
+        heading += f" — {left_out} with non-finite ε or F1 not drawn"
+    figure.update_layout(
+        title={"text": heading},
+        xaxis={"title": {"text": "ε (lower is more private)"}},
+        yaxis={"title": {"text": "macro-F1 (test set)"}},
+    )
+    return figure
+
+
+def write_html(figure: go.Figure, path: str | PathLike[str]) -> Path:
+    """Write ``figure`` as a self-contained HTML file (plotly.js embedded, so it opens offline).
+
+    Parent folders are created; returns the path written.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    figure.write_html(target, include_plotlyjs=True, full_html=True)
+    return target
