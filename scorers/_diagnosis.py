@@ -31,7 +31,7 @@ class DiagnosisThresholds:
             at which a tight fit is overfit.
     """
 
-    max_bulk_spread: float = 0.06
+    max_bulk_spread: float = 0.05
     min_spikes: int = 1
 
     def __post_init__(self) -> None:
