@@ -26,9 +26,9 @@ from scorers import (
     score_utility,
 )
 from scorers._scores import MAD_TO_SD, MIN_DRAWS
+from tests.scorers.series import NORMAL_IQR_PER_SD, gaussian_bulk, with_spikes
 
 T = DiagnosisThresholds()
-NORMAL_IQR_PER_SD = 1.3489795003921634
 KEYS = ["epsilon", "f1_macro", "f1_weighted", "fit_spread", "fit_spikes"]
 
 HAND = [4.0, 5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0, 30.0]  # median 6.5, robust SD 1.4826, bulk spread 0.28, ε 60
@@ -36,17 +36,6 @@ HAND_Z = 5.0
 HAND_MAX_Z = 23.5 / 1.4826
 MACRO = [0.70, 0.72, 0.74, 0.76, 0.78, 0.80, 0.60, 0.82, 0.84, 0.86, 0.88]  # median 0.78
 WEIGHTED = [0.80, 0.81, 0.82, 0.83, 0.84, 0.85, 0.86, 0.87, 0.88, 0.89, 0.90]  # median 0.85
-
-
-def gaussian_bulk(seed: int, relative_spread: float, n: int = 500, mean: float = 10.0) -> np.ndarray:
-    sd = relative_spread * mean / NORMAL_IQR_PER_SD
-    return np.random.default_rng(seed).normal(mean, sd, n)
-
-
-def with_spikes(bulk: np.ndarray, k: int) -> np.ndarray:
-    median = float(np.median(bulk))
-    robust_sd = MAD_TO_SD * float(np.median(np.abs(bulk - median)))
-    return np.concatenate([bulk, median + (DEFAULT_SPIKE_Z + 3.0) * robust_sd * (1.0 + 0.05 * np.arange(k))])
 
 
 def wide(seed: int = 0) -> np.ndarray:

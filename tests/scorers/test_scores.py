@@ -26,9 +26,9 @@ from scorers import (
     spike_mask,
 )
 from scorers._scores import MAD_TO_SD, MIN_DRAWS
+from tests.scorers.series import NORMAL_IQR_PER_SD, gaussian_bulk, with_spikes
 
 REPO = Path(__file__).resolve().parents[2]
-NORMAL_IQR_PER_SD = 1.3489795003921634  # IQR of a standard normal distribution
 SPREAD_THRESHOLD = DiagnosisThresholds().max_bulk_spread
 
 # A small hand-built series: a bulk of 8 values and one far value.
@@ -42,20 +42,6 @@ ABSOLUTE = ("median", "epsilon", "robust_sd", "spike_threshold")
 def iqr_over_median(values: np.ndarray) -> float:
     q75, q25 = np.percentile(values, [75, 25])
     return float((q75 - q25) / np.median(values))
-
-
-def gaussian_bulk(seed: int, relative_spread: float, n: int = 500, mean: float = 10.0) -> np.ndarray:
-    """n Gaussian draws whose IQR/median is about ``relative_spread``."""
-    sd = relative_spread * mean / NORMAL_IQR_PER_SD
-    return np.random.default_rng(seed).normal(mean, sd, n)
-
-
-def with_spikes(bulk: np.ndarray, k: int) -> np.ndarray:
-    """``bulk`` followed by k spikes at DEFAULT_SPIKE_Z + 3 robust SDs (and a little above)."""
-    median = float(np.median(bulk))
-    robust_sd = MAD_TO_SD * float(np.median(np.abs(bulk - median)))
-    spikes = median + (DEFAULT_SPIKE_Z + 3.0) * robust_sd * (1.0 + 0.05 * np.arange(k))
-    return np.concatenate([bulk, spikes])
 
 
 # --------------------------------------------------------------------------- golden numbers
