@@ -267,17 +267,17 @@ def _check_labels(fits: Sequence[Mapping[str, Any]]) -> None:
 
 
 def _epsilon_coloraxis(epsilons: Sequence[float], epsilon_target: float | None) -> dict[str, Any]:
-    """Continuous ε colours: blue below the target and red above it when a target is known."""
+    """Continuous ε colours; with a target, white at the target on a 0 to 2·target scale
+    (blue below, red above, saturated beyond twice the target)."""
     axis: dict[str, Any] = {"colorbar": {"title": {"text": "ε" if epsilon_target is None
                                                    else f"ε (target {_fmt(epsilon_target)})"}}}
     finite = [e for e in epsilons if _finite(e)]
     if epsilon_target is not None:
-        axis.update(colorscale="RdBu_r", cmid=float(epsilon_target))
-    else:
-        axis.update(colorscale="Viridis")
+        axis.update(colorscale="RdBu_r", cmin=0.0, cmax=2.0 * float(epsilon_target))
+        return axis
+    axis.update(colorscale="Viridis")
     if finite and min(finite) == max(finite):  # one colour value: give the scale some width
         axis.update(cmin=min(finite) - 0.5, cmax=max(finite) + 0.5)
-        axis.pop("cmid", None)
     return axis
 
 

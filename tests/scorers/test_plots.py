@@ -174,7 +174,9 @@ def test_grid_symbols_by_label_and_colours_are_epsilon() -> None:
         assert list(trace.marker.color) == [f["epsilon"] for f in fits]
         assert trace.marker.coloraxis == "coloraxis"
     assert len(set(LABEL_SYMBOLS.values())) == len(LABEL_SYMBOLS)
-    assert figure.layout.coloraxis.cmid == 10.0 and figure.layout.coloraxis.colorbar.title.text.startswith("ε")
+    axis = figure.layout.coloraxis
+    assert (axis.cmin, axis.cmax) == (0.0, 20.0)  # white at the target of 10
+    assert axis.colorbar.title.text.startswith("ε")
     assert "8 fits, 1 feasible" in figure.layout.title.text
 
 
