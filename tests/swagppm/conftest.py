@@ -32,6 +32,15 @@ def small_config(cache_dir: Path, **overrides: object) -> swagppm.SWAGPPMConfig:
     return swagppm.SWAGPPMConfig.from_dict(values)
 
 
+def error_naming(error: type[Exception], path: Path, action: Callable[[], object]) -> str:
+    """The message of the ``error`` that ``action()`` raises, which must name ``path``."""
+    with pytest.raises(error) as info:
+        action()
+    message = str(info.value)
+    assert str(path) in message
+    return message
+
+
 @pytest.fixture
 def make_config(tmp_path: Path) -> Callable[..., swagppm.SWAGPPMConfig]:
     """``small_config`` with a per-test private cache directory."""

@@ -8,6 +8,7 @@ import pytest
 
 import swagppm
 from swagppm import DEFAULT_LEARNING_RATES, ConfigError, DataConfig, ModelConfig, SWAGPPMConfig
+from tests.swagppm.conftest import error_naming
 
 DEMO_STUDY = Path(__file__).resolve().parents[2] / "studies" / "demo.toml"
 
@@ -19,15 +20,6 @@ def _study(tmp_path, text, name="study.toml"):
 
 
 # --- Defaults ------------------------------------------------------------------------------------
-
-
-def _error_naming(path, action) -> str:
-    """The ConfigError message of ``action()``, which must name ``path``."""
-    with pytest.raises(ConfigError) as info:
-        action()
-    message = str(info.value)
-    assert str(path) in message
-    return message
 
 
 def test_paper_defaults():
@@ -141,7 +133,7 @@ def test_from_toml_accepts_str_path(tmp_path):
 )
 def test_unknown_key_names_file_table_and_key(tmp_path, table, key):
     path = _study(tmp_path, f"[{table}]\n{key} = 1\n")
-    message = _error_naming(path, lambda: SWAGPPMConfig.from_toml(path))
+    message = error_naming(ConfigError, path, lambda: SWAGPPMConfig.from_toml(path))
     assert f"[{table}]" in message
     assert key in message
     assert "unknown key" in message
@@ -164,7 +156,7 @@ def test_unknown_key_names_file_table_and_key(tmp_path, table, key):
 )
 def test_wrong_type_names_key(tmp_path, table, line, key):
     path = _study(tmp_path, f"[{table}]\n{line}\n")
-    message = _error_naming(path, lambda: SWAGPPMConfig.from_toml(path))
+    message = error_naming(ConfigError, path, lambda: SWAGPPMConfig.from_toml(path))
     assert f"[{table}]" in message
     assert f"{key} = " in message
     assert "wrong type" in message
@@ -179,7 +171,7 @@ def test_int_is_accepted_for_a_float(tmp_path):
 
 def test_invalid_choice_lists_choices(tmp_path):
     path = _study(tmp_path, '[model]\ntrainable = "some"\n')
-    message = _error_naming(path, lambda: SWAGPPMConfig.from_toml(path))
+    message = error_naming(ConfigError, path, lambda: SWAGPPMConfig.from_toml(path))
     assert "model.trainable = 'some'" in message
     assert "'all', 'head', 'last_n_layers'" in message
 
@@ -215,7 +207,7 @@ def test_other_invalid_choices(tmp_path, table, line, key):
 )
 def test_out_of_range_names_key(tmp_path, table, line, key):
     path = _study(tmp_path, f"[{table}]\n{line}\n")
-    message = _error_naming(path, lambda: SWAGPPMConfig.from_toml(path))
+    message = error_naming(ConfigError, path, lambda: SWAGPPMConfig.from_toml(path))
     assert f"{key} = " in message
     assert "must be" in message
 

@@ -10,6 +10,7 @@ import pytest
 
 import swagppm
 from swagppm import ConfigError, DataConfig, DataError, PreparedData, load_records, prepare_data, synthetic_corpus
+from tests.swagppm.conftest import error_naming
 
 OSHA_SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "osha_sample.jsonl"
 
@@ -52,15 +53,6 @@ def _assert_same(a: PreparedData, b: PreparedData):
 # --- Bad input: one DataError naming the file, the column and the first offending row ----------
 
 
-def _error_naming(path, action) -> str:
-    """The DataError message of ``action()``, which must name ``path``."""
-    with pytest.raises(DataError) as info:
-        action()
-    message = str(info.value)
-    assert str(path) in message
-    return message
-
-
 @pytest.mark.parametrize("name", ["missing.csv", "missing.jsonl", "missing.json", "missing.parquet"])
 
 def test_missing_file(tmp_path, name):
@@ -74,7 +66,7 @@ def test_missing_file(tmp_path, name):
 def test_unsupported_extension(tmp_path):
     path = tmp_path / "records.txt"
     path.write_text("narrative,code\nfell,1\n", encoding="utf-8")
-    message = _error_naming(path, lambda: load_records(_config(path)))
+    message = error_naming(DataError, path, lambda: load_records(_config(path)))
     assert "'.txt'" in message
     assert ".csv" in message and ".jsonl" in message and ".parquet" in message
 
@@ -82,7 +74,7 @@ def test_unsupported_extension(tmp_path):
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
 def test_missing_text_column_lists_columns_present(tmp_path, suffix):
     path = _write(_frame().rename(columns={"narrative": "story"}), tmp_path / f"records{suffix}")
-    message = _error_naming(path, lambda: load_records(_config(path)))
+    message = error_naming(DataError, path, lambda: load_records(_config(path)))
     assert "'narrative' not found" in message
     assert "columns present: story, code" in message
 
@@ -90,7 +82,7 @@ def test_missing_text_column_lists_columns_present(tmp_path, suffix):
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
 def test_missing_label_column_lists_columns_present(tmp_path, suffix):
     path = _write(_frame().rename(columns={"code": "nature"}), tmp_path / f"records{suffix}")
-    message = _error_naming(path, lambda: load_records(_config(path)))
+    message = error_naming(DataError, path, lambda: load_records(_config(path)))
     assert "'code' not found" in message
     assert "columns present: narrative, nature" in message
 
@@ -98,7 +90,7 @@ def test_missing_label_column_lists_columns_present(tmp_path, suffix):
 def test_empty_text_in_csv_names_row(tmp_path):
     path = tmp_path / "records.csv"
     path.write_text("narrative,code\nfell from a ladder,1\ncut a finger,2\n,1\n,2\n", encoding="utf-8")
-    message = _error_naming(path, lambda: load_records(_config(path)))
+    message = error_naming(DataError, path, lambda: load_records(_config(path)))
     assert "column 'narrative', row 3" in message
     assert "empty text" in message
 
@@ -108,7 +100,7 @@ def test_empty_text_in_jsonl_names_row(tmp_path, empty):
     path = tmp_path / "records.jsonl"
     lines = [{"narrative": "fell", "code": 1}, {"narrative": "cut", "code": 2}, {"narrative": empty, "code": 1}]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    message = _error_naming(path, lambda: load_records(_config(path)))
+    message = error_naming(DataError, path, lambda: load_records(_config(path)))
     assert "column 'narrative', row 3" in message
     assert "empty text" in message
 
@@ -125,7 +117,7 @@ def test_non_text_value_in_text_column(tmp_path):
     path = tmp_path / "records.jsonl"
     lines = [{"narrative": "fell", "code": 1}, {"narrative": 42, "code": 2}, {"narrative": 7, "code": 1}]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    message = _error_naming(path, lambda: load_records(_config(path)))
+    message = error_naming(DataError, path, lambda: load_records(_config(path)))
     assert "column 'narrative', row 2" in message
     assert "non-text value 42" in message
 
@@ -133,7 +125,7 @@ def test_non_text_value_in_text_column(tmp_path):
 def test_missing_label_in_csv(tmp_path):
     path = tmp_path / "records.csv"
     path.write_text("narrative,code\nfell,1\ncut,\nburned,\n", encoding="utf-8")
-    message = _error_naming(path, lambda: load_records(_config(path)))
+    message = error_naming(DataError, path, lambda: load_records(_config(path)))
     assert "column 'code', row 2: missing label" in message
 
 
@@ -143,14 +135,14 @@ def test_missing_label_in_jsonl(tmp_path, label_json):
     third = '{"narrative": "burned"}' if label_json is None else f'{{"narrative": "burned", "code": {label_json}}}'
     path.write_text(f'{{"narrative": "fell", "code": "a"}}\n{{"narrative": "cut", "code": "b"}}\n{third}\n',
                     encoding="utf-8")
-    message = _error_naming(path, lambda: load_records(_config(path)))
+    message = error_naming(DataError, path, lambda: load_records(_config(path)))
     assert "column 'code', row 3: missing label" in message
 
 
 def test_single_class_after_dropping_rare_classes(tmp_path):
     frame = pd.DataFrame({"narrative": [f"text {i}" for i in range(7)], "code": ["a"] * 5 + ["b", "c"]})
     path = _write(frame, tmp_path / "records.csv")
-    message = _error_naming(path, lambda: prepare_data(_config(path)))
+    message = error_naming(DataError, path, lambda: prepare_data(_config(path)))
     assert "column 'code'" in message
     assert "1 class(es)" in message
     assert "at least 2" in message
@@ -172,7 +164,7 @@ def test_not_utf8_names_the_line(tmp_path, suffix):
         text = '{"narrative": "fell", "code": 1}\n{"narrative": "cut", "code": 2}\n{"narrative": "ok", "code": 2}\n' \
                '{"narrative": "caf\xe9 burn", "code": 1}\n'
     path.write_bytes(text.encode("latin-1"))
-    message = _error_naming(path, lambda: load_records(_config(path)))
+    message = error_naming(DataError, path, lambda: load_records(_config(path)))
     assert "UTF-8" in message
     assert "line 4" in message
 
@@ -190,7 +182,7 @@ def test_malformed_jsonl_names_the_line(tmp_path):
     path = tmp_path / "records.jsonl"
     path.write_text('{"narrative": "fell", "code": 1}\n{"narrative": "cut", "code": 2}\n'
                     '{"narrative": "burned", "code":\n{"narrative": "slipped", "code": 1}\n', encoding="utf-8")
-    message = _error_naming(path, lambda: load_records(_config(path)))
+    message = error_naming(DataError, path, lambda: load_records(_config(path)))
     assert "cannot be read as json" in message
     assert "line 3" in message
 
