@@ -149,9 +149,10 @@ class Net:
 def pooled_features(model: nn.Module, split: Split, *, batch_size: int, amp: bool) -> torch.Tensor:
     """Frozen-encoder features (the head's input) of every record, computed once."""
     model.eval()
+    net = Net(model, None, device=split.device, amp=amp)
     features = None
     for inputs, _, idx in split.eval_batches(batch_size):
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16) if amp and split.device.type == "cuda" else contextlib.nullcontext():
+        with net.autocast():
             batch = model.features(**inputs).float()  # type: ignore[operator]
         if features is None:
             features = torch.empty(len(split), batch.shape[-1], device=split.device)

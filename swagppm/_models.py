@@ -28,6 +28,7 @@ from swagppm._config import ConfigError, SWAGPPMConfig
 from swagppm._data import PreparedData
 from swagppm._pooled import PooledClassifier, PooledClassifierConfig
 from swagppm._rng import seeded_global_rng
+from swagppm._swag import in_modules
 
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -165,7 +166,7 @@ def _apply_trainable(model: PreTrainedModel, config: SWAGPPMConfig) -> tuple[str
     for name, parameter in model.named_parameters():
         parameter.requires_grad_(name in chosen)
     if config.swag_modules is not None:
-        covered = {n for n in chosen if any(n == m or n.startswith(m + ".") for m in config.swag_modules)}
+        covered = {n for n in chosen if in_modules(n, config.swag_modules)}
         if not covered:
             raise ConfigError(
                 f"swagppm.swag_modules = {list(config.swag_modules)}: no trainable parameter lies under these names"

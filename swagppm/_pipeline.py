@@ -37,7 +37,7 @@ from swagppm._engine import (
 )
 from swagppm._models import ModelBundle, build_model
 from swagppm._privacy import epsilon_from_series, normalise_risk, privacy_weights, reweight
-from swagppm._swag import RunningMean, SWAGPosterior
+from swagppm._swag import RunningMean, SWAGPosterior, in_modules
 from swagppm._utility import f1_pair, summarise
 
 
@@ -174,7 +174,7 @@ class _Session:
         if config.swag_modules is None:
             return posterior, None
         modules = config.swag_modules
-        rest = [n for n in self.bundle.private_parameters if not any(n == m or n.startswith(m + ".") for m in modules)]
+        rest = [n for n in self.bundle.private_parameters if not in_modules(n, modules)]
         return posterior, RunningMean(rest)
 
     def fine_tune_and_swag(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import platform
+import statistics
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,7 @@ def _card(config: SWAGPPMConfig, result: Any, report: dict[str, Any], *, private
     return {
         "hyperparameters": {"c": result.c, "g": result.g, "ft_epochs": result.ft_epochs},
         "epsilon": result.epsilon,
-        "max_delta_median": sorted(result.max_delta)[len(result.max_delta) // 2],
+        "max_delta_median": statistics.median(result.max_delta),
         "utility": {
             "f1_macro_median": result.f1_macro_median, "f1_macro_q10": result.f1_macro_q10,
             "f1_weighted_median": result.f1_weighted_median, "f1_weighted_q10": result.f1_weighted_q10,

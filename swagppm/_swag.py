@@ -20,6 +20,11 @@ import torch
 from torch import nn
 
 
+def in_modules(name: str, modules: Sequence[str]) -> bool:
+    """Whether parameter ``name`` lies in one of the named submodules (or is one of them)."""
+    return any(name == m or name.startswith(m + ".") for m in modules)
+
+
 class SWAGPosterior:
     """Running SWAG statistics over the trainable parameters of a module.
 
@@ -63,7 +68,7 @@ class SWAGPosterior:
         for name, parameter in module.named_parameters():
             if not parameter.requires_grad:
                 continue
-            if self.modules is not None and not any(name == m or name.startswith(m + ".") for m in self.modules):
+            if self.modules is not None and not in_modules(name, self.modules):
                 continue
             chosen.append((name, parameter))
         if not chosen:
