@@ -7,10 +7,18 @@ cost is ε = 2·max over draws and records of w·NLL. See METHOD.md for the meth
 
 from transformers import AutoConfig, AutoModelForSequenceClassification
 
-from swagppm._config import DEFAULT_LEARNING_RATES, ConfigError, DataConfig, ModelConfig, SWAGPPMConfig
+from swagppm._config import (
+    DEFAULT_LEARNING_RATES,
+    ConfigError,
+    DataConfig,
+    ModelConfig,
+    SWAGPPMConfig,
+    config_from_table,
+    load_toml,
+)
 from swagppm._data import DataError, PreparedData, load_records, prepare_data, synthetic_corpus
 from swagppm._engine import EpochInfo, TrainingFailure
-from swagppm._pipeline import SWAGPPMResult, run_fit
+from swagppm._pipeline import Preparation, SWAGPPMResult, prepare, run_fit
 from swagppm._pooled import PooledClassifier, PooledClassifierConfig
 from swagppm._privacy import epsilon_from_series, normalise_risk, privacy_weights, reweight, weighted_nll
 from swagppm._release import ReleaseRefused, release
@@ -30,15 +38,19 @@ __all__ = [
     "ModelConfig",
     "PooledClassifier",
     "PooledClassifierConfig",
+    "Preparation",
     "PreparedData",
     "ReleaseRefused",
     "SWAGPPMConfig",
     "SWAGPPMResult",
     "SWAGPosterior",
     "TrainingFailure",
+    "config_from_table",
     "epsilon_from_series",
     "load_records",
+    "load_toml",
     "normalise_risk",
+    "prepare",
     "prepare_data",
     "privacy_weights",
     "release",

@@ -187,9 +187,9 @@ class SWAGPPMConfig:
     def from_dict(cls, values: Mapping[str, Any], *, where: str = "config") -> SWAGPPMConfig:
         """Build from ``{"data": {...}, "model": {...}, **swagppm}`` with checked keys and types."""
         values = dict(values)
-        data = _build(DataConfig, values.pop("data", {}), f"{where} [data]")
-        model = _build(ModelConfig, values.pop("model", {}), f"{where} [model]")
-        return _build(cls, {**values, "data": data, "model": model}, f"{where} [swagppm]")
+        data = config_from_table(DataConfig, values.pop("data", {}), f"{where} [data]")
+        model = config_from_table(ModelConfig, values.pop("model", {}), f"{where} [model]")
+        return config_from_table(cls, {**values, "data": data, "model": model}, f"{where} [swagppm]")
 
     @classmethod
     def from_toml(cls, path: str | Path) -> SWAGPPMConfig:
@@ -199,15 +199,7 @@ class SWAGPPMConfig:
         file's folder, so a study runs the same from any working directory.
         """
         path = Path(path)
-        try:
-            with path.open("rb") as handle:
-                document = tomllib.load(handle)
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: study file not found") from None
-        except tomllib.TOMLDecodeError as error:
-            raise ConfigError(f"{path}: not valid TOML: {error}") from None
-        except OSError as error:  # a folder, no permission, ...
-            raise ConfigError(f"{path}: cannot read study file: {error}") from None
+        document = load_toml(path)
         for table in ("data", "model", "swagppm"):
             if not isinstance(document.get(table, {}), dict):
                 raise ConfigError(f"{path}: [{table}] must be a table")
@@ -219,6 +211,20 @@ class SWAGPPMConfig:
         if isinstance(swag.get("cache_dir"), str) and not Path(swag["cache_dir"]).expanduser().is_absolute():
             swag["cache_dir"] = str((path.parent / swag["cache_dir"]).resolve())
         return cls.from_dict({**swag, "data": data, "model": document.get("model", {})}, where=str(path))
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """Read a study file; a missing, unreadable or malformed file is a ``ConfigError`` naming it."""
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: study file not found") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    except OSError as error:  # a folder, no permission, ...
+        raise ConfigError(f"{path}: cannot read study file: {error}") from None
 
 
 def _looks_like_relative_file(source: str, folder: Path) -> bool:
@@ -237,7 +243,12 @@ def _check_choice(name: str, value: object, literal: object) -> None:
         raise ConfigError(f"{name} = {value!r}: must be one of {', '.join(map(repr, choices))}")
 
 
-def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
+def config_from_table(cls: type, values: Mapping[str, Any], where: str) -> Any:
+    """Build the dataclass ``cls`` from a TOML table, naming ``where`` and the key in every error.
+
+    Unknown keys and wrong types are errors (a typo never falls back to a default);
+    range checks are the dataclass's own ``__post_init__``.
+    """
     if not isinstance(values, Mapping):
         raise ConfigError(f"{where}: expected a table, got {values!r}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -245,6 +256,10 @@ def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
     unknown = sorted(set(values) - set(fields))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(fields)}")
+    missing = [name for name, f in fields.items() if name not in values
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{where}: missing required key(s) {', '.join(missing)}")
     for key, value in values.items():
         if not isinstance(value, (DataConfig, ModelConfig)) and not _type_ok(value, hints[key]):
             raise ConfigError(f"{where}: {key} = {value!r} has the wrong type (expected {_type_name(hints[key])})")
@@ -263,7 +278,8 @@ def _type_ok(value: object, hint: object) -> bool:
     if hint is type(None):
         return value is None
     if origin is tuple:
-        return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        item = typing.get_args(hint)[0]
+        return isinstance(value, (list, tuple)) and all(_type_ok(v, item) for v in value)
     if hint is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if hint is int:

@@ -72,6 +72,7 @@ class SWAGPPMResult:
     num_test: int = 0
     num_classes: int = 0
     data_hash: str = ""
+    device: str = ""
 
     @property
     def f1_macro_median(self) -> float:
@@ -258,6 +259,41 @@ def _session(config: SWAGPPMConfig) -> tuple[_Session, bool]:
     return _SESSION[key], False
 
 
+@dataclass(frozen=True)
+class Preparation:
+    """What every fit of a configuration shares: the data's shape, the baseline and stage 1's cost."""
+
+    num_train: int
+    num_test: int
+    num_classes: int
+    majority_rate: float
+    data_hash: str
+    baseline_f1_macro: float
+    baseline_f1_weighted: float
+    stage1_cache_hit: bool
+    timings: dict[str, float]
+
+
+def prepare(config: SWAGPPMConfig, *, progress: bool = False) -> Preparation:
+    """Load the data and model and compute (or read) stage 1 before any trial.
+
+    Bad data, an unloadable model or a diverging stage 1 then fail here, once, with
+    their own error, and the first trial starts warm.
+    """
+    start = time.perf_counter()
+    session, _ = _session(config)
+    timer = _Timer(session.device)
+    timer.seconds["setup"] = time.perf_counter() - start
+    stage1, cache_hit = session.stage1(progress=progress, timer=timer)
+    data = session.data
+    return Preparation(
+        num_train=len(data.train_texts), num_test=len(data.test_texts), num_classes=data.num_classes,
+        majority_rate=data.majority_rate, data_hash=data.data_hash,
+        baseline_f1_macro=float(stage1["baseline_f1_macro"]), baseline_f1_weighted=float(stage1["baseline_f1_weighted"]),
+        stage1_cache_hit=cache_hit, timings=timer.seconds,
+    )
+
+
 @dataclass
 class _Fit:
     result: SWAGPPMResult
@@ -288,6 +324,7 @@ def _fit(
         baseline_f1_macro=float(stage1["baseline_f1_macro"]), baseline_f1_weighted=float(stage1["baseline_f1_weighted"]),
         stage1_cache_hit=cache_hit, majority_rate=data.majority_rate, num_train=len(data.train_texts),
         num_test=len(data.test_texts), num_classes=data.num_classes, data_hash=data.data_hash,
+        device=session.device.type,
     )
     weights = privacy_weights(normalise_risk(stage1["risk"]), c=c, g=g).float().to(session.device)
     init = stage1["stage1_state"] if config.stage2_init == "stage1" else None

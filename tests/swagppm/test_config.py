@@ -283,14 +283,14 @@ def test_absolute_source_is_kept(tmp_path):
 def test_demo_study_loads():
     config = SWAGPPMConfig.from_toml(DEMO_STUDY)
     assert config.data.source == "synthetic"
-    assert config.data.synthetic_size == 600
+    assert config.data.synthetic_size == 400
     assert config.data.synthetic_classes == 8
     assert config.model.is_tiny
     assert config.model.trainable == "all"
     assert config.stage1_epochs == 7
-    assert config.swag_epochs == 20
-    assert (config.draws_risk, config.draws_privacy, config.draws_utility) == (500, 500, 30)
-    assert config.learning_rates == DEFAULT_LEARNING_RATES["tiny"]
+    assert config.swag_epochs == 10  # half the paper's 20: the demo runs in minutes on a CPU
+    assert (config.draws_risk, config.draws_privacy, config.draws_utility) == (200, 200, 30)
+    assert config.learning_rates == (DEFAULT_LEARNING_RATES["tiny"][0], 0.01)  # the paper's SWAG learning rate
     assert config.cache_dir is not None and Path(config.cache_dir).is_absolute()
     assert Path(config.cache_dir).parent == DEMO_STUDY.parent
 
