@@ -46,8 +46,12 @@ LABEL_SYMBOLS: dict[str, str] = {
     "well_fit": "circle",
     "overfit": "triangle-up",
     "catastrophic": "x",
+    "not_judged": "diamond",
 }
-"""Marker symbol of each diagnosis label (``scorers.diagnose``), the same in every figure."""
+"""Marker symbol of each diagnosis label (``scorers.diagnose``), the same in every figure.
+
+``not_judged`` marks a fit whose privacy draws stopped once ε exceeded its target
+(ε is then a lower bound and the fit's shape is not judged)."""
 
 NONFINITE_COLOR = "#8c8c8c"
 """Grey for fits whose ε is infinite or NaN (they have no place on an ε colour scale)."""
@@ -285,7 +289,7 @@ def search_grid_figure(fits: Sequence[Mapping[str, Any]], *, epsilon_target: flo
     """The search over (c, fine-tuning epochs): one marker per fit.
 
     ``fits`` are mappings with ``c``, ``ft_epochs``, ``epsilon``, ``label``
-    (underfit / well_fit / overfit / catastrophic), ``feasible`` and optionally
+    (underfit / well_fit / overfit / catastrophic / not_judged), ``feasible`` and optionally
     ``number`` (trial number). x = epochs, y = c. One trace per label present,
     named by the label and drawn with its ``LABEL_SYMBOLS`` symbol, coloured by ε
     on a shared colour axis (``marker.color`` holds the ε values); fits with an

@@ -1,0 +1,114 @@
+"""Judging a fit: constraints with fixed keys, early-stopped and catastrophic fits, aggregates only."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import scorers
+from swagppm import SWAGPPMResult
+from tuner import CONSTRAINT_KEYS, SearchSpace, Targets, judge
+
+
+def result(series: list[float], *, c: float = 1.0, epochs: int = 7, f1: float = 0.80, **fields: object) -> SWAGPPMResult:
+    """A fit's public outcome with a given max-delta series and F1 draws around ``f1``."""
+    rng = np.random.default_rng(0)
+    values: dict[str, object] = dict(
+        c=c, g=0.0, ft_epochs=epochs, seed=0, epsilon=2 * max(series) if series else math.inf, max_delta=series,
+        f1_macro=list(f1 + 0.005 * rng.standard_normal(30)), f1_weighted=list(f1 + 0.05 + 0.005 * rng.standard_normal(30)),
+        baseline_f1_macro=0.82, baseline_f1_weighted=0.87, majority_rate=0.3, timings={"total": 12.5},
+    )
+    values.update(fields)
+    return SWAGPPMResult(**values)  # type: ignore[arg-type]
+
+
+def tight(median: float = 3.0, n: int = 500, seed: int = 1) -> list[float]:
+    """A well-fit series: a tight Gaussian band (IQR/median ≈ 1.3%)."""
+    return list(median * (1 + 0.01 * np.random.default_rng(seed).standard_normal(n)))
+
+
+TARGETS = Targets(epsilon=10.0)
+SEARCH = SearchSpace()
+
+
+def test_a_good_fit_is_feasible_with_every_constraint_key() -> None:
+    outcome = judge(result(tight()), targets=TARGETS, search=SEARCH)
+    assert outcome.label == "well_fit" and outcome.feasible
+    assert tuple(outcome.constraints) == CONSTRAINT_KEYS
+    assert all(v <= 0 for v in outcome.constraints.values())
+    # golden: epsilon = 2 * max; constraint = eps / target - 1
+    assert outcome.constraints["epsilon"] == pytest.approx(2 * max(tight()) / 10 - 1)
+    assert outcome.recommendation.action == "stop"
+    assert outcome.objective_values("epsilon") == pytest.approx(2 * max(tight()))
+    eps, macro = outcome.objective_values("pareto")  # type: ignore[misc]
+    assert macro == pytest.approx(np.median(result(tight()).f1_macro))
+
+
+def test_epsilon_above_target_is_infeasible_and_lowers_c() -> None:
+    outcome = judge(result(tight(median=6.0)), targets=TARGETS, search=SEARCH)
+    assert outcome.label == "well_fit" and not outcome.feasible
+    assert outcome.constraints["epsilon"] > 0 and outcome.constraints["f1_macro"] <= 0
+    assert outcome.recommendation.action == "lower_c"
+    assert (outcome.recommendation.c, outcome.recommendation.epochs) == (0.85, 7)
+
+
+def test_an_early_stop_keeps_the_lower_bound_and_only_the_epsilon_violation() -> None:
+    fit = result([4.0, 5.5], f1_macro=[], f1_weighted=[], epsilon=11.0, epsilon_is_lower_bound=True, draws_skipped=498)
+    outcome = judge(fit, targets=TARGETS, search=SEARCH)
+    assert outcome.label == "not_judged" and outcome.utility is None and not outcome.feasible
+    assert outcome.constraints == {"epsilon": pytest.approx(0.1), "f1_macro": 0.0, "f1_weighted": 0.0,
+                                   "fit_spread": 0.0, "fit_spikes": 0.0}
+    assert "stopped after 2 of 500" in outcome.reasons[0]
+    attrs = outcome.attributes()
+    assert attrs["epsilon_is_lower_bound"] and attrs["draws_skipped"] == 498 and attrs["f1_macro_median"] is None
+    assert "F1 not measured (498 privacy draws skipped)" in outcome.line()
+    assert outcome.objective_values("pareto") == (11.0, 0.0)
+
+
+def test_a_training_failure_violates_everything_and_is_catastrophic() -> None:
+    fit = result([], f1_macro=[], f1_weighted=[], failure="stage2 fine-tune, epoch 3: loss is nan")
+    outcome = judge(fit, targets=TARGETS, search=SEARCH)
+    assert outcome.catastrophic and not outcome.feasible
+    assert outcome.constraints == dict.fromkeys(CONSTRAINT_KEYS, scorers.CONSTRAINT_CAP)
+    assert outcome.recommendation.action == "restart_lower_lr"
+    assert "catastrophic" in outcome.line()
+
+
+def test_a_collapsed_utility_is_catastrophic() -> None:
+    outcome = judge(result(tight(), f1=0.05), targets=TARGETS, search=SEARCH)
+    assert outcome.catastrophic
+    assert all(v == scorers.CONSTRAINT_CAP for v in outcome.constraints.values())
+
+
+def test_without_the_fit_requirement_an_underfit_fit_can_be_feasible() -> None:
+    wide = list(3.0 * (1 + 0.2 * np.random.default_rng(3).standard_normal(500)))
+    strict = judge(result(wide), targets=TARGETS, search=SEARCH)
+    assert strict.label == "underfit" and strict.constraints["fit_spread"] > 0 and not strict.feasible
+    assert strict.recommendation.action == "add_epochs" and strict.recommendation.epochs == 10
+    loose = judge(result(wide), targets=Targets(epsilon=10.0, require_well_fit=False), search=SEARCH)
+    assert loose.feasible and loose.constraints["fit_spread"] == 0.0
+    assert loose.recommendation.action == "stop"
+
+
+def test_q10_statistic_and_flowchart_steps_come_from_the_study() -> None:
+    fit = result(tight(), f1=0.74, f1_macro=[0.6] * 4 + [0.8] * 26)
+    median = judge(fit, targets=Targets(epsilon=10.0), search=SEARCH)
+    q10 = judge(fit, targets=Targets(epsilon=10.0, statistic="q10"), search=SEARCH)
+    assert median.constraints["f1_macro"] <= 0 < q10.constraints["f1_macro"]
+    wide = list(3.0 * (1 + 0.2 * np.random.default_rng(3).standard_normal(500)))
+    steps = judge(result(wide), targets=TARGETS, search=SearchSpace(epochs_step=2))
+    assert steps.recommendation.epochs == 9
+
+
+def test_attributes_are_json_and_hold_no_per_record_values() -> None:
+    attrs = judge(result(tight()), targets=TARGETS, search=SEARCH).attributes()
+    json.dumps(attrs, allow_nan=False)
+    assert len(attrs["max_delta_series"]) == 500 and len(attrs["f1_macro_draws"]) == 30  # per draw, not per record
+    assert {f"constraint_{k}" for k in CONSTRAINT_KEYS} <= set(attrs)
+    for key in ("epsilon", "f1_macro_median", "f1_macro_q10", "f1_weighted_median", "f1_weighted_q10", "diagnosis",
+                "reasons", "recommendation", "epsilon_is_lower_bound", "timings", "draws_skipped"):
+        assert key in attrs
+    assert not set(attrs) & {"texts", "labels", "risks", "risk", "weights", "losses", "record_max", "argmax"}

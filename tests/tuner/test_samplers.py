@@ -1,0 +1,117 @@
+"""The guide's flowchart as an Optuna sampler, replayed on the case study's eight verdicts; samplers by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+from optuna.trial import Trial
+
+from swagppm import SWAGPPMResult
+from tuner import FlowchartSampler, StudyConfig, judge, make_sampler, open_study
+from tuner._study import Objective, record
+
+# The practical guide's case study (METHOD.md): eight fits from (1.0, 7) to (0.7, 13).
+GUIDE = [
+    ((1.0, 7), "underfit"),
+    ((1.0, 10), "overfit"),
+    ((0.85, 7), "underfit"),
+    ((0.85, 10), "underfit"),
+    ((0.85, 13), "overfit"),
+    ((0.7, 7), "underfit"),
+    ((0.7, 10), "underfit"),
+    ((0.7, 13), "well_fit"),
+]
+
+
+def series(verdict: str, seed: int) -> list[float]:
+    """A max-delta series that the scorers read as ``verdict`` (ε = 2·max stays below 10 when well fit)."""
+    rng = np.random.default_rng(seed)
+    if verdict == "underfit":
+        return list(3.0 * (1 + 0.2 * rng.standard_normal(500)))
+    values = 3.0 * (1 + 0.01 * rng.standard_normal(500))
+    if verdict == "overfit":
+        values[[10, 200, 400]] = 4.5  # isolated spikes on a tight band
+    return list(values)
+
+
+def scripted_objective(config: StudyConfig, verdicts: list[str]) -> Callable[[Trial], float]:
+    """Returns the next scripted verdict as if it were a fit, recorded exactly as a real trial is."""
+    objective = Objective(config)
+
+    def run(trial: Trial) -> float:
+        c, epochs, g = objective.suggest(trial)
+        values = series(verdicts[trial.number], trial.number)
+        rng = np.random.default_rng(trial.number)
+        result = SWAGPPMResult(c=c, g=g, ft_epochs=epochs, seed=0, epsilon=2 * max(values), max_delta=values,
+                               f1_macro=list(0.80 + 0.005 * rng.standard_normal(30)),
+                               f1_weighted=list(0.85 + 0.005 * rng.standard_normal(30)),
+                               baseline_f1_macro=0.82, baseline_f1_weighted=0.87, majority_rate=0.3)
+        outcome = judge(result, targets=config.targets, search=config.search)
+        assert outcome.label == verdicts[trial.number]
+        record(trial, outcome, objective.artifacts, config)
+        return outcome.objective_values("epsilon")  # type: ignore[return-value]
+
+    return run
+
+
+def flowchart_study(study_file: Callable[..., Path], **search: object) -> StudyConfig:
+    return StudyConfig.from_toml(study_file(
+        study={"sampler": "flowchart", "n_trials": 20},
+        search={"c_min": 0.1, "c_max": 1.5, "ft_epochs_min": 1, "ft_epochs_max": 16, "restart_epochs": 7,
+                "start": [{"c": 1.0, "ft_epochs": 7}], **search},
+        targets={"epsilon": 10.0, "max_f1_degradation": 0.1, "max_bulk_spread": 0.05}))
+
+
+def replay(config: StudyConfig, verdicts: list[str]) -> optuna.Study:
+    """Optimise with the flowchart until it has no move left (as ``run_study`` does)."""
+    study = open_study(config)
+    sampler = study.sampler
+    assert isinstance(sampler, FlowchartSampler)
+
+    def stop_when_done(study: optuna.Study, _: object) -> None:
+        if sampler.wants_to_stop(study):
+            study.stop()
+
+    study.optimize(scripted_objective(config, verdicts), n_trials=len(verdicts) + 2, callbacks=[stop_when_done])
+    return study
+
+
+def test_flowchart_proposes_the_guides_eight_fits(study_file: Callable[..., Path]) -> None:
+    study = replay(flowchart_study(study_file), [verdict for _, verdict in GUIDE])
+    proposed = [(t.params["c"], t.params["ft_epochs"]) for t in study.trials]
+    assert proposed == [point for point, _ in GUIDE]
+    last = study.trials[-1]
+    assert last.user_attrs["feasible"] and last.user_attrs["next_action"] == "stop"
+    assert study.sampler.wants_to_stop(study)  # type: ignore[attr-defined]
+    assert [t.user_attrs["next_action"] for t in study.trials] == [
+        "add_epochs", "lower_c", "add_epochs", "add_epochs", "lower_c", "add_epochs", "add_epochs", "stop"]
+
+
+def test_flowchart_steps_are_configurable_and_clipped_to_the_ranges(study_file: Callable[..., Path]) -> None:
+    config = flowchart_study(study_file, epochs_step=5, c_step=0.25, ft_epochs_max=14)
+    study = replay(config, ["underfit", "underfit", "underfit", "overfit", "well_fit"])
+    assert [(t.params["c"], t.params["ft_epochs"]) for t in study.trials] == [
+        (1.0, 7), (1.0, 12), (1.0, 14), (1.0, 14), (0.75, 7)]
+
+
+def test_flowchart_stops_when_the_targets_must_be_revisited(study_file: Callable[..., Path]) -> None:
+    config = flowchart_study(study_file, c_step=0.6)
+    study = replay(config, ["overfit", "overfit", "overfit"])
+    assert [t.params["c"] for t in study.trials] == [1.0, 0.4]  # 0.4 - 0.6 <= 0: revisit the targets
+    assert study.trials[-1].user_attrs["next_action"] == "revisit_targets"
+
+
+@pytest.mark.parametrize("name", ["tpe", "gp", "nsga2", "random", "flowchart"])
+def test_every_sampler_by_name_is_seeded(name: str, study_file: Callable[..., Path]) -> None:
+    search = StudyConfig.from_toml(study_file()).search
+
+    def points(seed: int) -> list[tuple[float, int]]:
+        study = optuna.create_study(sampler=make_sampler(name, seed=seed, search=search))
+        study.optimize(lambda t: t.suggest_float("c", 0.3, 1.2) + t.suggest_int("ft_epochs", 4, 8), n_trials=6)
+        return [(t.params["c"], t.params["ft_epochs"]) for t in study.trials]
+
+    assert points(1) == points(1)

@@ -1,0 +1,289 @@
+"""Whole studies on SQLite with real tiny-model fits: run, status, export → refit, release, report, resume."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.artifacts import get_all_artifact_meta
+from optuna.trial import TrialState, create_trial
+
+import scorers
+import swagppm
+from tests.tuner.conftest import merged, write_study
+from tuner import CONSTRAINT_KEYS, StudyConfig, best_feasible, closest_trial, open_study
+from tuner._cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One private cache for the module: every study here shares the same stage 1."""
+    return tmp_path_factory.mktemp("cache")
+
+
+def study_at(folder: Path, shared_cache: Path, name: str = "small", **changes: dict[str, Any]) -> Path:
+    swag = {**merged()["swagppm"], "cache_dir": str(shared_cache)}
+    tables = merged(**{"swagppm": swag, **changes})
+    tables["study"]["name"] = name
+    return write_study(folder / f"{name}.toml", tables)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> tuple[Path, str]:
+    """A three-trial study run through the command line; its file and the run's output."""
+    folder = tmp_path_factory.mktemp("finished")
+    path = study_at(folder, shared_cache)
+    swagppm._pipeline._SESSION.clear()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["run", str(path)])
+    assert code == 0, out.getvalue()
+    return path, out.getvalue()
+
+
+def load(path: Path) -> tuple[StudyConfig, optuna.Study]:
+    config = StudyConfig.from_toml(path)
+    return config, open_study(config, create=False)
+
+
+def test_run_prints_one_line_per_trial_and_the_best(finished: tuple[Path, str]) -> None:
+    _, output = finished
+    lines = [line for line in output.splitlines() if line.startswith("trial ")]
+    assert len(lines) == 3
+    assert lines[0].startswith("trial   0  c=1.000 epochs= 6  eps=")  # the enqueued start point first
+    assert all("F1 macro" in line and ("FEASIBLE" in line or "infeasible" in line) for line in lines)
+    assert "non-private baseline F1 macro" in output and "best feasible: trial" in output
+
+
+def test_trials_carry_constraints_attributes_notes_and_figures(finished: tuple[Path, str]) -> None:
+    config, study = load(finished[0])
+    trials = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(trials) == 3
+    for trial in trials:
+        assert tuple(sorted(trial.constraints)) == tuple(sorted(CONSTRAINT_KEYS))  # GPSampler needs the same keys
+        attrs = trial.user_attrs
+        assert {f"constraint_{k}" for k in CONSTRAINT_KEYS} <= set(attrs)  # the dashboard shows user attributes
+        assert attrs["epsilon"] == pytest.approx(2 * max(attrs["max_delta_series"]))
+        assert attrs["diagnosis"] in ("underfit", "well_fit", "overfit") and attrs["reasons"]
+        assert set(attrs["timings"]) >= {"finetune", "swag", "privacy", "utility", "total"}
+        note = optuna_dashboard_note(study, trial)
+        assert f"Trial {trial.number}" in note and attrs["recommendation"] in note
+        metas = get_all_artifact_meta(trial, storage=study._storage)
+        assert [m.filename for m in metas] == [f"trial-{trial.number}-figures.html"]
+        assert (config.artifact_dir / metas[0].artifact_id).stat().st_size > 100_000  # plotly.js embedded
+    system = study._storage.get_study_system_attrs(study._study_id)
+    assert any(key.startswith("dashboard:plot_data:search-grid") for key in system)
+    assert any(key.startswith("dashboard:plot_data:tradeoff") for key in system)
+
+
+def optuna_dashboard_note(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> str:
+    import optuna_dashboard
+    return optuna_dashboard.get_note(optuna.Trial(study, trial._trial_id))
+
+
+def test_status_export_refit_and_report(finished: tuple[Path, str], tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    path = finished[0]
+    capsys.readouterr()
+    assert main(["status", str(path)]) == 0
+    status = capsys.readouterr().out
+    assert "best feasible: trial" in status and "3 trials: 3 complete" in status
+
+    exported = tmp_path / "best.json"
+    assert main(["export", str(path), "-o", str(exported)]) == 0
+    document = json.loads(exported.read_text())
+    config, study = load(path)
+    best = best_feasible(study)
+    assert best is not None and document["trial"] == best.number and document["feasible"]
+    assert document["params"] == {"c": best.params["c"], "ft_epochs": best.params["ft_epochs"], "g": 0.0}
+    assert document["metrics"]["epsilon"] == best.user_attrs["epsilon"]
+    assert document["swagppm"] == config.fit.to_dict()
+    assert document["trials_run"]["total"] == 3 and document["data_hash"] == best.user_attrs["data_hash"]
+    assert document["seeds"] == {"fit": 0, "sampler": 0} and "optuna" in document["versions"]
+    assert any("asymptotic" in caveat for caveat in document["caveats"])
+    assert all(v <= 0 for v in document["constraints"].values()) and document["violated"] == {}
+
+    swagppm._pipeline._SESSION.clear()  # a fresh process's view: rebuild model and data, stage 1 from the cache
+    assert main(["fit", "--from", str(exported), "--json", str(tmp_path / "refit.json")]) == 0
+    assert "reproduces the export exactly" in capsys.readouterr().out
+    assert json.loads((tmp_path / "refit.json").read_text())["epsilon"] == document["metrics"]["epsilon"]
+
+    report = tmp_path / "report.html"
+    assert main(["report", str(path), "-o", str(report)]) == 0
+    html = report.read_text()
+    assert "Search grid" in html and "Privacy–utility trade-off" in html and "Caveats" in html
+    assert html.count("<details") == 3 and "plotly" in html.lower()
+    assert f"Chosen configuration:</b> trial {best.number}" in html
+
+
+def test_release_from_the_study_or_an_export(finished: tuple[Path, str], tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    path = finished[0]
+    assert main(["release", str(path), "-o", str(tmp_path / "refused")]) == 2  # tiny tokenizer: demos only
+    assert "tokenizer" in capsys.readouterr().err
+    assert main(["release", str(path), "-o", str(tmp_path / "model"), "--force"]) == 0
+    card = json.loads((tmp_path / "model" / "release_card.json").read_text())
+    assert card["trials_run"] == 3
+    assert main(["release", "-o", str(tmp_path / "x")]) == 2  # neither a study nor --from
+    assert "give a study TOML file or --from" in capsys.readouterr().err
+
+
+def test_rerunning_a_finished_study_adds_nothing(finished: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(finished[0])]) == 0
+    assert "already has 3 finished trials" in capsys.readouterr().out
+    assert len(load(finished[0])[1].trials) == 3
+
+
+def test_no_training_text_lands_in_the_database_artifacts_export_or_report(
+    finished: tuple[Path, str], tmp_path: Path
+) -> None:
+    path = finished[0]
+    config, _ = load(path)
+    data = swagppm.prepare_data(config.fit.data, seed=config.fit.seed)
+    main(["export", str(path), "-o", str(tmp_path / "best.json")])
+    main(["report", str(path), "-o", str(tmp_path / "report.html")])
+    blobs = [path.with_suffix(".db").read_bytes(), (tmp_path / "best.json").read_bytes(),
+             (tmp_path / "report.html").read_bytes()]
+    blobs += [f.read_bytes() for f in config.artifact_dir.iterdir()]
+    for text in data.train_texts + data.test_texts:
+        needle = text.encode()
+        assert not any(needle in blob for blob in blobs), f"a record's text was stored: {text[:40]!r}"
+
+
+def test_epsilon_early_stop_completes_with_a_lower_bound(tmp_path: Path, shared_cache: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_at(tmp_path, shared_cache, name="strict", study={"n_trials": 2}, targets={"epsilon": 0.05})
+    assert main(["run", str(path)]) == 1  # nothing feasible: non-zero exit and the closest trial
+    output = capsys.readouterr().out
+    assert "no feasible trial; closest: trial" in output and "violates: epsilon +" in output
+    _, study = load(path)
+    for trial in study.trials:
+        assert trial.state == TrialState.COMPLETE
+        attrs = trial.user_attrs
+        assert attrs["epsilon_is_lower_bound"] and attrs["diagnosis"] == "not_judged"
+        assert attrs["draws_privacy"] + attrs["draws_skipped"] == 12 and attrs["draws_skipped"] > 0
+        assert attrs["f1_macro_median"] is None and "utility" not in attrs["timings"]
+        assert trial.constraints["epsilon"] > 0
+        assert trial.value == attrs["epsilon"]
+    assert main(["export", str(path), "-o", str(tmp_path / "none.json")]) == 1
+    assert not (tmp_path / "none.json").exists()
+    assert "nothing exported" in capsys.readouterr().err
+
+
+def test_a_fit_stuck_at_the_majority_class_is_pruned_cheaply(tmp_path: Path, shared_cache: Path) -> None:
+    path = study_at(tmp_path, shared_cache, name="stuck", study={"n_trials": 1},
+                    targets={"stuck_epochs": 1, "epsilon": 50.0})
+    assert main(["run", str(path)]) == 1
+    _, study = load(path)
+    (trial,) = study.trials
+    assert trial.state == TrialState.PRUNED
+    assert trial.user_attrs["diagnosis"] == "catastrophic"
+    assert "stopped by the epoch callback" in trial.user_attrs["failure"]
+    assert trial.constraints == dict.fromkeys(CONSTRAINT_KEYS, scorers.CONSTRAINT_CAP)
+    assert trial.user_attrs["timings"]["total"] < 10 and "privacy" not in trial.user_attrs["timings"]
+
+
+def test_a_changed_definition_is_refused(finished: tuple[Path, str], tmp_path: Path, shared_cache: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    config = StudyConfig.from_toml(finished[0])
+    changed = study_at(tmp_path, shared_cache, study={"storage": config.storage_url}, targets={"epsilon": 40.0})
+    assert main(["run", str(changed)]) == 2
+    err = capsys.readouterr().err
+    assert "[targets] epsilon changed" in err and "use a new [study] name" in err and "Traceback" not in err
+
+
+def test_pareto_objective(tmp_path: Path, shared_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_at(tmp_path, shared_cache, name="pareto", study={"n_trials": 2, "objective": "pareto",
+                                                                 "sampler": "nsga2"})
+    assert main(["run", str(path)]) == 0
+    _, study = load(path)
+    assert len(study.directions) == 2 and all(len(t.values) == 2 for t in study.trials)
+    assert all(t.values[1] == t.user_attrs["f1_macro_median"] for t in study.trials)
+    assert main(["status", str(path)]) == 0
+    assert "feasible Pareto front: #" in capsys.readouterr().out
+
+
+def synthetic_trial(number: int, *, epsilon: float, f1: float, constraints: dict[str, float],
+                    state: TrialState = TrialState.COMPLETE) -> optuna.trial.FrozenTrial:
+    return create_trial(
+        state=state, value=epsilon if state == TrialState.COMPLETE else None,
+        params={"c": 1.0 - 0.1 * number, "ft_epochs": 7},
+        distributions={"c": optuna.distributions.FloatDistribution(0.1, 1.5),
+                       "ft_epochs": optuna.distributions.IntDistribution(1, 16)},
+        user_attrs={"epsilon": epsilon, "f1_macro_median": f1},
+        system_attrs={f"constraints:{k}": v for k, v in constraints.items()},
+    )
+
+
+def test_best_feasible_is_the_lowest_epsilon_among_feasible_trials() -> None:
+    study = optuna.create_study()
+    ok = dict.fromkeys(CONSTRAINT_KEYS, -0.1)
+    study.add_trial(synthetic_trial(0, epsilon=2.0, f1=0.9, constraints={**ok, "f1_macro": 0.3}))  # lowest ε, infeasible
+    study.add_trial(synthetic_trial(1, epsilon=6.0, f1=0.9, constraints=ok))
+    study.add_trial(synthetic_trial(2, epsilon=4.0, f1=0.8, constraints=ok))
+    study.add_trial(synthetic_trial(3, epsilon=4.0, f1=0.85, constraints=ok))  # same ε, better F1
+    study.add_trial(synthetic_trial(4, epsilon=1.0, f1=0.0, constraints=dict.fromkeys(CONSTRAINT_KEYS, 10.0),
+                                    state=TrialState.PRUNED))
+    best = best_feasible(study)
+    assert best is not None and best.number == 3
+
+
+def test_without_a_feasible_trial_the_closest_is_the_smallest_total_violation() -> None:
+    study = optuna.create_study()
+    study.add_trial(synthetic_trial(0, epsilon=20.0, f1=0.9, constraints={**dict.fromkeys(CONSTRAINT_KEYS, 0.0),
+                                                                          "epsilon": 1.0}))
+    study.add_trial(synthetic_trial(1, epsilon=11.0, f1=0.5, constraints={**dict.fromkeys(CONSTRAINT_KEYS, -1.0),
+                                                                          "epsilon": 0.1, "f1_macro": 0.2}))
+    study.add_trial(synthetic_trial(2, epsilon=math.inf, f1=0.0, constraints=dict.fromkeys(CONSTRAINT_KEYS, 10.0),
+                                    state=TrialState.PRUNED))
+    assert best_feasible(study) is None
+    closest = closest_trial(study)
+    assert closest is not None and closest.number == 1  # 0.1 + 0.2 < 1.0
+
+
+def test_an_interrupted_run_keeps_finished_trials_and_resumes(tmp_path: Path, shared_cache: Path) -> None:
+    """Ctrl-C (SIGINT) in the second trial: the first stays complete, the second is failed, a re-run completes."""
+    path = study_at(tmp_path, shared_cache, name="interrupted", study={"n_trials": 2},
+                    swagppm={**merged()["swagppm"], "cache_dir": str(shared_cache), "draws_privacy": 400})
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "tuner._cli", "run", str(path)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("trial   0"):
+            break
+    time.sleep(1.0)  # into trial 1 (400 privacy draws take a few seconds)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "interrupted" in err and "1 finished trials are kept" in err and "Traceback" not in err
+    _, study = load(path)
+    first, *rest = study.trials
+    assert first.state == TrialState.COMPLETE and [t.state for t in rest] == [TrialState.FAIL]
+
+    swagppm._pipeline._SESSION.clear()
+    assert main(["run", str(path)]) == 0
+    _, study = load(path)
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
+    assert study.trials[0].user_attrs == first.user_attrs and study.trials[0].params == first.params
+
+
+def test_study_files_in_the_repository_run_from_any_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = StudyConfig.from_toml(REPO / "studies" / "demo.toml")
+    assert config.storage_url == f"sqlite:///{REPO / 'studies' / 'demo.db'}"
+    assert Path(config.fit.cache_dir or "").parent == REPO / "studies"

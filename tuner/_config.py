@@ -1,0 +1,272 @@
+"""A study definition: one TOML file with ``[study]``, ``[search]``, ``[targets]`` and the fit's tables.
+
+Every table is checked key by key: an unknown key, a wrong type or a value out of
+range is a ``ConfigError`` naming the file, the table and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from swagppm import ConfigError, SWAGPPMConfig, config_from_table, load_toml
+
+SamplerName = Literal["tpe", "gp", "nsga2", "random", "flowchart"]
+ObjectiveName = Literal["epsilon", "pareto"]
+Statistic = Literal["median", "q10"]
+
+_TABLES = ("study", "search", "targets", "data", "model", "swagppm")
+
+
+def _check(ok: bool, name: str, value: object, expected: str) -> None:
+    if not ok:
+        raise ConfigError(f"{name} = {value!r}: must be {expected}")
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name} = {value!r}: must be one of {', '.join(map(repr, choices))}")
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """``[study]``: where the study lives and how it searches.
+
+    ``storage`` is an SQLAlchemy URL (default: ``sqlite:///<study file stem>.db``
+    beside the study file); ``artifacts`` the folder of the per-trial figures
+    (default ``<stem>-artifacts`` beside the file). ``n_trials`` counts finished
+    trials of the whole study, resumed runs included. ``objective = "epsilon"``
+    minimises ε under the constraints; ``"pareto"`` also maximises macro-F1.
+    """
+
+    name: str
+    storage: str | None = None
+    artifacts: str | None = None
+    sampler: SamplerName = "tpe"
+    n_trials: int | None = 20
+    timeout: float | None = None
+    seed: int = 0
+    stop_on_first_feasible: bool = False
+    objective: ObjectiveName = "epsilon"
+
+    def __post_init__(self) -> None:
+        _check(bool(re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name)), "study.name", self.name,
+               "letters, digits, '.', '_' or '-'")
+        _check_choice("study.sampler", self.sampler, ("tpe", "gp", "nsga2", "random", "flowchart"))
+        _check_choice("study.objective", self.objective, ("epsilon", "pareto"))
+        _check(self.n_trials is None or self.n_trials >= 1, "study.n_trials", self.n_trials, "at least 1")
+        _check(self.timeout is None or self.timeout > 0, "study.timeout", self.timeout, "positive (seconds)")
+        if self.sampler == "flowchart" and self.objective == "pareto":
+            raise ConfigError("study.sampler = 'flowchart' follows one fit at a time and cannot run "
+                              "study.objective = 'pareto'; use 'nsga2', 'tpe' or 'random'")
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    """One configuration to evaluate first (enqueued before the sampler proposes anything)."""
+
+    c: float
+    ft_epochs: int
+    g: float | None = None
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """``[search]``: the ranges of c, fine-tuning epochs and (optionally) g, and the start points.
+
+    g is searched only when ``g_min``/``g_max`` are given; otherwise it stays at ``g``.
+    ``epochs_step``, ``c_step`` and ``restart_epochs`` are the guide's flowchart moves,
+    used by the ``flowchart`` sampler and for every trial's recommendation.
+    """
+
+    c_min: float = 0.1
+    c_max: float = 1.5
+    c_log: bool = False
+    ft_epochs_min: int = 1
+    ft_epochs_max: int = 16
+    g: float = 0.0
+    g_min: float | None = None
+    g_max: float | None = None
+    start: tuple[StartPoint, ...] = (StartPoint(1.0, 7),)
+    epochs_step: int = 3
+    c_step: float = 0.15
+    restart_epochs: int = 7
+
+    def __post_init__(self) -> None:
+        _check(self.c_min > 0, "search.c_min", self.c_min, "positive")
+        _check(self.c_max > self.c_min, "search.c_max", self.c_max, f"greater than c_min = {self.c_min}")
+        _check(self.ft_epochs_min >= 1, "search.ft_epochs_min", self.ft_epochs_min, "at least 1")
+        _check(self.ft_epochs_max >= self.ft_epochs_min, "search.ft_epochs_max", self.ft_epochs_max,
+               f"at least ft_epochs_min = {self.ft_epochs_min}")
+        if (self.g_min is None) != (self.g_max is None):
+            raise ConfigError("search.g_min and search.g_max: give both (to search g) or neither")
+        if self.g_min is not None and self.g_max is not None:
+            _check(self.g_max > self.g_min, "search.g_max", self.g_max, f"greater than g_min = {self.g_min}")
+        _check(self.epochs_step >= 1, "search.epochs_step", self.epochs_step, "at least 1")
+        _check(self.c_step > 0, "search.c_step", self.c_step, "positive")
+        _check(self.ft_epochs_min <= self.restart_epochs <= self.ft_epochs_max, "search.restart_epochs",
+               self.restart_epochs, f"within [{self.ft_epochs_min}, {self.ft_epochs_max}]")
+        for number, point in enumerate(self.start):
+            where = f"search.start[{number}]"
+            _check(self.c_min <= point.c <= self.c_max, f"{where}.c", point.c,
+                   f"within [c_min, c_max] = [{self.c_min}, {self.c_max}]")
+            _check(self.ft_epochs_min <= point.ft_epochs <= self.ft_epochs_max, f"{where}.ft_epochs", point.ft_epochs,
+                   f"within [{self.ft_epochs_min}, {self.ft_epochs_max}]")
+            if point.g is not None:
+                _check(self.searches_g, f"{where}.g", point.g, "left out unless g is searched (g_min, g_max)")
+                _check(self.g_min <= point.g <= self.g_max, f"{where}.g", point.g,  # type: ignore[operator]
+                       f"within [g_min, g_max] = [{self.g_min}, {self.g_max}]")
+
+    @property
+    def searches_g(self) -> bool:
+        return self.g_min is not None
+
+
+@dataclass(frozen=True)
+class Targets:
+    """``[targets]``: what a feasible configuration must meet.
+
+    ``epsilon``: the ε target. ``max_f1_degradation``: macro- and weighted-F1 (their
+    ``statistic`` over the utility draws) within this fraction of the non-private
+    baseline. ``require_well_fit``: the max-delta series must look well fit
+    (bulk spread ≤ ``max_bulk_spread``, no draw above ``spike_z`` robust SDs).
+    ``early_stop``: stop the privacy draws once ε exceeds the target (default on,
+    off for the flowchart, which reads whole series). ``stuck_epochs``: a fit whose
+    training accuracy stays at the majority-class rate this many epochs in a row is
+    catastrophic and pruned.
+    """
+
+    epsilon: float = 10.0
+    max_f1_degradation: float = 0.10
+    statistic: Statistic = "median"
+    require_well_fit: bool = True
+    max_bulk_spread: float = 0.05
+    spike_z: float = 5.5
+    min_spikes: int = 1
+    early_stop: bool | None = None
+    stuck_epochs: int = 3
+
+    def __post_init__(self) -> None:
+        _check(self.epsilon > 0 and math.isfinite(self.epsilon), "targets.epsilon", self.epsilon, "positive and finite")
+        _check(0.0 <= self.max_f1_degradation < 1.0, "targets.max_f1_degradation", self.max_f1_degradation,
+               "a fraction in [0, 1)")
+        _check_choice("targets.statistic", self.statistic, ("median", "q10"))
+        _check(self.max_bulk_spread > 0, "targets.max_bulk_spread", self.max_bulk_spread, "positive")
+        _check(self.spike_z > 0, "targets.spike_z", self.spike_z, "positive")
+        _check(self.min_spikes >= 1, "targets.min_spikes", self.min_spikes, "at least 1")
+        _check(self.stuck_epochs >= 1, "targets.stuck_epochs", self.stuck_epochs, "at least 1")
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """A whole study file: the search, the targets and the fit configuration, with resolved paths."""
+
+    path: Path
+    study: StudySettings
+    search: SearchSpace
+    targets: Targets
+    fit: SWAGPPMConfig
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> StudyConfig:
+        """Read and check a study file; relative paths are taken from the file's folder."""
+        path = Path(path).resolve()
+        document = load_toml(path)
+        unknown = sorted(set(document) - set(_TABLES))
+        if unknown:
+            raise ConfigError(f"{path}: unknown table(s) {', '.join(f'[{t}]' for t in unknown)}; "
+                              f"known tables: {', '.join(f'[{t}]' for t in _TABLES)}")
+        for table in _TABLES:
+            if not isinstance(document.get(table, {}), dict):
+                raise ConfigError(f"{path}: [{table}] must be a table")
+        if "name" not in document.get("study", {}):
+            raise ConfigError(f"{path} [study]: name is required (e.g. name = \"{path.stem}\")")
+        study = config_from_table(StudySettings, _study_paths(document["study"], path), f"{path} [study]")
+        search_table = dict(document.get("search", {}))
+        if "start" in search_table:
+            search_table["start"] = _start_points(search_table["start"], path)
+        search = config_from_table(SearchSpace, search_table, f"{path} [search]")
+        targets = config_from_table(Targets, document.get("targets", {}), f"{path} [targets]")
+        if study.sampler == "flowchart" and targets.early_stop:
+            raise ConfigError(f"{path} [targets]: early_stop = true cannot be used with study.sampler = 'flowchart' "
+                              "(the guide reads whole max-delta series); remove it or pick another sampler")
+        fit = SWAGPPMConfig.from_toml(path)
+        return cls(path=path, study=study, search=search, targets=targets, fit=fit)
+
+    def with_data(self, source: str | Path) -> StudyConfig:
+        """The same study on records at another path (``--data``); the study definition is unchanged."""
+        path = Path(source).expanduser()
+        resolved = str(path.resolve()) if path.exists() or path.suffix else str(source)
+        fit = self.fit.replace(data={"source": resolved})
+        return dataclasses.replace(self, fit=fit)
+
+    @property
+    def early_stop(self) -> bool:
+        """Whether privacy draws stop once ε exceeds its target (default: yes, except for the flowchart)."""
+        if self.targets.early_stop is not None:
+            return self.targets.early_stop
+        return self.study.sampler != "flowchart"
+
+    @property
+    def storage_url(self) -> str:
+        assert self.study.storage is not None  # resolved by from_toml
+        return self.study.storage
+
+    @property
+    def artifact_dir(self) -> Path:
+        assert self.study.artifacts is not None  # resolved by from_toml
+        return Path(self.study.artifacts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready values of every table (the storage URL with its password masked)."""
+        return {
+            "study": {**dataclasses.asdict(self.study), "storage": masked_url(self.storage_url)},
+            "search": dataclasses.asdict(self.search),
+            "targets": dataclasses.asdict(self.targets),
+            "swagppm": self.fit.to_dict(),
+        }
+
+
+def masked_url(url: str) -> str:
+    """The storage URL with any password replaced by ``***`` (for messages, logs and exports)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+
+
+def _study_paths(table: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Default storage and artifact folder beside the study file; relative SQLite paths from its folder."""
+    table = dict(table)
+    storage = table.get("storage")
+    if storage is None:
+        table["storage"] = f"sqlite:///{path.with_suffix('.db')}"
+    elif isinstance(storage, str):
+        try:
+            url = make_url(storage)
+        except ArgumentError:
+            raise ConfigError(f"{path} [study]: storage = {masked_url(storage)!r} is not a database URL "
+                              "(e.g. 'sqlite:///demo.db' or 'postgresql+psycopg://user@host/db')") from None
+        if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:" \
+                and not Path(url.database).is_absolute():
+            table["storage"] = url.set(database=str(path.parent / url.database)).render_as_string(hide_password=False)
+    artifacts = table.get("artifacts")
+    if artifacts is None:
+        table["artifacts"] = str(path.parent / f"{path.stem}-artifacts")
+    elif isinstance(artifacts, str) and not Path(artifacts).expanduser().is_absolute():
+        table["artifacts"] = str(path.parent / artifacts)
+    return table
+
+
+def _start_points(values: object, path: Path) -> tuple[StartPoint, ...]:
+    where = f"{path} [search]"
+    if not isinstance(values, list):
+        raise ConfigError(f"{where}: start must be a list of tables, e.g. start = [{{ c = 1.0, ft_epochs = 7 }}]")
+    return tuple(config_from_table(StartPoint, value, f"{where} start[{number}]") for number, value in enumerate(values))

@@ -1,0 +1,118 @@
+"""The chosen configuration as a JSON file: everything needed to refit, release and report it honestly."""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from swagppm import ConfigError, SWAGPPMConfig
+from tuner._config import StudyConfig, masked_url
+from tuner._study import CAVEATS, definition_digest, is_feasible, violated
+
+FORMAT = "swagppm-tuner/export-1"
+_PACKAGES = ("swagppm-tuner", "torch", "transformers", "optuna", "numpy", "scikit-learn")
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def trials_run(study: optuna.Study) -> dict[str, int]:
+    """How many trials the choice was made from (the data-dependent selection caveat)."""
+    trials = study.get_trials(deepcopy=False)
+    return {state.name.lower(): sum(t.state == state for t in trials)
+            for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)} | {"total": len(trials)}
+
+
+def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -> dict[str, Any]:
+    """The export document of one trial (aggregates only: no per-record value)."""
+    attrs = trial.user_attrs
+    params = {"c": trial.params["c"], "ft_epochs": trial.params["ft_epochs"],
+              "g": trial.params.get("g", config.search.g)}
+    metrics = {key: attrs.get(key) for key in (
+        "epsilon", "epsilon_is_lower_bound", "f1_macro_median", "f1_macro_q10", "f1_weighted_median",
+        "f1_weighted_q10", "baseline_f1_macro", "baseline_f1_weighted", "max_delta_median", "bulk_spread",
+        "max_robust_z", "spike_count", "draws_privacy", "draws_skipped")}
+    counts = trials_run(study)
+    return {
+        "format": FORMAT,
+        "study": {"name": study.study_name, "storage": masked_url(config.storage_url), "file": str(config.path),
+                  "sampler": config.study.sampler, "objective": config.study.objective,
+                  "definition": definition_digest(config)},
+        "trial": trial.number,
+        "feasible": is_feasible(trial),
+        "params": params,
+        "swagppm": config.fit.to_dict(),
+        "targets": config.to_dict()["targets"],
+        "metrics": metrics,
+        "constraints": dict(trial.constraints),
+        "violated": violated(trial),
+        "diagnosis": {"label": attrs.get("diagnosis"), "reasons": attrs.get("reasons", []),
+                      "recommendation": attrs.get("recommendation")},
+        "timings": attrs.get("timings", {}),
+        "trials_run": counts,
+        "data_hash": attrs.get("data_hash"),
+        "seeds": {"fit": attrs.get("seed"), "sampler": config.study.seed},
+        "device": attrs.get("device"),
+        "versions": versions(),
+        "caveats": list(CAVEATS) + [f"This configuration was selected from {counts['total']} trials "
+                                    f"({counts['complete']} complete, {counts['pruned']} pruned, "
+                                    f"{counts['fail']} failed) on the private data."],
+    }
+
+
+def write_export(document: dict[str, Any], path: str | Path) -> Path:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(document, indent=2) + "\n")
+    return target
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """A configuration read back from an export: the fit settings, the trial's (c, epochs, g) and what it measured."""
+
+    config: SWAGPPMConfig
+    c: float
+    ft_epochs: int
+    g: float
+    epsilon: float | None
+    trials_run: int | None
+    path: Path
+
+
+def read_export(path: str | Path) -> Chosen:
+    """Read ``export``'s JSON; errors name the file and the missing or malformed field."""
+    path = Path(path)
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: export file not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigError(f"{path}: not a readable export JSON file: {error}") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise ConfigError(f"{path}: not an export of swagppm-tune (expected \"format\": \"{FORMAT}\")")
+    try:
+        params = document["params"]
+        c, ft_epochs, g = float(params["c"]), int(params["ft_epochs"]), float(params.get("g", 0.0))
+        fit = document["swagppm"]
+    except (KeyError, TypeError, ValueError) as error:
+        raise ConfigError(f"{path}: field {error} is missing or malformed") from None
+    config = SWAGPPMConfig.from_dict(fit, where=f"{path} swagppm")
+    epsilon = (document.get("metrics") or {}).get("epsilon")
+    return Chosen(config=config, c=c, ft_epochs=ft_epochs, g=g, epsilon=epsilon,
+                  trials_run=(document.get("trials_run") or {}).get("total"), path=path)
+

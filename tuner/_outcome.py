@@ -1,0 +1,164 @@
+"""From one fit's result to what a study records: scores, verdict, constraints and the guide's next move.
+
+Pure bookkeeping (no Optuna): ``judge`` is shared by the study's trials and the
+command line's single ``fit``, so both print and store the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import scorers
+from swagppm import SWAGPPMResult
+from tuner._config import SearchSpace, Targets
+
+CONSTRAINT_KEYS = ("epsilon", "f1_macro", "f1_weighted", "fit_spread", "fit_spikes")
+NOT_JUDGED = "not_judged"  # the label of a fit whose privacy draws stopped early
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A judged fit. ``label`` is the diagnosis (or ``"not_judged"`` after an ε early stop).
+
+    ``constraints`` follow Optuna's convention (≤ 0 met) and always carry the same
+    keys, ``CONSTRAINT_KEYS``: the fit constraints are 0 when the study does not
+    require a good fit, and after an early stop everything not measured is 0 (only
+    ε is known to be violated). ``catastrophic`` fits violate every constraint.
+    """
+
+    result: SWAGPPMResult
+    max_delta: scorers.MaxDeltaScores
+    utility: scorers.UtilityScores | None
+    label: str
+    reasons: tuple[str, ...]
+    constraints: dict[str, float]
+    recommendation: scorers.Recommendation
+
+    @property
+    def catastrophic(self) -> bool:
+        return self.label == "catastrophic"
+
+    @property
+    def feasible(self) -> bool:
+        return all(value <= 0 for value in self.constraints.values())
+
+    def objective_values(self, objective: str) -> float | tuple[float, float]:
+        """ε (minimised) and, for ``"pareto"``, the macro-F1 statistic (maximised; 0 when not measured)."""
+        epsilon = min(self.result.epsilon, 1e12)
+        if objective == "epsilon":
+            return epsilon
+        macro = self.utility.macro if self.utility is not None and math.isfinite(self.utility.macro) else 0.0
+        return epsilon, macro
+
+    def attributes(self) -> dict[str, Any]:
+        """Every aggregate a person or the dashboard needs, JSON-ready; nothing per record."""
+        result, md = self.result, self.max_delta
+        attrs: dict[str, Any] = {
+            "feasible": self.feasible,
+            "diagnosis": self.label,
+            "reasons": list(self.reasons),
+            "recommendation": self.recommendation.sentence,
+            "next_action": self.recommendation.action,
+            "next_c": self.recommendation.c,
+            "next_ft_epochs": self.recommendation.epochs,
+            "epsilon": _finite_or_none(result.epsilon),
+            "epsilon_is_lower_bound": result.epsilon_is_lower_bound,
+            "draws_privacy": len(result.max_delta),
+            "draws_skipped": result.draws_skipped,
+            "failure": result.failure,
+            "max_delta_median": _finite_or_none(md.median),
+            "bulk_spread": _finite_or_none(md.bulk_spread),
+            "max_robust_z": _finite_or_none(md.max_robust_z),
+            "spike_count": md.spike_count,
+            "baseline_f1_macro": result.baseline_f1_macro,
+            "baseline_f1_weighted": result.baseline_f1_weighted,
+            "stage1_cache_hit": result.stage1_cache_hit,
+            "data_hash": result.data_hash,
+            "seed": result.seed,
+            "device": result.device,
+            "timings": {stage: round(seconds, 3) for stage, seconds in result.timings.items()},
+            "max_delta_series": [float(x) for x in result.max_delta],
+            "f1_macro_draws": list(result.f1_macro),
+            "f1_weighted_draws": list(result.f1_weighted),
+        }
+        for metric in ("f1_macro", "f1_weighted"):
+            for stat in ("median", "q10"):
+                value = getattr(result, f"{metric}_{stat}") if getattr(result, metric) else None
+                attrs[f"{metric}_{stat}"] = _finite_or_none(value)
+        attrs.update({f"constraint_{key}": value for key, value in self.constraints.items()})
+        return attrs
+
+    def line(self) -> str:
+        """The one-line progress summary: c, epochs, ε, F1s, verdict, feasibility, time."""
+        result = self.result
+        head = f"c={result.c:.3f} epochs={result.ft_epochs:>2}"
+        if result.g:
+            head += f" g={result.g:.3f}"
+        if result.failure:
+            return f"{head}  catastrophic: {result.failure}  {result.timings.get('total', 0.0):.1f}s"
+        bound = ">=" if result.epsilon_is_lower_bound else "="
+        text = f"{head}  eps{bound}{result.epsilon:7.3f}"
+        if self.utility is not None and result.f1_macro:
+            text += (f"  F1 macro {self.utility.macro:.3f}/{result.baseline_f1_macro:.3f}"
+                     f"  weighted {self.utility.weighted:.3f}/{result.baseline_f1_weighted:.3f}")
+        else:
+            text += f"  F1 not measured ({result.draws_skipped} privacy draws skipped)"
+        text += f"  {self.label:<12}  {'FEASIBLE' if self.feasible else 'infeasible'}"
+        text += f"  {result.timings.get('total', 0.0):.1f}s"
+        return text + ("  [stage 1 cached]" if result.stage1_cache_hit else "")
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def judge(result: SWAGPPMResult, *, targets: Targets, search: SearchSpace) -> Outcome:
+    """Score, diagnose and constrain one fit against the study's targets."""
+    thresholds = scorers.DiagnosisThresholds(max_bulk_spread=targets.max_bulk_spread, min_spikes=targets.min_spikes)
+    md = scorers.score_max_delta(result.max_delta, epsilon_target=targets.epsilon, spike_z=targets.spike_z)
+    steps = dict(epochs_step=search.epochs_step, c_step=search.c_step, restart_epochs=search.restart_epochs)
+    if result.epsilon_is_lower_bound:
+        return _stopped_early(result, md, targets, steps)
+    utility = None
+    if result.failure is None:
+        utility = scorers.score_utility(
+            result.f1_macro, result.f1_weighted, baseline_macro=result.baseline_f1_macro,
+            baseline_weighted=result.baseline_f1_weighted, max_degradation=targets.max_f1_degradation,
+            statistic=targets.statistic, majority_rate=result.majority_rate)
+    diagnosis = scorers.diagnose(md, utility, thresholds, failure=result.failure)
+    catastrophic = diagnosis.label == "catastrophic"
+    if utility is None:  # a training failure: nothing else was measured
+        constraints = {key: scorers.CONSTRAINT_CAP for key in CONSTRAINT_KEYS}
+    else:
+        constraints = scorers.constraint_values(md, utility, thresholds, catastrophic=catastrophic)
+    if not targets.require_well_fit and not catastrophic:
+        constraints.update(fit_spread=0.0, fit_spikes=0.0)
+    recommendation = scorers.recommend(diagnosis, c=result.c, epochs=result.ft_epochs, **steps)
+    if not targets.require_well_fit and not catastrophic and diagnosis.label != "well_fit" \
+            and all(v <= 0 for v in constraints.values()):
+        recommendation = scorers.Recommendation(
+            "stop", f"{diagnosis.label.replace('_', ' ')} but every required target met: stop here",
+            result.c, result.ft_epochs)
+    return Outcome(result, md, utility, diagnosis.label, diagnosis.reasons, constraints, recommendation)
+
+
+def _stopped_early(result: SWAGPPMResult, md: scorers.MaxDeltaScores, targets: Targets,
+                   steps: dict[str, Any]) -> Outcome:
+    """ε already above target after a few draws: only the ε constraint is known (and violated)."""
+    constraints = dict.fromkeys(CONSTRAINT_KEYS, 0.0)
+    constraints["epsilon"] = min(scorers.CONSTRAINT_CAP, result.epsilon / targets.epsilon - 1.0)
+    drawn = len(result.max_delta)
+    reasons = (f"privacy draws stopped after {drawn} of {drawn + result.draws_skipped}: epsilon >= "
+               f"{result.epsilon:.2f} already exceeds the target {targets.epsilon:.2f}; fit and utility not measured",)
+    lower_c = round(result.c - steps["c_step"], 10)
+    if lower_c <= 0:
+        recommendation = scorers.Recommendation(
+            "revisit_targets", f"c = {result.c:g} cannot be lowered by {steps['c_step']:g}: the epsilon target looks "
+            "out of reach; revisit it", result.c, result.ft_epochs)
+    else:
+        recommendation = scorers.Recommendation(
+            "lower_c", f"epsilon above target: lower c by {steps['c_step']:g} and restart at "
+            f"{steps['restart_epochs']} epochs", lower_c, steps["restart_epochs"])
+    return Outcome(result, md, None, NOT_JUDGED, reasons, constraints, recommendation)

@@ -1,0 +1,102 @@
+"""One self-contained HTML report of a study: search grid, trade-off, every trial's figures, the table, the caveats."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import optuna
+
+from tuner._config import StudyConfig, masked_url
+from tuner._export import trials_run
+from tuner._study import CAVEATS, FINISHED, best_feasible, closest_trial, study_figures, trial_figures, trial_rows, violated
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1150px; color: #222; }
+table { border-collapse: collapse; font-size: 0.9em; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }
+th { background: #f4f4f4; } td.text { text-align: left; }
+tr.feasible td { background: #eaf6ea; }
+.caveats { background: #fff8e1; border-left: 4px solid #f0ad4e; padding: 0.5em 1em; }
+details { margin: 0.6em 0; } summary { cursor: pointer; font-weight: 600; }
+"""
+
+
+def _number(value: object, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "–"
+
+
+def report_html(study: optuna.Study, config: StudyConfig) -> str:
+    """The report as one HTML string (plotly.js embedded once; opens offline)."""
+    esc = html.escape
+    counts = trials_run(study)
+    best = best_feasible(study)
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>SWAG-PPM study {esc(study.study_name)}</title>"
+             f"<style>{_STYLE}</style></head><body>",
+             f"<h1>SWAG-PPM study <code>{esc(study.study_name)}</code></h1>",
+             f"<p>Storage {esc(masked_url(config.storage_url))} · sampler {esc(config.study.sampler)} · "
+             f"{counts['total']} trials ({counts['complete']} complete, {counts['pruned']} pruned, {counts['fail']} "
+             f"failed) · targets: ε ≤ {config.targets.epsilon:g}, macro- and weighted-F1 ({config.targets.statistic}) "
+             f"within {config.targets.max_f1_degradation:.0%} of the non-private baseline"
+             f"{', a well-fit max-delta series' if config.targets.require_well_fit else ''}.</p>"]
+    if best is not None:
+        parts.append(f"<p><b>Chosen configuration:</b> trial {best.number}, c = {best.params['c']:.4g}, "
+                     f"{best.params['ft_epochs']} fine-tuning epochs, ε = {best.user_attrs['epsilon']:.3f}, "
+                     f"macro-F1 {_number(best.user_attrs.get('f1_macro_median'))}, weighted-F1 "
+                     f"{_number(best.user_attrs.get('f1_weighted_median'))}.</p>")
+    else:
+        closest = closest_trial(study)
+        text = "<p><b>No feasible configuration yet.</b>"
+        if closest is not None:
+            misses = ", ".join(f"{k} {v:+.3f}" for k, v in violated(closest).items())
+            text += f" Closest: trial {closest.number} (violates {esc(misses)})."
+        parts.append(text + "</p>")
+    parts.append("<div class='caveats'><h2>Caveats</h2><ul>"
+                 + "".join(f"<li>{esc(c)}</li>" for c in CAVEATS)
+                 + f"<li>This study ran {counts['total']} trials on the private data.</li></ul></div>")
+    figures = study_figures(study, config)
+    parts.append("<h2>Search grid</h2>" + figures["search-grid"].to_html(full_html=False, include_plotlyjs=True))
+    parts.append("<h2>Privacy–utility trade-off</h2>" + figures["tradeoff"].to_html(full_html=False,
+                                                                                    include_plotlyjs=False))
+    parts.append("<h2>Trials</h2>" + _table(study))
+    parts.append("<h2>Each trial's max-delta series and F1</h2>")
+    for trial in study.get_trials(deepcopy=False, states=FINISHED):
+        if "diagnosis" not in trial.user_attrs:
+            continue
+        attrs = trial.user_attrs
+        summary = (f"Trial {trial.number}: c = {trial.params['c']:.4g}, {trial.params['ft_epochs']} epochs — "
+                   f"{attrs['diagnosis'].replace('_', ' ')}, {'feasible' if attrs.get('feasible') else 'not feasible'}")
+        reasons = "".join(f"<li>{esc(r)}</li>" for r in attrs.get("reasons", []))
+        body = "".join(f.to_html(full_html=False, include_plotlyjs=False) for f in trial_figures(attrs, config))
+        parts.append(f"<details{' open' if best is not None and trial.number == best.number else ''}>"
+                     f"<summary>{esc(summary)}</summary><ul>{reasons}</ul>"
+                     f"<p>Next: {esc(attrs.get('recommendation', ''))}</p>{body}</details>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _table(study: optuna.Study) -> str:
+    head = ("#", "state", "c", "epochs", "ε", "macro-F1", "weighted-F1", "macro q10", "weighted q10", "diagnosis",
+            "feasible", "time (s)")
+    rows = []
+    for row in trial_rows(study):
+        eps = _number(row["epsilon"])
+        if row["epsilon_is_lower_bound"] and row["epsilon"] is not None:
+            eps = "≥ " + eps
+        cells = (str(row["number"]), row["state"].lower(), _number(row["c"]),
+                 "–" if row["ft_epochs"] is None else str(row["ft_epochs"]), eps, _number(row["f1_macro"]),
+                 _number(row["f1_weighted"]), _number(row["f1_macro_q10"]), _number(row["f1_weighted_q10"]),
+                 str(row["diagnosis"]).replace("_", " "), "yes" if row["feasible"] else "no",
+                 _number(row["seconds"], 1))
+        css = " class='feasible'" if row["feasible"] else ""
+        rows.append(f"<tr{css}>" + "".join(
+            f"<td{' class=text' if i in (1, 9) else ''}>{html.escape(c)}</td>" for i, c in enumerate(cells)) + "</tr>")
+    return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>")
+
+
+def write_report(study: optuna.Study, config: StudyConfig, path: str | Path) -> Path:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(report_html(study, config), encoding="utf-8")
+    return target
+

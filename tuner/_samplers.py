@@ -1,0 +1,98 @@
+"""Optuna samplers by name, and the practical guide's flowchart as a sampler of its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution, FloatDistribution, IntDistribution
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner._config import SamplerName, SearchSpace
+
+MOVES = ("add_epochs", "lower_c")  # the flowchart's actions that lead to another fit
+
+
+def make_sampler(name: SamplerName, *, seed: int, search: SearchSpace, n_startup_trials: int = 4) -> BaseSampler:
+    """The sampler ``name`` of a study, seeded; constraints come from ``trial.set_constraint``.
+
+    TPE is multivariate (c and epochs interact) and GP models the constraints too;
+    both start modelling after ``n_startup_trials`` finished trials (enqueued start
+    points count), so a short study is not mostly random.
+    """
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=n_startup_trials)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=n_startup_trials)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, n_startup_trials))
+    if name == "random":
+        return RandomSampler(seed=seed)
+    if name == "flowchart":
+        return FlowchartSampler(search=search, seed=seed)
+    raise ValueError(f"unknown sampler {name!r}")
+
+
+def last_verdict(study: Study) -> FrozenTrial | None:
+    """The most recent finished trial carrying a recommendation (complete or pruned)."""
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+    judged = [t for t in trials if "next_action" in t.user_attrs]
+    return max(judged, key=lambda t: t.number) if judged else None
+
+
+class FlowchartSampler(BaseSampler):
+    """The guide's human procedure as a sampler.
+
+    Starts at the first start point (the guide's (1.0, 7)); afterwards proposes the
+    recommendation stored on the most recent finished trial: underfit → +``epochs_step``
+    epochs; overfit, or a good fit above the ε target → c − ``c_step`` at
+    ``restart_epochs``. Proposals are clipped to the search ranges. When the last
+    recommendation is not a move (feasible, utility out of reach, a collapse),
+    ``wants_to_stop`` is True and the study runner stops; a sampler asked anyway (a
+    concurrent worker) falls back to random sampling.
+    """
+
+    def __init__(self, *, search: SearchSpace, seed: int | None = None) -> None:
+        self._search = search
+        self._fallback = RandomSampler(seed=seed)
+
+    def reseed_rng(self) -> None:
+        self._fallback.reseed_rng()
+
+    def next_point(self, study: Study) -> dict[str, Any] | None:
+        """The next (c, ft_epochs) of the procedure, or None when it has no move left."""
+        last = last_verdict(study)
+        if last is None:
+            start = self._search.start[0] if self._search.start else None
+            c, epochs = (start.c, start.ft_epochs) if start else (1.0, self._search.restart_epochs)
+        elif last.user_attrs["next_action"] in MOVES:
+            c, epochs = last.user_attrs["next_c"], last.user_attrs["next_ft_epochs"]
+        else:
+            return None
+        search = self._search
+        c = min(max(float(c), search.c_min), search.c_max)
+        epochs = min(max(int(epochs), search.ft_epochs_min), search.ft_epochs_max)
+        return {"c": c, "ft_epochs": epochs}
+
+    def wants_to_stop(self, study: Study) -> bool:
+        return last_verdict(study) is not None and self.next_point(study) is None
+
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        search = self._search
+        return {
+            "c": FloatDistribution(search.c_min, search.c_max, log=search.c_log),
+            "ft_epochs": IntDistribution(search.ft_epochs_min, search.ft_epochs_max),
+        }
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        point = self.next_point(study)
+        return {} if point is None else {k: v for k, v in point.items() if k in search_space}
+
+    def sample_independent(
+        self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
+        return self._fallback.sample_independent(study, trial, param_name, param_distribution)
