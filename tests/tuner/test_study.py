@@ -287,3 +287,15 @@ def test_study_files_in_the_repository_run_from_any_folder(tmp_path: Path, monke
     config = StudyConfig.from_toml(REPO / "studies" / "demo.toml")
     assert config.storage_url == f"sqlite:///{REPO / 'studies' / 'demo.db'}"
     assert Path(config.fit.cache_dir or "").parent == REPO / "studies"
+
+
+def test_the_flowchart_stops_at_its_first_feasible_fit(tmp_path: Path, shared_cache: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_at(tmp_path, shared_cache, name="guide", study={"n_trials": 5, "sampler": "flowchart"},
+                    targets={"spike_z": 1000.0})
+    assert main(["run", str(path)]) == 0
+    output = capsys.readouterr().out
+    assert "stopped: the flowchart stops after trial 0: well fit and every target met: stop here" in output
+    _, study = load(path)
+    assert [(t.params["c"], t.params["ft_epochs"]) for t in study.trials] == [(1.0, 6)]
+    assert study.trials[0].user_attrs["draws_skipped"] == 0  # no early stop: the guide reads whole series
