@@ -16,6 +16,7 @@ from swagppm._config import (
     config_from_table,
     load_toml,
 )
+from swagppm._cache import default_cache_dir
 from swagppm._data import DataError, PreparedData, load_records, prepare_data, synthetic_corpus
 from swagppm._engine import EpochInfo, TrainingFailure
 from swagppm._pipeline import Preparation, SWAGPPMResult, prepare, run_fit
@@ -46,6 +47,7 @@ __all__ = [
     "SWAGPosterior",
     "TrainingFailure",
     "config_from_table",
+    "default_cache_dir",
     "epsilon_from_series",
     "load_records",
     "load_toml",

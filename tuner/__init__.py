@@ -8,11 +8,12 @@ Optuna sampler (``tpe`` by default, ``gp``, ``nsga2``, ``random`` or the guide's
 scores, the diagnosis and figures; ``best_feasible`` reads the choice back.
 """
 
-from tuner._config import SearchSpace, StartPoint, StudyConfig, StudySettings, Targets, masked_url
+from tuner._config import SearchSpace, StartPoint, StudyConfig, StudySettings, Targets
 from tuner._export import Chosen, export_trial, read_export, write_export
 from tuner._outcome import CONSTRAINT_KEYS, Outcome, judge
 from tuner._report import report_html, write_report
 from tuner._samplers import FlowchartSampler, make_sampler
+from tuner._storage import make_storage, masked_url
 from tuner._study import (
     FitCrashed,
     Objective,
@@ -44,6 +45,7 @@ __all__ = [
     "is_feasible",
     "judge",
     "make_sampler",
+    "make_storage",
     "masked_url",
     "open_study",
     "pareto_front",

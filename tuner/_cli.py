@@ -1,9 +1,11 @@
 """``swagppm-tune``: run a study of SWAG-PPM's (c, epochs), inspect it, export and release its choice.
 
-Verbs: ``run`` (create or resume a study and optimise), ``fit`` (one fit outside
+Verbs: ``run`` (create or resume a study and optimise, in one or several local
+processes), ``worker`` (join a study from any machine), ``fit`` (one fit outside
 any study), ``status`` (the trial table and the best feasible trial), ``export``
-(the chosen configuration as JSON), ``release`` (the private model) and
-``report`` (one HTML file). Bad input exits with status 2 and a message naming
+(the chosen configuration as JSON), ``release`` (the private model), ``report``
+(one HTML file), ``dashboard`` (optuna-dashboard) and ``clean`` (delete the
+private cache). Bad input exits with status 2 and a message naming
 the file, table or key.
 """
 
@@ -12,11 +14,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import optuna
+import optuna_dashboard
+from optuna.artifacts import FileSystemArtifactStore
 
 import swagppm
 from tuner._config import StudyConfig
@@ -31,14 +37,20 @@ from tuner._study import (
     format_table,
     open_study,
     pareto_front,
+    WORKER,
+    StorageLost,
     run_study,
     trial_rows,
     violated,
 )
+from tuner._storage import masked_url
+from tuner._workers import STORAGE_ENV, run_workers
 
 EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2
+EXIT_STORAGE_LOST = 3
 EXIT_INTERRUPTED = 130
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,6 +66,18 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--n-trials", type=int, default=None, help="finished trials to reach (default [study] n_trials)")
     run.add_argument("--timeout", type=float, default=None, help="seconds for this run (default [study] timeout)")
     run.add_argument("--progress", action="store_true", help="also show progress bars inside each fit")
+    run.add_argument("--workers", type=int, default=1, help="local worker processes (default 1: this process)")
+    run.add_argument("--gpus", default=None, help="GPU ids assigned to the workers round-robin, e.g. 0,1")
+
+    worker = verbs.add_parser("worker", help="join an existing study (from any machine) and optimise")
+    study_arg(worker)
+    worker.add_argument("--storage", default=None,
+                        help=f"storage URL instead of [study] storage (or set ${STORAGE_ENV}, which keeps a password "
+                             "out of the process list)")
+    worker.add_argument("--name", default=None, help="a name for this worker's lines")
+    worker.add_argument("--n-trials", type=int, default=None, help="finished trials to reach (default [study] n_trials)")
+    worker.add_argument("--timeout", type=float, default=None, help="seconds for this worker")
+    worker.add_argument("--progress", action="store_true", help="also show progress bars inside each fit")
 
     fit = verbs.add_parser("fit", help="one SWAG-PPM fit outside any study (the manual loop)")
     fit.add_argument("study", type=Path, nargs="?", help="study TOML file (or use --from)")
@@ -83,7 +107,15 @@ def _parser() -> argparse.ArgumentParser:
     release.add_argument("-o", "--output", type=Path, required=True, help="folder to write the released model to")
     release.add_argument("--force", action="store_true", help="release even a data-derived tokenizer (demos only)")
 
-    for verb in (run, fit, release):
+    dashboard = verbs.add_parser("dashboard", help="open optuna-dashboard on the study's storage and figures")
+    study_arg(dashboard)
+    dashboard.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    dashboard.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+
+    clean = verbs.add_parser("clean", help="delete the study's private cache (per-record risks, stage 1, features)")
+    study_arg(clean)
+
+    for verb in (run, worker, fit, release):
         verb.add_argument("--data", default=None, help="the records' file or folder, instead of [data] source")
 
     report = verbs.add_parser("report", help="write one self-contained HTML report of the study")
@@ -107,6 +139,9 @@ def format_result(result: swagppm.SWAGPPMResult) -> str:
 
 def _study(args: argparse.Namespace) -> StudyConfig:
     config = StudyConfig.from_toml(args.study)
+    storage = getattr(args, "storage", None) or (os.environ.get(STORAGE_ENV) if args.verb == "worker" else None)
+    if storage:
+        config = config.with_storage(storage)
     return config if getattr(args, "data", None) is None else config.with_data(args.data)
 
 
@@ -253,36 +288,93 @@ def _report(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     config = _study(args)
     try:
+        if args.workers > 1 or args.gpus:
+            gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else []
+            run_workers(config, workers=args.workers, gpus=gpus, n_trials=args.n_trials, timeout=args.timeout,
+                        data=args.data)
+            return _summary(config, args.study)
         summary = run_study(config, n_trials=args.n_trials, timeout=args.timeout, progress_fit=args.progress)
     except KeyboardInterrupt:
-        study = open_study(config, create=False)
-        print(f"\ninterrupted: the running trial is marked failed; {finished_count(study)} finished trials are kept. "
-              f"Run `swagppm-tune run {args.study}` again to resume.", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted(config, args.study)
     print(f"stopped: {summary.stopped_because} ({summary.finished_now} new finished trials)")
-    if summary.best is None:
-        study = open_study(config, create=False)
+    return _summary(config, args.study)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    config = _study(args)
+    try:
+        summary = run_study(config, n_trials=args.n_trials, timeout=args.timeout, progress_fit=args.progress,
+                            worker=args.name or WORKER, echo=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        return _interrupted(config, args.study)
+    print(f"stopped: {summary.stopped_because}")
+    return 0
+
+
+def _interrupted(config: StudyConfig, path: Path) -> int:
+    study = open_study(config, create=False)
+    print(f"\ninterrupted: the running trial is marked failed; {finished_count(study)} finished trials are kept. "
+          f"Run `swagppm-tune run {path}` again to resume.", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _summary(config: StudyConfig, path: Path) -> int:
+    """The best feasible trial (exit 0) or the closest one with its violations (exit 1)."""
+    study = open_study(config, create=False)
+    best = best_feasible(study)
+    if best is None:
         _print_closest(study)
         return EXIT_INFEASIBLE
-    best = summary.best
     print(f"best feasible: trial {best.number}: c = {best.params['c']:.4g}, {best.params['ft_epochs']} epochs, "
           f"epsilon = {best.user_attrs['epsilon']:.3f}, F1 macro {best.user_attrs['f1_macro_median']:.3f} "
           f"(baseline {best.user_attrs['baseline_f1_macro']:.3f}), weighted {best.user_attrs['f1_weighted_median']:.3f} "
           f"(baseline {best.user_attrs['baseline_f1_weighted']:.3f})")
-    print(f"next: swagppm-tune export {args.study} -o best.json; swagppm-tune release --from best.json -o released/")
+    print(f"next: swagppm-tune export {path} -o best.json; swagppm-tune release --from best.json -o released/")
     return 0
 
 
-_VERBS = {"run": _run, "fit": _fit, "status": _status, "export": _export, "release": _release, "report": _report}
+def _dashboard(args: argparse.Namespace) -> int:
+    config = _study(args)
+    study = open_study(config, create=False)
+    if args.host not in LOCAL_HOSTS:
+        print(f"warning: the dashboard listens on {args.host}, so anyone who can reach this machine sees the study "
+              "(hyperparameters, epsilon, F1 and figures; no record); use --host 127.0.0.1 and an SSH tunnel "
+              "unless that is intended", file=sys.stderr)
+    config.artifact_dir.mkdir(parents=True, exist_ok=True)
+    print(f"optuna-dashboard on http://{args.host}:{args.port}/dashboard/ (study {study.study_name!r} in "
+          f"{masked_url(config.storage_url)}); Ctrl-C stops it", flush=True)
+    optuna_dashboard.run_server(study._storage, host=args.host, port=args.port,
+                                artifact_store=FileSystemArtifactStore(config.artifact_dir))
+    return 0
+
+
+def _clean(args: argparse.Namespace) -> int:
+    config = _study(args)
+    folder = Path(config.fit.cache_dir).expanduser() if config.fit.cache_dir else swagppm.default_cache_dir()
+    if not folder.exists():
+        print(f"nothing to clean: {folder} does not exist")
+        return 0
+    shutil.rmtree(folder)
+    shared = "" if config.fit.cache_dir else " (the default cache, shared by every study without cache_dir)"
+    print(f"removed the private cache {folder}{shared}")
+    return 0
+
+
+_VERBS = {"run": _run, "worker": _worker, "fit": _fit, "status": _status, "export": _export, "release": _release,
+          "report": _report, "dashboard": _dashboard, "clean": _clean}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         return _VERBS[args.verb](args)
     except (swagppm.ConfigError, swagppm.DataError, swagppm.ReleaseRefused, swagppm.TrainingFailure) as error:
         print(f"swagppm-tune: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except StorageLost as error:
+        print(f"swagppm-tune: error: {error}", file=sys.stderr)
+        return EXIT_STORAGE_LOST
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from swagppm import ConfigError, SWAGPPMConfig, config_from_table, load_toml
+from tuner._storage import JOURNAL, journal_path, masked_url
 
 SamplerName = Literal["tpe", "gp", "nsga2", "random", "flowchart"]
 ObjectiveName = Literal["epsilon", "pareto"]
@@ -40,8 +41,12 @@ class StudySettings:
     """``[study]``: where the study lives and how it searches.
 
     ``storage`` is an SQLAlchemy URL (default: ``sqlite:///<study file stem>.db``
-    beside the study file); ``artifacts`` the folder of the per-trial figures
-    (default ``<stem>-artifacts`` beside the file). ``n_trials`` counts finished
+    beside the study file), ``journal:<file>`` or ``redis://host``; ``artifacts`` the
+    folder of the per-trial figures (default ``<stem>-artifacts`` beside the file).
+    Heartbeats (server databases only): a running trial whose worker sent none for
+    ``grace_period`` seconds is failed and retried up to ``max_retries`` times. A
+    storage that goes away mid-run is retried ``reconnect_attempts`` times, waiting
+    ``reconnect_wait`` seconds and doubling. ``n_trials`` counts finished
     trials of the whole study, resumed runs included. ``objective = "epsilon"``
     minimises ε under the constraints; ``"pareto"`` also maximises macro-F1.
     """
@@ -55,6 +60,12 @@ class StudySettings:
     seed: int = 0
     stop_on_first_feasible: bool = False
     objective: ObjectiveName = "epsilon"
+    heartbeat_interval: int = 60
+    grace_period: int = 180
+    max_retries: int = 2
+    connect_timeout: int = 5
+    reconnect_attempts: int = 5
+    reconnect_wait: float = 2.0
 
     def __post_init__(self) -> None:
         _check(bool(re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name)), "study.name", self.name,
@@ -63,6 +74,13 @@ class StudySettings:
         _check_choice("study.objective", self.objective, ("epsilon", "pareto"))
         _check(self.n_trials is None or self.n_trials >= 1, "study.n_trials", self.n_trials, "at least 1")
         _check(self.timeout is None or self.timeout > 0, "study.timeout", self.timeout, "positive (seconds)")
+        _check(self.heartbeat_interval >= 1, "study.heartbeat_interval", self.heartbeat_interval, "at least 1 (seconds)")
+        _check(self.grace_period > self.heartbeat_interval, "study.grace_period", self.grace_period,
+               f"longer than heartbeat_interval = {self.heartbeat_interval} (seconds)")
+        _check(self.max_retries >= 0, "study.max_retries", self.max_retries, "0 or more")
+        _check(self.connect_timeout >= 1, "study.connect_timeout", self.connect_timeout, "at least 1 (seconds)")
+        _check(self.reconnect_attempts >= 0, "study.reconnect_attempts", self.reconnect_attempts, "0 or more")
+        _check(self.reconnect_wait > 0, "study.reconnect_wait", self.reconnect_wait, "positive (seconds)")
         if self.sampler == "flowchart" and self.objective == "pareto":
             raise ConfigError("study.sampler = 'flowchart' follows one fit at a time and cannot run "
                               "study.objective = 'pareto'; use 'nsga2', 'tpe' or 'random'")
@@ -200,6 +218,13 @@ class StudyConfig:
         fit = SWAGPPMConfig.from_toml(path)
         return cls(path=path, study=study, search=search, targets=targets, fit=fit)
 
+    def with_storage(self, url: str) -> StudyConfig:
+        """The same study in another storage (``worker --storage``); relative file paths are taken from here."""
+        table = _study_paths({**dataclasses.asdict(self.study), "storage": url}, Path.cwd() / self.path.name)
+        table["artifacts"] = self.study.artifacts
+        study = config_from_table(StudySettings, table, "--storage")
+        return dataclasses.replace(self, study=study)
+
     def with_data(self, source: str | Path) -> StudyConfig:
         """The same study on records at another path (``--data``); the study definition is unchanged."""
         path = Path(source).expanduser()
@@ -234,21 +259,16 @@ class StudyConfig:
         }
 
 
-def masked_url(url: str) -> str:
-    """The storage URL with any password replaced by ``***`` (for messages, logs and exports)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
-
-
 def _study_paths(table: dict[str, Any], path: Path) -> dict[str, Any]:
     """Default storage and artifact folder beside the study file; relative SQLite paths from its folder."""
     table = dict(table)
     storage = table.get("storage")
     if storage is None:
         table["storage"] = f"sqlite:///{path.with_suffix('.db')}"
-    elif isinstance(storage, str):
+    elif isinstance(storage, str) and storage.startswith(JOURNAL):
+        if not journal_path(storage).is_absolute():
+            table["storage"] = f"{JOURNAL}{path.parent / journal_path(storage)}"
+    elif isinstance(storage, str) and not storage.startswith(("redis://", "rediss://", "unix://")):
         try:
             url = make_url(storage)
         except ArgumentError:

@@ -13,7 +13,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from swagppm import ConfigError, SWAGPPMConfig
-from tuner._config import StudyConfig, masked_url
+from tuner._config import StudyConfig
+from tuner._storage import masked_url
 from tuner._study import CAVEATS, definition_digest, is_feasible, violated
 
 FORMAT = "swagppm-tuner/export-1"

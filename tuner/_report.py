@@ -7,7 +7,8 @@ from pathlib import Path
 
 import optuna
 
-from tuner._config import StudyConfig, masked_url
+from tuner._config import StudyConfig
+from tuner._storage import masked_url
 from tuner._export import trials_run
 from tuner._study import CAVEATS, FINISHED, best_feasible, closest_trial, study_figures, trial_figures, trial_rows, violated
 

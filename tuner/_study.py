@@ -13,7 +13,10 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
+import socket
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -30,9 +33,10 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 import scorers.plots
 import swagppm
 from swagppm import ConfigError, EpochInfo
-from tuner._config import StudyConfig, masked_url
+from tuner._config import StudyConfig
 from tuner._outcome import CONSTRAINT_KEYS, Outcome, judge
 from tuner._samplers import FlowchartSampler, make_sampler
+from tuner._storage import describe_error, is_connection_error, make_storage, masked_url
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 DEFINITION_ATTR = "definition"
@@ -44,17 +48,28 @@ CAVEATS = (
     "The released model is one draw from the SWAG posterior; its own F1 varies around the medians reported here.",
 )
 MAX_CONSECUTIVE_CRASHES = 3
+WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which process ran a trial (no private data)
 
 
 class FitCrashed(RuntimeError):
     """A fit raised something other than a configuration or data error (out of memory, a bug, ...)."""
 
 
-def open_study(config: StudyConfig, *, create: bool = True) -> optuna.Study:
-    """Create the study or resume it; refuses to resume one defined by a different search, targets or fit."""
-    storage = make_storage(config.storage_url)
+def open_study(config: StudyConfig, *, create: bool = True, worker: str | None = None) -> optuna.Study:
+    """Create the study or resume it; refuses to resume one defined by a different search, targets or fit.
+
+    A ``worker`` (its name) seeds its sampler from the study seed and the name, so
+    parallel workers do not propose the same configurations.
+    """
+    settings = config.study
+    storage = make_storage(config.storage_url, heartbeat_interval=settings.heartbeat_interval,
+                           grace_period=settings.grace_period, max_retries=settings.max_retries,
+                           connect_timeout=settings.connect_timeout)
     directions = ["minimize"] if config.study.objective == "epsilon" else ["minimize", "maximize"]
-    sampler = make_sampler(config.study.sampler, seed=config.study.seed, search=config.search)
+    seed = config.study.seed
+    if worker is not None:
+        seed = int.from_bytes(hashlib.sha256(f"{seed}:{worker}".encode()).digest()[:4], "little") % 2**31
+    sampler = make_sampler(config.study.sampler, seed=seed, search=config.search)
     name = config.study.name
     if not create:
         try:
@@ -83,15 +98,6 @@ def open_study(config: StudyConfig, *, create: bool = True) -> optuna.Study:
                           f"different definition ({', '.join(changed)} changed); its trials would not be comparable. "
                           "Restore those values or use a new [study] name")
     return study
-
-
-def make_storage(url: str) -> optuna.storages.BaseStorage:
-    """An RDB storage for an SQLAlchemy URL (SQLite by default); connection errors name the host, not the password."""
-    try:
-        return optuna.storages.RDBStorage(url)
-    except Exception as error:  # SQLAlchemy/driver errors carry the URL; never print it unmasked
-        raise ConfigError(f"cannot open the study storage {masked_url(url)}: "
-                          f"{type(error).__name__}: {str(error).replace(url, masked_url(url))}") from None
 
 
 def study_definition(config: StudyConfig) -> dict[str, dict[str, Any]]:
@@ -138,6 +144,7 @@ class Objective:
         config = self.config
         c, epochs, g = self.suggest(trial)
         stop_above = config.targets.epsilon / 2 if config.early_stop else None
+        trial.set_user_attr("worker", WORKER)
         try:
             result = swagppm.run_fit(config.fit, c=c, ft_epochs=epochs, g=g, stop_above=stop_above,
                                      on_epoch=StuckDetector(config.targets.stuck_epochs), progress=self.progress)
@@ -298,24 +305,46 @@ def finished_count(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=FINISHED))
 
 
+class StorageLost(RuntimeError):
+    """The study storage went away mid-run and did not come back within the reconnect attempts."""
+
+
+def enqueue_start_points(study: optuna.Study, config: StudyConfig) -> None:
+    """The study's start points, once (the flowchart starts from the first one by itself)."""
+    if isinstance(study.sampler, FlowchartSampler):
+        return
+    for point in config.search.start:
+        params: dict[str, Any] = {"c": point.c, "ft_epochs": point.ft_epochs}
+        if config.search.searches_g:
+            params["g"] = config.search.g if point.g is None else point.g
+        study.enqueue_trial(params, skip_if_exists=True)
+
+
 def run_study(
     config: StudyConfig,
     *,
     n_trials: int | None = None,
     timeout: float | None = None,
     progress_fit: bool = False,
+    worker: str | None = None,
     echo: Callable[[str], None] = print,
 ) -> RunSummary:
     """Create or resume the study and optimise until n_trials finished trials, the timeout or a stop rule.
 
     ``n_trials`` (default ``[study] n_trials``) counts finished trials of the whole
-    study, so a resumed run only adds what is missing. Ctrl-C propagates as
-    ``KeyboardInterrupt`` after Optuna marks the running trial failed.
+    study, so a resumed run only adds what is missing; the stop rules read the
+    storage after every trial, so they hold for every process sharing the study.
+    A ``worker`` (its name) joins an existing study without enqueuing its start
+    points, with a sampler seeded for it. A
+    storage that goes away is reconnected with backoff; ``StorageLost`` after the
+    last attempt. Ctrl-C propagates as ``KeyboardInterrupt`` after Optuna marks the
+    running trial failed.
     """
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # our own line per trial replaces Optuna's log
-    study = open_study(config)
-    n_trials = config.study.n_trials if n_trials is None else n_trials
-    timeout = config.study.timeout if timeout is None else timeout
+    settings = config.study
+    study = open_study(config, create=worker is None, worker=worker)
+    n_trials = settings.n_trials if n_trials is None else n_trials
+    timeout = settings.timeout if timeout is None else timeout
     before = finished_count(study)
     summary = RunSummary(before, 0, "", None, None)
 
@@ -325,7 +354,7 @@ def run_study(
         summary.best, summary.closest = best_feasible(study), closest_trial(study)
         return summary
 
-    if config.study.stop_on_first_feasible and best_feasible(study) is not None:
+    if settings.stop_on_first_feasible and best_feasible(study) is not None:
         return finish("a feasible trial was already found (stop_on_first_feasible)")
     if n_trials is not None and before >= n_trials:
         return finish(f"the study already has {before} finished trials (n_trials = {n_trials})")
@@ -333,26 +362,21 @@ def run_study(
     if isinstance(sampler, FlowchartSampler) and sampler.wants_to_stop(study):
         return finish(_flowchart_end(study))
 
-    echo(f"study {config.study.name!r} in {masked_url(config.storage_url)}: {before} finished trial(s); "
-         f"sampler {config.study.sampler}, target epsilon <= {config.targets.epsilon:g}, F1 within "
+    echo(f"study {settings.name!r} in {masked_url(config.storage_url)}: {before} finished trial(s); "
+         f"sampler {settings.sampler}, target epsilon <= {config.targets.epsilon:g}, F1 within "
          f"{config.targets.max_f1_degradation:.0%} of the baseline ({config.targets.statistic})")
-    prep = swagppm.prepare(config.fit, progress=progress_fit)
+    prep = swagppm.prepare(config.fit, progress=progress_fit)  # under the cache lock: once per study
     study.set_user_attr("baseline_f1_macro", prep.baseline_f1_macro)
     study.set_user_attr("baseline_f1_weighted", prep.baseline_f1_weighted)
     echo(f"data: {prep.num_train} training / {prep.num_test} test records, {prep.num_classes} classes; "
          f"non-private baseline F1 macro {prep.baseline_f1_macro:.3f}, weighted {prep.baseline_f1_weighted:.3f}; "
          f"stage 1 {'read from the cache' if prep.stage1_cache_hit else 'computed'} in "
          f"{sum(prep.timings.values()):.1f}s")
-    if not isinstance(sampler, FlowchartSampler):
-        for point in config.search.start:
-            params: dict[str, Any] = {"c": point.c, "ft_epochs": point.ft_epochs}
-            if config.search.searches_g:
-                params["g"] = config.search.g if point.g is None else point.g
-            study.enqueue_trial(params, skip_if_exists=True)
+    if worker is None:
+        enqueue_start_points(study, config)
 
     reason = {"text": ""}
     crashes = {"run": 0}
-
     lines: dict[int, str] = {}
 
     def keep_line(number: int, outcome: Outcome) -> None:
@@ -372,7 +396,7 @@ def run_study(
         crashes["run"] = 0
         for graph_id, figure in study_figures(study, config).items():
             optuna_dashboard.save_plotly_graph_object(study, figure, graph_object_id=graph_id)
-        if config.study.stop_on_first_feasible and best_feasible(study) is not None:
+        if settings.stop_on_first_feasible and best_feasible(study) is not None:
             reason["text"] = "a feasible trial was found (stop_on_first_feasible)"
             study.stop()
         elif isinstance(sampler, FlowchartSampler) and sampler.wants_to_stop(study):
@@ -382,15 +406,64 @@ def run_study(
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [after_trial]
     if n_trials is not None:
         callbacks.append(MaxTrialsCallback(n_trials, states=FINISHED))
-    start = time.monotonic()
-    study.optimize(Objective(config, on_outcome=keep_line, progress=progress_fit), timeout=timeout,
-                   callbacks=callbacks, catch=(FitCrashed,), gc_after_trial=False)
+    objective = Objective(config, on_outcome=keep_line, progress=progress_fit)
+    threading.excepthook = _quiet_heartbeat_errors(config, echo)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+        try:
+            study.optimize(objective, timeout=remaining, callbacks=callbacks, catch=(FitCrashed,),
+                           gc_after_trial=False)
+            break
+        except optuna.exceptions.UpdateFinishedTrialError as error:
+            echo(f"a trial was failed by another worker while this one had lost the storage ({error}); going on")
+        except Exception as error:
+            if not is_connection_error(error):
+                raise
+            study = _reconnect(config, error, echo, worker)
     if not reason["text"]:
-        if timeout is not None and time.monotonic() - start >= timeout:
+        if deadline is not None and time.monotonic() >= deadline:
             reason["text"] = f"the timeout ({timeout:g}s) was reached"
         else:
             reason["text"] = f"the study has {finished_count(study)} finished trials (n_trials = {n_trials})"
     return finish(reason["text"])
+
+
+def _quiet_heartbeat_errors(config: StudyConfig, echo: Callable[[str], None]) -> Callable[[Any], None]:
+    """A heartbeat thread that loses the storage reports one masked line instead of a traceback."""
+    default = threading.__excepthook__
+
+    def hook(args: Any) -> None:
+        if args.exc_value is not None and is_connection_error(args.exc_value):
+            echo(f"heartbeat lost the study storage {masked_url(config.storage_url)} "
+                 f"({describe_error(args.exc_value, config.storage_url)})")
+        else:
+            default(args)
+
+    return hook
+
+
+def _reconnect(config: StudyConfig, error: BaseException, echo: Callable[[str], None],
+               worker: str | None) -> optuna.Study:
+    """Reopen the study after its storage went away: waits ``reconnect_wait`` seconds, doubling, then gives up."""
+    settings, shown = config.study, masked_url(config.storage_url)
+    reason = describe_error(error, config.storage_url)
+    for attempt in range(1, settings.reconnect_attempts + 1):
+        wait = settings.reconnect_wait * 2 ** (attempt - 1)
+        echo(f"lost the study storage {shown} ({reason}); reconnecting in {wait:g}s "
+             f"(attempt {attempt} of {settings.reconnect_attempts})")
+        time.sleep(wait)
+        try:
+            study = open_study(config, create=False, worker=worker)
+            finished_count(study)  # a real round trip
+        except Exception as retry_error:  # noqa: BLE001 - every failure here is "still unreachable"
+            reason = describe_error(retry_error, config.storage_url)
+            continue
+        echo(f"reconnected to the study storage {shown}")
+        return study
+    raise StorageLost(f"lost the study storage {shown} and could not reconnect after "
+                      f"{settings.reconnect_attempts} attempts ({reason}); finished trials are kept there. "
+                      "Run the command again once the database is back")
 
 
 def _flowchart_end(study: optuna.Study) -> str:
