@@ -20,7 +20,7 @@ import torch
 
 from swagppm import _rng
 from swagppm._cache import PrivateCache, cache_key
-from swagppm._config import SWAGPPMConfig
+from swagppm._config import ConfigError, SWAGPPMConfig
 from swagppm._data import PreparedData, prepare_data
 from swagppm._engine import (
     EpochCallback,
@@ -97,9 +97,13 @@ class SWAGPPMResult:
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"swagppm.device = {name!r}: not a device (use 'auto', 'cpu', 'cuda' or 'cuda:N')") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"swagppm.device = {name!r}, but CUDA is not available on this machine")
+        raise ConfigError(f"swagppm.device = {name!r}, but CUDA is not available on this machine; "
+                          "use device = 'auto' or 'cpu'")
     return device
 
 

@@ -299,3 +299,45 @@ def test_the_flowchart_stops_at_its_first_feasible_fit(tmp_path: Path, shared_ca
     _, study = load(path)
     assert [(t.params["c"], t.params["ft_epochs"]) for t in study.trials] == [(1.0, 6)]
     assert study.trials[0].user_attrs["draws_skipped"] == 0  # no early stop: the guide reads whole series
+
+
+def test_a_crashing_fit_fails_its_trial_and_the_study_goes_on(tmp_path: Path, shared_cache: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Out of memory (simulated) in one fit: that trial FAILs with the reason, the next one runs."""
+    real_fit = swagppm.run_fit
+    calls = {"n": 0}
+
+    def out_of_memory_once(*args: Any, **kwargs: Any) -> swagppm.SWAGPPMResult:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(swagppm, "run_fit", out_of_memory_once)
+    path = study_at(tmp_path, shared_cache, name="crash", study={"n_trials": 1})
+    assert main(["run", str(path)]) == 0
+    assert "trial   0  FAILED: RuntimeError: CUDA out of memory" in capsys.readouterr().out
+    _, study = load(path)
+    failed, done = study.trials
+    assert failed.state == TrialState.FAIL and done.state == TrialState.COMPLETE
+    assert failed.user_attrs["failure"].startswith("RuntimeError: CUDA out of memory")
+
+    def always_crash(*args: Any, **kwargs: Any) -> swagppm.SWAGPPMResult:
+        raise RuntimeError("device-side assert triggered")
+
+    monkeypatch.setattr(swagppm, "run_fit", always_crash)
+    path = study_at(tmp_path, shared_cache, name="crashes", study={"n_trials": 5})
+    assert main(["run", str(path)]) == 1
+    assert "3 trials in a row crashed" in capsys.readouterr().out
+    assert [t.state for t in load(path)[1].trials] == [TrialState.FAIL] * 3
+
+
+def test_a_missing_gpu_is_a_configuration_error(study_file: Callable[..., Path],
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    if swagppm._pipeline.torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    path = study_file(swagppm={**merged()["swagppm"], "device": "cuda"})
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "swagppm.device = 'cuda', but CUDA is not available" in err and "Traceback" not in err
