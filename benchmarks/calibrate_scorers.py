@@ -9,7 +9,7 @@
    targets: recall of spikes of at least 6 robust SDs (≥ 95%), the share of pure
    Gaussian series flagged as spiky (< 1%) and the overall accuracy (≥ 90%).
 2. Real series (``benchmarks/tables/real_max_delta_series.json``, made by
-   ``benchmarks/real_series.py`` from SWAG-PPM fits on the OSHA sample): the scores
+   an earlier grid of ``benchmarks/build_table.py`` from SWAG-PPM fits on the OSHA sample): the scores
    and verdicts per model, c and fine-tuning epochs, and whether the practical
    guide's story shows up (few epochs → wide band; many epochs at high c → spikes).
 
@@ -179,7 +179,7 @@ def real_fits(path: Path) -> Iterator[dict]:
 
 def print_real(path: Path, thresholds: scorers.DiagnosisThresholds) -> None:
     if not path.exists():
-        print(f"\nReal series: {path} not found (run benchmarks/real_series.py)")
+        print(f"\nReal series: {path} not found (made by an earlier grid of benchmarks/build_table.py: python benchmarks/build_table.py --cs 1.0 0.7 0.4 --out ...)")
         return
     fits = list(real_fits(path))
     print(f"\nReal series: {len(fits)} SWAG-PPM fits on the OSHA sample ({path.name})")

@@ -49,8 +49,8 @@ class FlowchartSampler(BaseSampler):
     recommendation stored on the most recent finished trial: underfit → +``epochs_step``
     epochs; overfit, or a good fit above the ε target → c − ``c_step`` at
     ``restart_epochs``. Proposals are clipped to the search ranges. When the last
-    recommendation is not a move (feasible, utility out of reach, a collapse),
-    ``wants_to_stop`` is True and the study runner stops; a sampler asked anyway (a
+    recommendation is not a move (feasible, utility out of reach, a collapse), or
+    a move that clipping turns into the same fit again, ``wants_to_stop`` is True and the study runner stops; a sampler asked anyway (a
     concurrent worker) falls back to random sampling.
     """
 
@@ -74,7 +74,19 @@ class FlowchartSampler(BaseSampler):
         search = self._search
         c = min(max(float(c), search.c_min), search.c_max)
         epochs = min(max(int(epochs), search.ft_epochs_min), search.ft_epochs_max)
+        if last is not None and (c, epochs) == (last.params.get("c"), last.params.get("ft_epochs")):
+            return None  # the move leaves the search ranges: the procedure is stuck
         return {"c": c, "ft_epochs": epochs}
+
+    def end_reason(self, study: Study) -> str:
+        """Why the procedure has no next fit (the last trial's verdict and, if stuck, the ranges)."""
+        last = last_verdict(study)
+        assert last is not None
+        reason = f"the flowchart stops after trial {last.number}: {last.user_attrs['recommendation']}"
+        if last.user_attrs["next_action"] in MOVES:
+            reason += (f", which leaves the search ranges (c in [{self._search.c_min:g}, {self._search.c_max:g}], "
+                       f"epochs in [{self._search.ft_epochs_min}, {self._search.ft_epochs_max}])")
+        return reason
 
     def wants_to_stop(self, study: Study) -> bool:
         return last_verdict(study) is not None and self.next_point(study) is None

@@ -175,12 +175,17 @@ class Objective:
                               f"trials (data hash {data_hash[:12]} vs {stored[:12]}); use a new [study] name")
 
 
-def record(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, config: StudyConfig) -> None:
-    """Constraints, user attributes, the diagnosis note and the trial's figures (aggregates only)."""
+def record_outcome(trial: Trial, outcome: Outcome) -> None:
+    """The constraints (``trial.set_constraint``) and every aggregate as user attributes."""
     for key in CONSTRAINT_KEYS:
         trial.set_constraint(key, outcome.constraints[key])
     for key, value in outcome.attributes().items():
         trial.set_user_attr(key, value)
+
+
+def record(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, config: StudyConfig) -> None:
+    """Constraints, user attributes, the diagnosis note and the trial's figures (aggregates only)."""
+    record_outcome(trial, outcome)
     optuna_dashboard.save_note(trial, trial_note(trial.number, outcome))
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"trial-{trial.number}-figures.html"
@@ -360,7 +365,7 @@ def run_study(
         return finish(f"the study already has {before} finished trials (n_trials = {n_trials})")
     sampler = study.sampler
     if isinstance(sampler, FlowchartSampler) and sampler.wants_to_stop(study):
-        return finish(_flowchart_end(study))
+        return finish(sampler.end_reason(study))
 
     echo(f"study {settings.name!r} in {masked_url(config.storage_url)}: {before} finished trial(s); "
          f"sampler {settings.sampler}, target epsilon <= {config.targets.epsilon:g}, F1 within "
@@ -400,7 +405,7 @@ def run_study(
             reason["text"] = "a feasible trial was found (stop_on_first_feasible)"
             study.stop()
         elif isinstance(sampler, FlowchartSampler) and sampler.wants_to_stop(study):
-            reason["text"] = _flowchart_end(study)
+            reason["text"] = sampler.end_reason(study)
             study.stop()
 
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [after_trial]
@@ -464,12 +469,6 @@ def _reconnect(config: StudyConfig, error: BaseException, echo: Callable[[str], 
     raise StorageLost(f"lost the study storage {shown} and could not reconnect after "
                       f"{settings.reconnect_attempts} attempts ({reason}); finished trials are kept there. "
                       "Run the command again once the database is back")
-
-
-def _flowchart_end(study: optuna.Study) -> str:
-    last = max((t for t in study.get_trials(deepcopy=False, states=FINISHED) if "next_action" in t.user_attrs),
-               key=lambda t: t.number)
-    return f"the flowchart stops after trial {last.number}: {last.user_attrs['recommendation']}"
 
 
 def definition_digest(config: StudyConfig) -> str:

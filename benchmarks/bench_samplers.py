@@ -1,0 +1,232 @@
+"""Replay tuner studies on a table of real fits: fits and compute to the first feasible configuration.
+
+Each study proposes (c, epochs) with one of the tuner's samplers; the point snaps
+to the nearest cell of the table (``benchmarks/build_table.py``) and the cell's
+recorded fit is judged exactly as a live trial is (``tuner.judge``), its
+constraints and recommendation recorded on the trial (``tuner``'s own
+``record_outcome``), and its recorded time counted as the trial's cost. A study
+stops at its first feasible trial or after ``--budget`` trials.
+
+Variants: with the ε early stop (a fit whose series crosses target/2 at draw k
+costs fine-tune + SWAG + k/n of the privacy draws and reports a lower bound, as in
+a live study) or without; compute counted with stage 1 cached (paid once per
+study) or recomputed per fit. The ``flowchart`` runs whole series, as in the
+tuner. Targets: ``--epsilon`` (default: chosen so that a few cells are feasible;
+printed), F1 within ``--max-degradation`` of the baseline, a well-fit series.
+
+Usage::
+
+    python benchmarks/bench_samplers.py --model minilm-head --seeds 50
+    python benchmarks/bench_samplers.py --model minilm-head --samplers tpe flowchart --seeds 5 --budget 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+
+from swagppm import SWAGPPMResult
+from tuner import SearchSpace, Targets, judge, make_sampler
+from tuner._outcome import Outcome
+from tuner._samplers import FlowchartSampler
+from tuner._study import record_outcome
+
+TABLE = Path(__file__).resolve().parent / "tables" / "osha_grid.json"
+SAMPLERS = ("flowchart", "random", "tpe", "gp")
+START = (1.0, 7)  # the guide's start point: enqueued first, as in a live study
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One recorded fit and its costs (seconds)."""
+
+    fit: dict[str, Any]
+    stage1: float
+
+    @property
+    def key(self) -> tuple[float, int]:
+        return self.fit["c"], self.fit["ft_epochs"]
+
+    def result(self, *, stop_above: float | None) -> tuple[SWAGPPMResult, float]:
+        """The fit as ``run_fit`` would have returned it (early-stopped when ``stop_above``), and its cost."""
+        fit, timings = self.fit, self.fit["timings"]
+        series = [math.inf if v is None else v for v in fit["max_delta"]]
+        train = timings.get("finetune", 0.0) + timings.get("swag", 0.0)
+        crossing = next((i for i, v in enumerate(series) if v > stop_above), None) if stop_above else None
+        common = dict(c=fit["c"], g=fit["g"], ft_epochs=fit["ft_epochs"], seed=fit["seed"],
+                      baseline_f1_macro=fit["baseline_f1_macro"], baseline_f1_weighted=fit["baseline_f1_weighted"],
+                      majority_rate=fit["majority_rate"], failure=fit["failure"])
+        if crossing is not None and fit["failure"] is None:
+            drawn = series[: crossing + 1]
+            cost = train + timings.get("privacy", 0.0) * len(drawn) / len(series)
+            return SWAGPPMResult(epsilon=2 * max(drawn), max_delta=drawn, f1_macro=[], f1_weighted=[],
+                                 epsilon_is_lower_bound=True, draws_skipped=len(series) - len(drawn),
+                                 **common), cost
+        cost = train + timings.get("privacy", 0.0) + timings.get("utility", 0.0)
+        epsilon = math.inf if fit["epsilon"] is None else fit["epsilon"]
+        return SWAGPPMResult(epsilon=epsilon, max_delta=series, f1_macro=fit["f1_macro"],
+                             f1_weighted=fit["f1_weighted"], **common), cost
+
+
+def load_cells(path: Path, model: str) -> tuple[dict[tuple[float, int], Cell], dict[str, Any]]:
+    table = json.loads(path.read_text())
+    fits = [f for f in table["fits"] if f["model"] == model]
+    if not fits:
+        raise SystemExit(f"bench_samplers: no fits of model {model!r} in {path}")
+    first = fits[0]["timings"]  # the first fit of a model computed stage 1 (the cache started empty)
+    stage1 = sum(v for k, v in first.items() if k.startswith("stage1_")) + first.get("setup", 0.0)
+    return {(f["c"], f["ft_epochs"]): Cell(f, stage1) for f in fits}, table["metadata"]
+
+
+def outcomes(cells: dict[tuple[float, int], Cell], targets: Targets, search: SearchSpace,
+             *, early_stop: bool) -> dict[tuple[float, int], tuple[Outcome, float]]:
+    stop_above = targets.epsilon / 2 if early_stop else None
+    judged = {}
+    for key, cell in cells.items():
+        result, cost = cell.result(stop_above=stop_above)
+        judged[key] = (judge(result, targets=targets, search=search), cost)
+    return judged
+
+
+def auto_epsilon(cells: dict[tuple[float, int], Cell], search: SearchSpace, max_degradation: float,
+                 feasible_cells: int) -> float:
+    """The smallest ε target with at least ``feasible_cells`` feasible cells (rounded up to 0.01)."""
+    loose = Targets(epsilon=1e9, max_f1_degradation=max_degradation)
+    candidates = sorted(o.result.epsilon for o, _ in outcomes(cells, loose, search, early_stop=False).values()
+                        if o.feasible)
+    if not candidates:
+        raise SystemExit("bench_samplers: no cell meets the F1 and fit targets at any epsilon")
+    return math.ceil(candidates[min(feasible_cells, len(candidates)) - 1] * 100) / 100
+
+
+def replay(name: str, seed: int, judged: dict[tuple[float, int], tuple[Outcome, float]], search: SearchSpace,
+           budget: int) -> list[tuple[bool, float]]:
+    """One study: (feasible, cost) of every trial until the first feasible one or the budget."""
+    cs = sorted({c for c, _ in judged})
+    epochs = sorted({e for _, e in judged})
+    trials: list[tuple[bool, float]] = []
+    sampler = make_sampler(name, seed=seed, search=search)
+    study = optuna.create_study(sampler=sampler)
+    if not isinstance(sampler, FlowchartSampler):
+        study.enqueue_trial({"c": START[0], "ft_epochs": START[1]})
+
+    def objective(trial: optuna.Trial) -> float:
+        c = trial.suggest_float("c", search.c_min, search.c_max)
+        e = trial.suggest_int("ft_epochs", search.ft_epochs_min, search.ft_epochs_max)
+        key = (min(cs, key=lambda x: abs(x - c)), min(epochs, key=lambda x: abs(x - e)))
+        outcome, cost = judged[key]
+        record_outcome(trial, outcome)
+        trials.append((outcome.feasible, cost))
+        if outcome.feasible or (isinstance(sampler, FlowchartSampler) and sampler.wants_to_stop(trial.study)):
+            trial.study.stop()
+        if outcome.catastrophic:
+            raise optuna.TrialPruned()
+        return outcome.objective_values("epsilon")  # type: ignore[return-value]
+
+    study.optimize(objective, n_trials=budget)
+    return trials
+
+
+def summarise(runs: list[list[tuple[bool, float]]], stage1: float) -> dict[str, Any]:
+    fits, cached, uncached = [], [], []
+    for trials in runs:
+        hit = next((i for i, (ok, _) in enumerate(trials) if ok), None)
+        if hit is None:
+            fits.append(math.inf), cached.append(math.inf), uncached.append(math.inf)
+            continue
+        spent = sum(cost for _, cost in trials[: hit + 1])
+        fits.append(hit + 1)
+        cached.append(stage1 + spent)
+        uncached.append(stage1 * (hit + 1) + spent)
+
+    def q(values: list[float], p: float) -> float:
+        return float(np.percentile(values, p, method="lower"))
+
+    return {"fits_median": q(fits, 50), "fits_p90": q(fits, 90),
+            "compute_median": q(cached, 50), "compute_p90": q(cached, 90),
+            "compute_uncached_median": q(uncached, 50), "compute_uncached_p90": q(uncached, 90),
+            "within_8": float(np.mean([f <= 8 for f in fits])), "within_16": float(np.mean([f <= 16 for f in fits])),
+            "runs": len(runs)}
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--table", type=Path, default=TABLE, help="table of real fits (default: %(default)s)")
+    parser.add_argument("--model", default="minilm-head", help="model of the table to replay (default: %(default)s)")
+    parser.add_argument("--samplers", nargs="+", choices=SAMPLERS, default=list(SAMPLERS))
+    parser.add_argument("--seeds", type=int, default=50, help="studies per sampler (default: %(default)s)")
+    parser.add_argument("--budget", type=int, default=30, help="trials per study at most (default: %(default)s)")
+    parser.add_argument("--epsilon", type=float, default=None, help="epsilon target (default: automatic)")
+    parser.add_argument("--feasible-cells", type=int, default=4,
+                        help="with the automatic target: the target admits this many cells (default: %(default)s)")
+    parser.add_argument("--max-degradation", type=float, default=0.10, help="F1 target (default: %(default)s)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
+    return parser.parse_args(argv)
+
+
+def fmt(value: float, unit: str = "") -> str:
+    return "never" if math.isinf(value) else f"{value:.0f}{unit}" if unit == "" else f"{value:.1f}{unit}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    if not args.table.exists():
+        print(f"bench_samplers: {args.table} not found; build it with python benchmarks/build_table.py",
+              file=sys.stderr)
+        return 2
+    cells, metadata = load_cells(args.table, args.model)
+    cs, epochs = sorted({c for c, _ in cells}), sorted({e for _, e in cells})
+    search = SearchSpace(c_min=min(cs), c_max=max(cs), ft_epochs_min=min(epochs), ft_epochs_max=max(epochs),
+                         start=())
+    epsilon = args.epsilon or auto_epsilon(cells, search, args.max_degradation, args.feasible_cells)
+    targets = Targets(epsilon=epsilon, max_f1_degradation=args.max_degradation)
+    judged = {stop: outcomes(cells, targets, search, early_stop=stop) for stop in (True, False)}
+    feasible = sorted(k for k, (o, _) in judged[False].items() if o.feasible)
+    stage1 = next(iter(cells.values())).stage1
+    print(f"table {args.table.name}, model {args.model}: {len(cells)} cells (c {cs}, epochs {epochs}); "
+          f"stage 1 {stage1:.1f}s; built in {metadata.get('wall_seconds', {}).get(args.model, '?')}s")
+    print(f"targets: epsilon <= {epsilon:g}, F1 within {args.max_degradation:.0%} of the baseline, well fit; "
+          f"feasible cells (c, epochs): {feasible}")
+    labels: dict[str, int] = {}
+    for outcome, _ in judged[False].values():
+        labels[outcome.label] = labels.get(outcome.label, 0) + 1
+    print(f"verdicts of the cells: {labels}")
+    results: dict[str, Any] = {"table": args.table.name, "model": args.model, "epsilon_target": epsilon,
+                               "feasible_cells": feasible, "stage1_seconds": stage1, "samplers": {}}
+    header = (f"{'sampler':<10} {'early stop':<10} {'fits med':>8} {'fits p90':>8} {'<=8':>5} {'<=16':>5} "
+              f"{'compute med':>11} {'p90':>8} {'no cache med':>12} {'p90':>8} {'s/study':>8}")
+    print(header)
+    print("-" * len(header))
+    for name in args.samplers:
+        for stop in (True, False):
+            if name == "flowchart" and stop:
+                continue  # the flowchart reads whole series
+            seeds = 1 if name == "flowchart" else args.seeds  # the flowchart is deterministic
+            start = time.perf_counter()
+            runs = [replay(name, seed, judged[stop], search, args.budget) for seed in range(seeds)]
+            figures = summarise(runs, stage1)
+            figures["seconds_per_study"] = (time.perf_counter() - start) / seeds
+            results["samplers"][f"{name}{'+early-stop' if stop else ''}"] = figures
+            print(f"{name:<10} {'yes' if stop else 'no':<10} {fmt(figures['fits_median']):>8} "
+                  f"{fmt(figures['fits_p90']):>8} {figures['within_8']:5.0%} {figures['within_16']:5.0%} "
+                  f"{fmt(figures['compute_median'], 's'):>11} {fmt(figures['compute_p90'], 's'):>8} "
+                  f"{fmt(figures['compute_uncached_median'], 's'):>12} {fmt(figures['compute_uncached_p90'], 's'):>8} "
+                  f"{figures['seconds_per_study']:8.2f}", flush=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=2, default=lambda v: None) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
