@@ -110,12 +110,12 @@ def auto_epsilon(cells: dict[tuple[float, int], Cell], search: SearchSpace, max_
 
 
 def replay(name: str, seed: int, judged: dict[tuple[float, int], tuple[Outcome, float]], search: SearchSpace,
-           budget: int) -> list[tuple[bool, float]]:
+           budget: int, startup: int) -> list[tuple[bool, float]]:
     """One study: (feasible, cost) of every trial until the first feasible one or the budget."""
     cs = sorted({c for c, _ in judged})
     epochs = sorted({e for _, e in judged})
     trials: list[tuple[bool, float]] = []
-    sampler = make_sampler(name, seed=seed, search=search)
+    sampler = make_sampler(name, seed=seed, search=search, n_startup_trials=startup)
     study = optuna.create_study(sampler=sampler)
     if not isinstance(sampler, FlowchartSampler):
         study.enqueue_trial({"c": START[0], "ft_epochs": START[1]})
@@ -155,6 +155,7 @@ def summarise(runs: list[list[tuple[bool, float]]], stage1: float) -> dict[str, 
     return {"fits_median": q(fits, 50), "fits_p90": q(fits, 90),
             "compute_median": q(cached, 50), "compute_p90": q(cached, 90),
             "compute_uncached_median": q(uncached, 50), "compute_uncached_p90": q(uncached, 90),
+            "compute_fits_only_median": q([c - stage1 for c in cached], 50),
             "within_8": float(np.mean([f <= 8 for f in fits])), "within_16": float(np.mean([f <= 16 for f in fits])),
             "runs": len(runs)}
 
@@ -166,7 +167,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--samplers", nargs="+", choices=SAMPLERS, default=list(SAMPLERS))
     parser.add_argument("--seeds", type=int, default=50, help="studies per sampler (default: %(default)s)")
     parser.add_argument("--budget", type=int, default=30, help="trials per study at most (default: %(default)s)")
-    parser.add_argument("--epsilon", type=float, default=None, help="epsilon target (default: automatic)")
+    parser.add_argument("--epsilon", type=float, nargs="+", default=None,
+                        help="epsilon targets, one comparison each (default: automatic)")
+    parser.add_argument("--startup", type=int, default=2,
+                        help="TPE/GP startup trials, the start point included (default: %(default)s, the tuner's)")
     parser.add_argument("--feasible-cells", type=int, default=4,
                         help="with the automatic target: the target admits this many cells (default: %(default)s)")
     parser.add_argument("--max-degradation", type=float, default=0.10, help="F1 target (default: %(default)s)")
@@ -174,8 +178,51 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def strict(value: Any) -> Any:
+    """JSON-ready: "never" (inf) becomes null."""
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    return None if isinstance(value, float) and math.isinf(value) else value
+
+
 def fmt(value: float, unit: str = "") -> str:
     return "never" if math.isinf(value) else f"{value:.0f}{unit}" if unit == "" else f"{value:.1f}{unit}"
+
+
+def compare(args: argparse.Namespace, cells: dict[tuple[float, int], Cell], search: SearchSpace, epsilon: float,
+            stage1: float) -> dict[str, Any]:
+    """Every sampler on one ε target: printed as a table and returned."""
+    targets = Targets(epsilon=epsilon, max_f1_degradation=args.max_degradation)
+    judged = {stop: outcomes(cells, targets, search, early_stop=stop) for stop in (True, False)}
+    feasible = sorted(k for k, (o, _) in judged[False].items() if o.feasible)
+    labels: dict[str, int] = {}
+    for outcome, _ in judged[False].values():
+        labels[outcome.label] = labels.get(outcome.label, 0) + 1
+    print(f"\ntargets: epsilon <= {epsilon:g}, F1 within {args.max_degradation:.0%} of the baseline, well fit; "
+          f"feasible cells (c, epochs): {feasible}; verdicts of the cells: {labels}")
+    header = (f"{'sampler':<10} {'early stop':<10} {'fits med':>8} {'fits p90':>8} {'<=8':>5} {'<=16':>5} "
+              f"{'compute med':>11} {'p90':>8} {'no cache med':>12} {'p90':>8} {'s/study':>8}")
+    print(header)
+    print("-" * len(header))
+    found: dict[str, Any] = {"feasible_cells": feasible, "samplers": {}}
+    for name in args.samplers:
+        for stop in (True, False):
+            if name == "flowchart" and stop:
+                continue  # the flowchart reads whole series
+            seeds = 1 if name == "flowchart" else args.seeds  # the flowchart is deterministic
+            start = time.perf_counter()
+            runs = [replay(name, seed, judged[stop], search, args.budget, args.startup) for seed in range(seeds)]
+            figures = summarise(runs, stage1)
+            figures["seconds_per_study"] = (time.perf_counter() - start) / seeds
+            found["samplers"][f"{name}{'+early-stop' if stop else ''}"] = figures
+            print(f"{name:<10} {'yes' if stop else 'no':<10} {fmt(figures['fits_median']):>8} "
+                  f"{fmt(figures['fits_p90']):>8} {figures['within_8']:5.0%} {figures['within_16']:5.0%} "
+                  f"{fmt(figures['compute_median'], 's'):>11} {fmt(figures['compute_p90'], 's'):>8} "
+                  f"{fmt(figures['compute_uncached_median'], 's'):>12} {fmt(figures['compute_uncached_p90'], 's'):>8} "
+                  f"{figures['seconds_per_study']:8.2f}", flush=True)
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -189,42 +236,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     cs, epochs = sorted({c for c, _ in cells}), sorted({e for _, e in cells})
     search = SearchSpace(c_min=min(cs), c_max=max(cs), ft_epochs_min=min(epochs), ft_epochs_max=max(epochs),
                          start=())
-    epsilon = args.epsilon or auto_epsilon(cells, search, args.max_degradation, args.feasible_cells)
-    targets = Targets(epsilon=epsilon, max_f1_degradation=args.max_degradation)
-    judged = {stop: outcomes(cells, targets, search, early_stop=stop) for stop in (True, False)}
-    feasible = sorted(k for k, (o, _) in judged[False].items() if o.feasible)
+    targets_list = args.epsilon or [auto_epsilon(cells, search, args.max_degradation, args.feasible_cells)]
     stage1 = next(iter(cells.values())).stage1
     print(f"table {args.table.name}, model {args.model}: {len(cells)} cells (c {cs}, epochs {epochs}); "
-          f"stage 1 {stage1:.1f}s; built in {metadata.get('wall_seconds', {}).get(args.model, '?')}s")
-    print(f"targets: epsilon <= {epsilon:g}, F1 within {args.max_degradation:.0%} of the baseline, well fit; "
-          f"feasible cells (c, epochs): {feasible}")
-    labels: dict[str, int] = {}
-    for outcome, _ in judged[False].values():
-        labels[outcome.label] = labels.get(outcome.label, 0) + 1
-    print(f"verdicts of the cells: {labels}")
-    results: dict[str, Any] = {"table": args.table.name, "model": args.model, "epsilon_target": epsilon,
-                               "feasible_cells": feasible, "stage1_seconds": stage1, "samplers": {}}
-    header = (f"{'sampler':<10} {'early stop':<10} {'fits med':>8} {'fits p90':>8} {'<=8':>5} {'<=16':>5} "
-              f"{'compute med':>11} {'p90':>8} {'no cache med':>12} {'p90':>8} {'s/study':>8}")
-    print(header)
-    print("-" * len(header))
-    for name in args.samplers:
-        for stop in (True, False):
-            if name == "flowchart" and stop:
-                continue  # the flowchart reads whole series
-            seeds = 1 if name == "flowchart" else args.seeds  # the flowchart is deterministic
-            start = time.perf_counter()
-            runs = [replay(name, seed, judged[stop], search, args.budget) for seed in range(seeds)]
-            figures = summarise(runs, stage1)
-            figures["seconds_per_study"] = (time.perf_counter() - start) / seeds
-            results["samplers"][f"{name}{'+early-stop' if stop else ''}"] = figures
-            print(f"{name:<10} {'yes' if stop else 'no':<10} {fmt(figures['fits_median']):>8} "
-                  f"{fmt(figures['fits_p90']):>8} {figures['within_8']:5.0%} {figures['within_16']:5.0%} "
-                  f"{fmt(figures['compute_median'], 's'):>11} {fmt(figures['compute_p90'], 's'):>8} "
-                  f"{fmt(figures['compute_uncached_median'], 's'):>12} {fmt(figures['compute_uncached_p90'], 's'):>8} "
-                  f"{figures['seconds_per_study']:8.2f}", flush=True)
+          f"stage 1 {stage1:.1f}s; built in {metadata.get('wall_seconds', {}).get(args.model, '?')}s; "
+          f"{args.seeds} seeds, budget {args.budget} fits, {args.startup} startup trials")
+    results: dict[str, Any] = {"table": args.table.name, "model": args.model, "stage1_seconds": stage1,
+                               "seeds": args.seeds, "budget": args.budget, "startup": args.startup, "targets": {}}
+    for epsilon in targets_list:
+        results["targets"][str(epsilon)] = compare(args, cells, search, epsilon, stage1)
     if args.json is not None:
-        args.json.write_text(json.dumps(results, indent=2, default=lambda v: None) + "\n")
+        args.json.write_text(json.dumps(strict(results), indent=2, allow_nan=False) + "\n")
     return 0
 
 

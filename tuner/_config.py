@@ -55,6 +55,7 @@ class StudySettings:
     storage: str | None = None
     artifacts: str | None = None
     sampler: SamplerName = "tpe"
+    startup_trials: int = 2
     n_trials: int | None = 20
     timeout: float | None = None
     seed: int = 0
@@ -73,6 +74,7 @@ class StudySettings:
         _check_choice("study.sampler", self.sampler, ("tpe", "gp", "nsga2", "random", "flowchart"))
         _check_choice("study.objective", self.objective, ("epsilon", "pareto"))
         _check(self.n_trials is None or self.n_trials >= 1, "study.n_trials", self.n_trials, "at least 1")
+        _check(self.startup_trials >= 1, "study.startup_trials", self.startup_trials, "at least 1")
         _check(self.timeout is None or self.timeout > 0, "study.timeout", self.timeout, "positive (seconds)")
         _check(self.heartbeat_interval >= 1, "study.heartbeat_interval", self.heartbeat_interval, "at least 1 (seconds)")
         _check(self.grace_period > self.heartbeat_interval, "study.grace_period", self.grace_period,

@@ -69,7 +69,8 @@ def open_study(config: StudyConfig, *, create: bool = True, worker: str | None =
     seed = config.study.seed
     if worker is not None:
         seed = int.from_bytes(hashlib.sha256(f"{seed}:{worker}".encode()).digest()[:4], "little") % 2**31
-    sampler = make_sampler(config.study.sampler, seed=seed, search=config.search)
+    sampler = make_sampler(config.study.sampler, seed=seed, search=config.search,
+                           n_startup_trials=config.study.startup_trials)
     name = config.study.name
     if not create:
         try:
