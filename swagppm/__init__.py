@@ -22,7 +22,7 @@ from swagppm._engine import EpochInfo, TrainingFailure
 from swagppm._pipeline import Preparation, SWAGPPMResult, prepare, run_fit
 from swagppm._pooled import PooledClassifier, PooledClassifierConfig
 from swagppm._privacy import epsilon_from_series, normalise_risk, privacy_weights, reweight, weighted_nll
-from swagppm._release import ReleaseRefused, release
+from swagppm._release import CAVEATS, ReleaseRefused, release, versions
 from swagppm._swag import SWAGPosterior
 
 AutoConfig.register(PooledClassifierConfig.model_type, PooledClassifierConfig, exist_ok=True)
@@ -31,6 +31,7 @@ AutoModelForSequenceClassification.register(PooledClassifierConfig, PooledClassi
 __version__ = "0.1.0"
 
 __all__ = [
+    "CAVEATS",
     "DEFAULT_LEARNING_RATES",
     "ConfigError",
     "DataConfig",
@@ -59,5 +60,6 @@ __all__ = [
     "reweight",
     "run_fit",
     "synthetic_corpus",
+    "versions",
     "weighted_nll",
 ]

@@ -108,14 +108,15 @@ def _card(config: SWAGPPMConfig, result: Any, report: dict[str, Any], *, private
         "tokenizer_data_derived": data_derived,
         "config": config.to_dict(),
         "trials_run": trials_run,
-        "versions": _versions(),
+        "versions": versions(),
         "caveats": list(CAVEATS),
     }
 
 
-def _versions() -> dict[str, str]:
+def versions(*extra: str) -> dict[str, str]:
+    """Versions of Python and the packages a result depends on (plus ``extra`` distributions), for records."""
     found = {"python": platform.python_version(), "torch": torch.__version__}
-    for package in ("swagppm-tuner", "transformers", "tokenizers", "numpy", "scikit-learn"):
+    for package in ("swagppm-tuner", "transformers", "tokenizers", "numpy", "scikit-learn", *extra):
         try:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:

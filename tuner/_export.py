@@ -3,32 +3,20 @@
 from __future__ import annotations
 
 import json
-import platform
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
 from tuner._config import StudyConfig
 from tuner._storage import masked_url
 from tuner._study import CAVEATS, definition_digest, is_feasible, violated
 
 FORMAT = "swagppm-tuner/export-1"
-_PACKAGES = ("swagppm-tuner", "torch", "transformers", "optuna", "numpy", "scikit-learn")
-
-
-def versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for name in _PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "not installed"
-    return found
 
 
 def trials_run(study: optuna.Study) -> dict[str, int]:
@@ -68,7 +56,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "data_hash": attrs.get("data_hash"),
         "seeds": {"fit": attrs.get("seed"), "sampler": config.study.seed},
         "device": attrs.get("device"),
-        "versions": versions(),
+        "versions": swagppm.versions("optuna", "optuna-dashboard"),
         "caveats": list(CAVEATS) + [f"This configuration was selected from {counts['total']} trials "
                                     f"({counts['complete']} complete, {counts['pruned']} pruned, "
                                     f"{counts['fail']} failed) on the private data."],

@@ -40,13 +40,9 @@ from tuner._storage import describe_error, is_connection_error, make_storage, ma
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 DEFINITION_ATTR = "definition"
-CAVEATS = (
-    "epsilon is a local, data-dependent bound (asymptotic differential privacy); delta is not quantified for "
-    "finite samples.",
-    "Choosing hyperparameters by looking at epsilon and utility on the private data is itself data-dependent: "
-    "report the number of trials run alongside the released model.",
-    "The released model is one draw from the SWAG posterior; its own F1 varies around the medians reported here.",
-)
+CAVEATS = (*swagppm.CAVEATS,
+           "The released model is one draw from the SWAG posterior; its own F1 varies around the medians reported "
+           "here.")
 MAX_CONSECUTIVE_CRASHES = 3
 WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which process ran a trial (no private data)
 
@@ -176,21 +172,23 @@ class Objective:
                               f"trials (data hash {data_hash[:12]} vs {stored[:12]}); use a new [study] name")
 
 
-def record_outcome(trial: Trial, outcome: Outcome) -> None:
-    """The constraints (``trial.set_constraint``) and every aggregate as user attributes."""
+def record_outcome(trial: Trial, outcome: Outcome) -> dict[str, Any]:
+    """The constraints (``trial.set_constraint``) and every aggregate as user attributes (returned)."""
     for key in CONSTRAINT_KEYS:
         trial.set_constraint(key, outcome.constraints[key])
-    for key, value in outcome.attributes().items():
+    attrs = outcome.attributes()
+    for key, value in attrs.items():
         trial.set_user_attr(key, value)
+    return attrs
 
 
 def record(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, config: StudyConfig) -> None:
     """Constraints, user attributes, the diagnosis note and the trial's figures (aggregates only)."""
-    record_outcome(trial, outcome)
+    attrs = record_outcome(trial, outcome)
     optuna_dashboard.save_note(trial, trial_note(trial.number, outcome))
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"trial-{trial.number}-figures.html"
-        path.write_text(figures_html(outcome.attributes(), config, title=f"Trial {trial.number}"))
+        path.write_text(figures_html(attrs, config, title=f"Trial {trial.number}"))
         upload_artifact(artifact_store=artifacts, file_path=str(path), study_or_trial=trial, mimetype="text/html")
 
 

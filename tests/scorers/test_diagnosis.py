@@ -25,8 +25,8 @@ from scorers import (
     score_max_delta,
     score_utility,
 )
-from scorers._scores import MAD_TO_SD, MIN_DRAWS
-from tests.scorers.series import NORMAL_IQR_PER_SD, gaussian_bulk, with_spikes
+from scorers._scores import MIN_DRAWS
+from tests.scorers.series import gaussian_bulk, with_spikes
 
 T = DiagnosisThresholds()
 KEYS = ["epsilon", "f1_macro", "f1_weighted", "fit_spread", "fit_spikes"]

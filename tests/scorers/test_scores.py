@@ -25,8 +25,8 @@ from scorers import (
     score_utility,
     spike_mask,
 )
-from scorers._scores import MAD_TO_SD, MIN_DRAWS
-from tests.scorers.series import NORMAL_IQR_PER_SD, gaussian_bulk, with_spikes
+from scorers._scores import MIN_DRAWS
+from tests.scorers.series import gaussian_bulk, with_spikes
 
 REPO = Path(__file__).resolve().parents[2]
 SPREAD_THRESHOLD = DiagnosisThresholds().max_bulk_spread

@@ -253,7 +253,7 @@ def test_relative_source_is_resolved_against_the_study_folder(tmp_path, monkeypa
     folder = tmp_path / "studies"
     folder.mkdir()
     (folder / "records.csv").write_text("text,label\na,x\n", encoding="utf-8")
-    path = _study(folder, '[data]\nsource = "records.csv"\n[swagppm]\ncache_dir = "cache"\n')
+    _study(folder, '[data]\nsource = "records.csv"\n[swagppm]\ncache_dir = "cache"\n')
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
