@@ -260,3 +260,35 @@ def test_sqlite_refuses_several_workers_and_a_journal_file_takes_them(tmp_path: 
     assert done.returncode in (0, 1), done.stdout + done.stderr
     assert (tmp_path / "study.log").exists()
     assert len(stored(path).get_trials(states=FINISHED)) >= 2
+
+
+def test_a_database_that_comes_back_is_reconnected(postgres: str, tmp_path: Path, cache: Path,
+                                                    cleanup: list[Path]) -> None:
+    proxy = Proxy(("127.0.0.1", 5432))
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{proxy.port}/test"
+    path = distributed_study(tmp_path, cache, PG_URL, study={"n_trials": 3, "reconnect_wait": 1.0})
+    cleanup.append(path)
+    open_study(StudyConfig.from_toml(path))
+    worker = subprocess.Popen([sys.executable, "-m", "tuner._cli", "worker", str(path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                              env={**os.environ, STORAGE_ENV: url, "PYTHONUNBUFFERED": "1"})
+    assert worker.stdout is not None
+    lines = []
+    for line in worker.stdout:
+        lines.append(line)
+        if line.startswith("trial "):
+            break
+    proxy.stop()
+    time.sleep(0.3)
+    back = Proxy(("127.0.0.1", 5432), port=proxy.port)  # the database returns within the first wait
+    try:
+        rest, _ = worker.communicate(timeout=180)
+    finally:
+        back.stop()
+    out = "".join(lines) + rest
+    assert worker.returncode == 0, out
+    assert "reconnected to the study storage" in out and "Traceback" not in out
+    study = stored(path)
+    assert len(study.get_trials(states=FINISHED)) >= 3
+    numbers = [t.number for t in study.get_trials()]
+    assert len(numbers) == len(set(numbers))
