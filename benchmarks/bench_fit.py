@@ -430,6 +430,24 @@ def mfu_text(rows: list[dict[str, Any]], peak_tflops: float) -> str:
     ])
 
 
+def ratios(fits: Sequence[swagppm.SWAGPPMResult], stopped: swagppm.SWAGPPMResult) -> dict[str, Any]:
+    """Speedups measured in this run: stage 1 from the cache, and the ε early stop of an over-target trial."""
+    return {
+        "stage1_cache": fits[0].timings["total"] / fits[1].timings["total"],
+        "early_stop": fits[1].timings["total"] / stopped.timings["total"],
+        "early_stop_draws": len(stopped.max_delta), "draws": len(fits[1].max_delta),
+    }
+
+
+def ratios_text(r: dict[str, Any]) -> str:
+    return "\n".join([
+        "Speedups measured in this run",
+        f"stage 1 read from the cache (fit 1 / fit 2 total)           {r['stage1_cache']:6.2f}x",
+        f"epsilon early stop, a trial at twice its target (fit 2 / 3)  {r['early_stop']:6.2f}x "
+        f"({r['early_stop_draws']} of {r['draws']} privacy draws, no utility draws)",
+    ])
+
+
 def paper_target(args: argparse.Namespace, trial_s: float) -> dict[str, Any]:
     """The trial time against the target; judged only for the full corpus on CUDA."""
     judged = args.device_type == "cuda" and args.records == PAPER_RECORDS
@@ -453,15 +471,17 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     config = build_config(args, workdir)
     prepared_s = time.perf_counter() - start
     s: Settings = args.settings
-    print(f"bench_fit: {args.mode} ({prepared_s:.1f} s to prepare inputs); fit 1 of 2 ...", file=sys.stderr, flush=True)
+    print(f"bench_fit: {args.mode} ({prepared_s:.1f} s to prepare inputs); fit 1 of 3 ...", file=sys.stderr, flush=True)
     fits = [swagppm.run_fit(config, c=C, g=G, ft_epochs=s.ft_epochs)]
-    print("bench_fit: fit 2 of 2 ...", file=sys.stderr, flush=True)
+    print("bench_fit: fit 2 of 3 ...", file=sys.stderr, flush=True)
     fits.append(swagppm.run_fit(config, c=C, g=G, ft_epochs=s.ft_epochs))
     failures = [f.failure for f in fits if f.failure]
     if failures:
         sys.exit(f"bench_fit: the fit failed: {failures[0]}")
     if fits[0].stage1_cache_hit or not fits[1].stage1_cache_hit:
         sys.exit("bench_fit: stage 1 should be computed by fit 1 (fresh cache) and read from the cache by fit 2")
+    print("bench_fit: fit 3 of 3 (epsilon early stop) ...", file=sys.stderr, flush=True)
+    stopped = swagppm.run_fit(config, c=C, g=G, ft_epochs=s.ft_epochs, stop_above=fits[1].epsilon / 4)
     session, created = _session(config)
     assert not created, "the fits' session should still be alive"
     work = workload_of(session)
@@ -474,9 +494,11 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "baseline_f1_weighted": fits[1].baseline_f1_weighted,
         "draw_overhead": draw_overhead(session, s.repeats),
         "padding": padding(session.token_splits[0], config.eval_batch_size),
+        "ratios": ratios(fits, stopped),
     }
     sections = [settings_text(args, session, work), stages_text(report["stages"], fits, work),
-                overhead_text(report["draw_overhead"], work), padding_text(report["padding"])]
+                overhead_text(report["draw_overhead"], work), padding_text(report["padding"]),
+                ratios_text(report["ratios"])]
     if args.device_type == "cuda":
         if work.head_only:
             sections.append("MFU: not reported (frozen encoder: training and draws run only the head)")
