@@ -13,6 +13,8 @@ from swagppm._config import (
     DataConfig,
     ModelConfig,
     SWAGPPMConfig,
+    check_choice,
+    check_value,
     config_from_table,
     load_toml,
 )
@@ -47,6 +49,8 @@ __all__ = [
     "SWAGPPMResult",
     "SWAGPosterior",
     "TrainingFailure",
+    "check_choice",
+    "check_value",
     "config_from_table",
     "default_cache_dir",
     "epsilon_from_series",

@@ -65,13 +65,13 @@ class DataConfig:
     synthetic_classes: int = 8
 
     def __post_init__(self) -> None:
-        _check(0.0 < self.test_size < 1.0, "data.test_size", self.test_size, "a fraction in (0, 1)")
-        _check(self.min_per_class >= 2, "data.min_per_class", self.min_per_class, "at least 2 (a stratified split needs 2)")
-        _check(self.max_per_class is None or self.max_per_class >= self.min_per_class,
+        check_value(0.0 < self.test_size < 1.0, "data.test_size", self.test_size, "a fraction in (0, 1)")
+        check_value(self.min_per_class >= 2, "data.min_per_class", self.min_per_class, "at least 2 (a stratified split needs 2)")
+        check_value(self.max_per_class is None or self.max_per_class >= self.min_per_class,
                "data.max_per_class", self.max_per_class, "at least min_per_class")
-        _check(self.max_length >= 8, "data.max_length", self.max_length, "at least 8 tokens")
-        _check(self.synthetic_size >= 20, "data.synthetic_size", self.synthetic_size, "at least 20")
-        _check(2 <= self.synthetic_classes <= 12, "data.synthetic_classes", self.synthetic_classes, "between 2 and 12")
+        check_value(self.max_length >= 8, "data.max_length", self.max_length, "at least 8 tokens")
+        check_value(self.synthetic_size >= 20, "data.synthetic_size", self.synthetic_size, "at least 20")
+        check_value(2 <= self.synthetic_classes <= 12, "data.synthetic_classes", self.synthetic_classes, "between 2 and 12")
 
 
 @dataclass(frozen=True)
@@ -95,11 +95,11 @@ class ModelConfig:
     tiny_vocab_size: int = 2000
 
     def __post_init__(self) -> None:
-        _check_choice("model.trainable", self.trainable, Trainable)
-        _check_choice("model.pooling", self.pooling, Pooling)
-        _check(self.n_layers >= 1, "model.n_layers", self.n_layers, "at least 1")
-        _check(self.tiny_heads >= 1, "model.tiny_heads", self.tiny_heads, "at least 1")
-        _check(self.tiny_hidden_size % self.tiny_heads == 0, "model.tiny_hidden_size", self.tiny_hidden_size,
+        check_choice("model.trainable", self.trainable, Trainable)
+        check_choice("model.pooling", self.pooling, Pooling)
+        check_value(self.n_layers >= 1, "model.n_layers", self.n_layers, "at least 1")
+        check_value(self.tiny_heads >= 1, "model.tiny_heads", self.tiny_heads, "at least 1")
+        check_value(self.tiny_hidden_size % self.tiny_heads == 0, "model.tiny_hidden_size", self.tiny_hidden_size,
                f"a multiple of tiny_heads={self.tiny_heads}")
         if self.trainable == "head" and self.resolved_pooling == "native":
             raise ConfigError(
@@ -152,16 +152,16 @@ class SWAGPPMConfig:
 
     def __post_init__(self) -> None:
         for name in ("stage1_epochs", "batch_size", "draws_risk", "draws_privacy", "draws_utility", "eval_batch_size"):
-            _check(getattr(self, name) >= 1, f"swagppm.{name}", getattr(self, name), "at least 1")
-        _check(self.swag_epochs >= 2, "swagppm.swag_epochs", self.swag_epochs, "at least 2 (SWAG needs 2 snapshots)")
-        _check(self.swag_rank >= 2, "swagppm.swag_rank", self.swag_rank, "at least 2")
-        _check(self.reweight_k is None or 0.0 < self.reweight_k <= 1.0, "swagppm.reweight_k", self.reweight_k, "in (0, 1]")
+            check_value(getattr(self, name) >= 1, f"swagppm.{name}", getattr(self, name), "at least 1")
+        check_value(self.swag_epochs >= 2, "swagppm.swag_epochs", self.swag_epochs, "at least 2 (SWAG needs 2 snapshots)")
+        check_value(self.swag_rank >= 2, "swagppm.swag_rank", self.swag_rank, "at least 2")
+        check_value(self.reweight_k is None or 0.0 < self.reweight_k <= 1.0, "swagppm.reweight_k", self.reweight_k, "in (0, 1]")
         for name in ("finetune_lr", "swag_lr"):
             value = getattr(self, name)
-            _check(value is None or value > 0, f"swagppm.{name}", value, "positive")
-        _check_choice("swagppm.swag_dtype", self.swag_dtype, AccumulationDtype)
-        _check_choice("swagppm.swag_deviations_device", self.swag_deviations_device, DeviationsDevice)
-        _check_choice("swagppm.stage2_init", self.stage2_init, Stage2Init)
+            check_value(value is None or value > 0, f"swagppm.{name}", value, "positive")
+        check_choice("swagppm.swag_dtype", self.swag_dtype, AccumulationDtype)
+        check_choice("swagppm.swag_deviations_device", self.swag_deviations_device, DeviationsDevice)
+        check_choice("swagppm.stage2_init", self.stage2_init, Stage2Init)
         if self.swag_modules is not None:
             object.__setattr__(self, "swag_modules", tuple(self.swag_modules))
 
@@ -232,12 +232,14 @@ def _looks_like_relative_file(source: str, folder: Path) -> bool:
     return not candidate.is_absolute() and (source.startswith(".") or (folder / candidate).exists())
 
 
-def _check(ok: bool, name: str, value: object, expected: str) -> None:
+def check_value(ok: bool, name: str, value: object, expected: str) -> None:
+    """A ``ConfigError`` "name = value: must be expected" unless ``ok``."""
     if not ok:
         raise ConfigError(f"{name} = {value!r}: must be {expected}")
 
 
-def _check_choice(name: str, value: object, literal: object) -> None:
+def check_choice(name: str, value: object, literal: object) -> None:
+    """A ``ConfigError`` naming the choices of the ``Literal`` type unless ``value`` is one of them."""
     choices = typing.get_args(literal)
     if value not in choices:
         raise ConfigError(f"{name} = {value!r}: must be one of {', '.join(map(repr, choices))}")

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from swagppm import ConfigError, SWAGPPMConfig, config_from_table, load_toml
+from swagppm import ConfigError, SWAGPPMConfig, check_choice, check_value, config_from_table, load_toml
 from tuner._storage import JOURNAL, journal_path, masked_url
 
 SamplerName = Literal["tpe", "gp", "nsga2", "random", "flowchart"]
@@ -24,16 +24,6 @@ ObjectiveName = Literal["epsilon", "pareto"]
 Statistic = Literal["median", "q10"]
 
 _TABLES = ("study", "search", "targets", "data", "model", "swagppm")
-
-
-def _check(ok: bool, name: str, value: object, expected: str) -> None:
-    if not ok:
-        raise ConfigError(f"{name} = {value!r}: must be {expected}")
-
-
-def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{name} = {value!r}: must be one of {', '.join(map(repr, choices))}")
 
 
 @dataclass(frozen=True)
@@ -69,20 +59,20 @@ class StudySettings:
     reconnect_wait: float = 2.0
 
     def __post_init__(self) -> None:
-        _check(bool(re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name)), "study.name", self.name,
+        check_value(bool(re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name)), "study.name", self.name,
                "letters, digits, '.', '_' or '-'")
-        _check_choice("study.sampler", self.sampler, ("tpe", "gp", "nsga2", "random", "flowchart"))
-        _check_choice("study.objective", self.objective, ("epsilon", "pareto"))
-        _check(self.n_trials is None or self.n_trials >= 1, "study.n_trials", self.n_trials, "at least 1")
-        _check(self.startup_trials >= 1, "study.startup_trials", self.startup_trials, "at least 1")
-        _check(self.timeout is None or self.timeout > 0, "study.timeout", self.timeout, "positive (seconds)")
-        _check(self.heartbeat_interval >= 1, "study.heartbeat_interval", self.heartbeat_interval, "at least 1 (seconds)")
-        _check(self.grace_period > self.heartbeat_interval, "study.grace_period", self.grace_period,
+        check_choice("study.sampler", self.sampler, SamplerName)
+        check_choice("study.objective", self.objective, ObjectiveName)
+        check_value(self.n_trials is None or self.n_trials >= 1, "study.n_trials", self.n_trials, "at least 1")
+        check_value(self.startup_trials >= 1, "study.startup_trials", self.startup_trials, "at least 1")
+        check_value(self.timeout is None or self.timeout > 0, "study.timeout", self.timeout, "positive (seconds)")
+        check_value(self.heartbeat_interval >= 1, "study.heartbeat_interval", self.heartbeat_interval, "at least 1 (seconds)")
+        check_value(self.grace_period > self.heartbeat_interval, "study.grace_period", self.grace_period,
                f"longer than heartbeat_interval = {self.heartbeat_interval} (seconds)")
-        _check(self.max_retries >= 0, "study.max_retries", self.max_retries, "0 or more")
-        _check(self.connect_timeout >= 1, "study.connect_timeout", self.connect_timeout, "at least 1 (seconds)")
-        _check(self.reconnect_attempts >= 0, "study.reconnect_attempts", self.reconnect_attempts, "0 or more")
-        _check(self.reconnect_wait > 0, "study.reconnect_wait", self.reconnect_wait, "positive (seconds)")
+        check_value(self.max_retries >= 0, "study.max_retries", self.max_retries, "0 or more")
+        check_value(self.connect_timeout >= 1, "study.connect_timeout", self.connect_timeout, "at least 1 (seconds)")
+        check_value(self.reconnect_attempts >= 0, "study.reconnect_attempts", self.reconnect_attempts, "0 or more")
+        check_value(self.reconnect_wait > 0, "study.reconnect_wait", self.reconnect_wait, "positive (seconds)")
         if self.sampler == "flowchart" and self.objective == "pareto":
             raise ConfigError("study.sampler = 'flowchart' follows one fit at a time and cannot run "
                               "study.objective = 'pareto'; use 'nsga2', 'tpe' or 'random'")
@@ -120,28 +110,28 @@ class SearchSpace:
     restart_epochs: int = 7
 
     def __post_init__(self) -> None:
-        _check(self.c_min > 0, "search.c_min", self.c_min, "positive")
-        _check(self.c_max > self.c_min, "search.c_max", self.c_max, f"greater than c_min = {self.c_min}")
-        _check(self.ft_epochs_min >= 1, "search.ft_epochs_min", self.ft_epochs_min, "at least 1")
-        _check(self.ft_epochs_max >= self.ft_epochs_min, "search.ft_epochs_max", self.ft_epochs_max,
+        check_value(self.c_min > 0, "search.c_min", self.c_min, "positive")
+        check_value(self.c_max > self.c_min, "search.c_max", self.c_max, f"greater than c_min = {self.c_min}")
+        check_value(self.ft_epochs_min >= 1, "search.ft_epochs_min", self.ft_epochs_min, "at least 1")
+        check_value(self.ft_epochs_max >= self.ft_epochs_min, "search.ft_epochs_max", self.ft_epochs_max,
                f"at least ft_epochs_min = {self.ft_epochs_min}")
         if (self.g_min is None) != (self.g_max is None):
             raise ConfigError("search.g_min and search.g_max: give both (to search g) or neither")
         if self.g_min is not None and self.g_max is not None:
-            _check(self.g_max > self.g_min, "search.g_max", self.g_max, f"greater than g_min = {self.g_min}")
-        _check(self.epochs_step >= 1, "search.epochs_step", self.epochs_step, "at least 1")
-        _check(self.c_step > 0, "search.c_step", self.c_step, "positive")
-        _check(self.ft_epochs_min <= self.restart_epochs <= self.ft_epochs_max, "search.restart_epochs",
+            check_value(self.g_max > self.g_min, "search.g_max", self.g_max, f"greater than g_min = {self.g_min}")
+        check_value(self.epochs_step >= 1, "search.epochs_step", self.epochs_step, "at least 1")
+        check_value(self.c_step > 0, "search.c_step", self.c_step, "positive")
+        check_value(self.ft_epochs_min <= self.restart_epochs <= self.ft_epochs_max, "search.restart_epochs",
                self.restart_epochs, f"within [{self.ft_epochs_min}, {self.ft_epochs_max}]")
         for number, point in enumerate(self.start):
             where = f"search.start[{number}]"
-            _check(self.c_min <= point.c <= self.c_max, f"{where}.c", point.c,
+            check_value(self.c_min <= point.c <= self.c_max, f"{where}.c", point.c,
                    f"within [c_min, c_max] = [{self.c_min}, {self.c_max}]")
-            _check(self.ft_epochs_min <= point.ft_epochs <= self.ft_epochs_max, f"{where}.ft_epochs", point.ft_epochs,
+            check_value(self.ft_epochs_min <= point.ft_epochs <= self.ft_epochs_max, f"{where}.ft_epochs", point.ft_epochs,
                    f"within [{self.ft_epochs_min}, {self.ft_epochs_max}]")
             if point.g is not None:
-                _check(self.searches_g, f"{where}.g", point.g, "left out unless g is searched (g_min, g_max)")
-                _check(self.g_min <= point.g <= self.g_max, f"{where}.g", point.g,  # type: ignore[operator]
+                check_value(self.searches_g, f"{where}.g", point.g, "left out unless g is searched (g_min, g_max)")
+                check_value(self.g_min <= point.g <= self.g_max, f"{where}.g", point.g,  # type: ignore[operator]
                        f"within [g_min, g_max] = [{self.g_min}, {self.g_max}]")
 
     @property
@@ -174,14 +164,14 @@ class Targets:
     stuck_epochs: int = 3
 
     def __post_init__(self) -> None:
-        _check(self.epsilon > 0 and math.isfinite(self.epsilon), "targets.epsilon", self.epsilon, "positive and finite")
-        _check(0.0 <= self.max_f1_degradation < 1.0, "targets.max_f1_degradation", self.max_f1_degradation,
+        check_value(self.epsilon > 0 and math.isfinite(self.epsilon), "targets.epsilon", self.epsilon, "positive and finite")
+        check_value(0.0 <= self.max_f1_degradation < 1.0, "targets.max_f1_degradation", self.max_f1_degradation,
                "a fraction in [0, 1)")
-        _check_choice("targets.statistic", self.statistic, ("median", "q10"))
-        _check(self.max_bulk_spread > 0, "targets.max_bulk_spread", self.max_bulk_spread, "positive")
-        _check(self.spike_z > 0, "targets.spike_z", self.spike_z, "positive")
-        _check(self.min_spikes >= 1, "targets.min_spikes", self.min_spikes, "at least 1")
-        _check(self.stuck_epochs >= 1, "targets.stuck_epochs", self.stuck_epochs, "at least 1")
+        check_choice("targets.statistic", self.statistic, Statistic)
+        check_value(self.max_bulk_spread > 0, "targets.max_bulk_spread", self.max_bulk_spread, "positive")
+        check_value(self.spike_z > 0, "targets.spike_z", self.spike_z, "positive")
+        check_value(self.min_spikes >= 1, "targets.min_spikes", self.min_spikes, "at least 1")
+        check_value(self.stuck_epochs >= 1, "targets.stuck_epochs", self.stuck_epochs, "at least 1")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,18 @@ from scorers._scores import MAD_TO_SD
 
 NORMAL_IQR_PER_SD = 1.3490  # IQR of a normal distribution in SDs
 
+# The practical guide's case study (METHOD.md): the eight (c, epochs) fitted and each verdict.
+CASE_STUDY = [
+    ((1.0, 7), "underfit"),
+    ((1.0, 10), "overfit"),
+    ((0.85, 7), "underfit"),
+    ((0.85, 10), "underfit"),
+    ((0.85, 13), "overfit"),
+    ((0.7, 7), "underfit"),
+    ((0.7, 10), "underfit"),
+    ((0.7, 13), "feasible"),
+]
+
 
 def gaussian_bulk(seed: int, relative_spread: float, n: int = 500, mean: float = 10.0) -> np.ndarray:
     """n Gaussian draws whose IQR/median is about ``relative_spread``."""

@@ -26,7 +26,7 @@ from scorers import (
     score_utility,
 )
 from scorers._scores import MIN_DRAWS
-from tests.scorers.series import gaussian_bulk, with_spikes
+from tests.scorers.series import CASE_STUDY, gaussian_bulk, with_spikes
 
 T = DiagnosisThresholds()
 KEYS = ["epsilon", "f1_macro", "f1_weighted", "fit_spread", "fit_spikes"]
@@ -396,18 +396,6 @@ def fit(label: str, seed: int) -> Diagnosis:
     assert d.label == ("well_fit" if label == "feasible" else label)
     assert d.feasible == (label == "feasible")
     return d
-
-
-CASE_STUDY = [  # (c, epochs) fitted → verdict
-    ((1.0, 7), "underfit"),
-    ((1.0, 10), "overfit"),
-    ((0.85, 7), "underfit"),
-    ((0.85, 10), "underfit"),
-    ((0.85, 13), "overfit"),
-    ((0.7, 7), "underfit"),
-    ((0.7, 10), "underfit"),
-    ((0.7, 13), "feasible"),
-]
 
 
 def test_case_study_from_synthetic_fits() -> None:

@@ -195,13 +195,8 @@ class Proxy:
             s.close()
 
 
-def test_a_database_that_goes_away_is_retried_then_given_up(postgres: str, tmp_path: Path, cache: Path,
-                                                             cleanup: list[Path]) -> None:
-    proxy = Proxy(("127.0.0.1", 5432))
-    url = f"postgresql+psycopg://postgres:s3cret@127.0.0.1:{proxy.port}/test"
-    path = distributed_study(tmp_path, cache, PG_URL, study={"n_trials": 6})
-    cleanup.append(path)
-    open_study(StudyConfig.from_toml(path))  # created directly; the worker joins through the proxy
+def worker_after_first_trial(path: Path, url: str) -> tuple[subprocess.Popen[str], list[str]]:
+    """A worker joining the study at ``url``, and its output up to its first finished trial."""
     worker = subprocess.Popen([sys.executable, "-m", "tuner._cli", "worker", str(path)], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, cwd=REPO,
                               env={**os.environ, STORAGE_ENV: url, "PYTHONUNBUFFERED": "1"})
@@ -211,6 +206,17 @@ def test_a_database_that_goes_away_is_retried_then_given_up(postgres: str, tmp_p
         lines.append(line)
         if line.startswith("trial "):
             break
+    return worker, lines
+
+
+def test_a_database_that_goes_away_is_retried_then_given_up(postgres: str, tmp_path: Path, cache: Path,
+                                                             cleanup: list[Path]) -> None:
+    proxy = Proxy(("127.0.0.1", 5432))
+    url = f"postgresql+psycopg://postgres:s3cret@127.0.0.1:{proxy.port}/test"
+    path = distributed_study(tmp_path, cache, PG_URL, study={"n_trials": 6})
+    cleanup.append(path)
+    open_study(StudyConfig.from_toml(path))  # created directly; the worker joins through the proxy
+    worker, lines = worker_after_first_trial(path, url)
     proxy.stop()
     rest, _ = worker.communicate(timeout=120)
     out = "".join(lines) + rest
@@ -269,15 +275,7 @@ def test_a_database_that_comes_back_is_reconnected(postgres: str, tmp_path: Path
     path = distributed_study(tmp_path, cache, PG_URL, study={"n_trials": 3, "reconnect_wait": 1.0})
     cleanup.append(path)
     open_study(StudyConfig.from_toml(path))
-    worker = subprocess.Popen([sys.executable, "-m", "tuner._cli", "worker", str(path)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                              env={**os.environ, STORAGE_ENV: url, "PYTHONUNBUFFERED": "1"})
-    assert worker.stdout is not None
-    lines = []
-    for line in worker.stdout:
-        lines.append(line)
-        if line.startswith("trial "):
-            break
+    worker, lines = worker_after_first_trial(path, url)
     proxy.stop()
     time.sleep(0.3)
     back = Proxy(("127.0.0.1", 5432), port=proxy.port)  # the database returns within the first wait

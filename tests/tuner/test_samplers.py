@@ -11,31 +11,20 @@ import pytest
 from optuna.trial import Trial
 
 from swagppm import SWAGPPMResult
+from tests.scorers.series import CASE_STUDY, gaussian_bulk, with_spikes
 from tuner import FlowchartSampler, StudyConfig, judge, make_sampler, open_study
 from tuner._study import Objective, record
 
-# The practical guide's case study (METHOD.md): eight fits from (1.0, 7) to (0.7, 13).
-GUIDE = [
-    ((1.0, 7), "underfit"),
-    ((1.0, 10), "overfit"),
-    ((0.85, 7), "underfit"),
-    ((0.85, 10), "underfit"),
-    ((0.85, 13), "overfit"),
-    ((0.7, 7), "underfit"),
-    ((0.7, 10), "underfit"),
-    ((0.7, 13), "well_fit"),
-]
+# The guide's verdicts as diagnosis labels ("feasible" is a well-fit series meeting every target).
+GUIDE = [(point, "well_fit" if verdict == "feasible" else verdict) for point, verdict in CASE_STUDY]
 
 
 def series(verdict: str, seed: int) -> list[float]:
     """A max-delta series that the scorers read as ``verdict`` (ε = 2·max stays below 10 when well fit)."""
-    rng = np.random.default_rng(seed)
     if verdict == "underfit":
-        return list(3.0 * (1 + 0.2 * rng.standard_normal(500)))
-    values = 3.0 * (1 + 0.01 * rng.standard_normal(500))
-    if verdict == "overfit":
-        values[[10, 200, 400]] = 4.5  # isolated spikes on a tight band
-    return list(values)
+        return list(gaussian_bulk(seed, 0.27, mean=3.0))
+    tight = gaussian_bulk(seed, 0.013, mean=3.0)
+    return list(with_spikes(tight, 3) if verdict == "overfit" else tight)
 
 
 def scripted_objective(config: StudyConfig, verdicts: list[str]) -> Callable[[Trial], float]:
