@@ -213,14 +213,20 @@ def _status(args: argparse.Namespace) -> int:
     if best is None:
         _print_closest(study)
         return EXIT_INFEASIBLE
-    print(f"best feasible: trial {best.number}: c = {best.params['c']:.4g}, {best.params['ft_epochs']} epochs, "
-          f"epsilon = {best.user_attrs['epsilon']:.3f}, F1 macro {best.user_attrs['f1_macro_median']:.3f}, "
-          f"weighted {best.user_attrs['f1_weighted_median']:.3f}")
+    print(_best_line(best))
     if config.study.objective == "pareto":
         front = ", ".join(f"#{t.number} (eps {t.user_attrs['epsilon']:.2f}, F1 {t.user_attrs['f1_macro_median']:.3f})"
                           for t in pareto_front(study))
         print(f"feasible Pareto front: {front}")
     return 0
+
+
+def _best_line(best: optuna.trial.FrozenTrial) -> str:
+    attrs = best.user_attrs
+    return (f"best feasible: trial {best.number}: c = {best.params['c']:.4g}, {best.params['ft_epochs']} epochs, "
+            f"epsilon = {attrs['epsilon']:.3f}, F1 macro {attrs['f1_macro_median']:.3f} (baseline "
+            f"{attrs['baseline_f1_macro']:.3f}), weighted {attrs['f1_weighted_median']:.3f} (baseline "
+            f"{attrs['baseline_f1_weighted']:.3f})")
 
 
 def _print_closest(study: optuna.Study) -> None:
@@ -325,10 +331,7 @@ def _summary(config: StudyConfig, path: Path) -> int:
     if best is None:
         _print_closest(study)
         return EXIT_INFEASIBLE
-    print(f"best feasible: trial {best.number}: c = {best.params['c']:.4g}, {best.params['ft_epochs']} epochs, "
-          f"epsilon = {best.user_attrs['epsilon']:.3f}, F1 macro {best.user_attrs['f1_macro_median']:.3f} "
-          f"(baseline {best.user_attrs['baseline_f1_macro']:.3f}), weighted {best.user_attrs['f1_weighted_median']:.3f} "
-          f"(baseline {best.user_attrs['baseline_f1_weighted']:.3f})")
+    print(_best_line(best))
     print(f"next: swagppm-tune export {path} -o best.json; swagppm-tune release --from best.json -o released/")
     return 0
 
