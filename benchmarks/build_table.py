@@ -4,7 +4,8 @@ Runs ``swagppm.run_fit`` for every (model, c, ft_epochs) of the grid and writes 
 JSON table (default ``benchmarks/tables/osha_grid.json``) whose entries carry each
 fit's ε, full max-delta series, F1 per utility draw, baseline F1, majority rate and
 per-stage timings (the first fit of each model also times stage 1, as the cache
-starts empty). ``benchmarks/bench_samplers.py`` replays tuner studies on the table;
+starts empty). The table is rewritten after every fit (``metadata.partial`` is true
+until the grid is done), so an interrupted build keeps its finished fits. ``benchmarks/bench_samplers.py`` replays tuner studies on the table;
 an earlier 40-fit grid of this script (c in {1.0, 0.7, 0.4} / {1.0, 0.55}) is the
 real calibration set of the scorers (``tables/real_max_delta_series.json``).
 
@@ -207,6 +208,16 @@ def dumps(table: dict[str, Any]) -> str:
     return text + "\n"
 
 
+def write(path: Path, table: dict[str, Any]) -> int:
+    """Write ``table`` to ``path`` atomically; returns its size in bytes."""
+    text = dumps(table)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(text)
+    partial.replace(path)
+    return len(text.encode())
+
+
 def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
     import transformers
 
@@ -266,6 +277,7 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
                 metadata["data"].update(num_train=result.num_train, num_test=result.num_test,
                                         num_classes=result.num_classes)
                 fits.append(entry(name, result))
+                write(args.out, {"metadata": {**metadata, "partial": True}, "fits": fits})
         metadata["wall_seconds"][name] = round(time.perf_counter() - model_start, 1)
     metadata["wall_seconds"]["total"] = round(time.perf_counter() - start, 1)
     return {"metadata": metadata, "fits": fits}
@@ -289,10 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         table = run(args, cache_dir)
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    text = dumps(table)
-    args.out.write_text(text)
-    print(f"wrote {args.out} ({len(text.encode()) / 1024:.0f} KiB, {len(table['fits'])} fits, "
+    size = write(args.out, table)
+    print(f"wrote {args.out} ({size / 1024:.0f} KiB, {len(table['fits'])} fits, "
           f"{table['metadata']['wall_seconds']['total']:.0f} s)", flush=True)
     return 0
 
