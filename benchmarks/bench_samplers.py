@@ -12,7 +12,8 @@ costs fine-tune + SWAG + k/n of the privacy draws and reports a lower bound, as 
 a live study) or without; compute counted with stage 1 cached (paid once per
 study) or recomputed per fit. The ``flowchart`` runs whole series, as in the
 tuner. Targets: ``--epsilon`` (default: chosen so that a few cells are feasible;
-printed), F1 within ``--max-degradation`` of the baseline, a well-fit series.
+printed), F1 within ``--max-degradation`` of the baseline, and a well-fit series
+unless ``--no-well-fit`` (the guide's own targets: ε and F1 only).
 
 Usage::
 
@@ -85,7 +86,14 @@ def load_cells(path: Path, model: str) -> tuple[dict[tuple[float, int], Cell], d
         raise SystemExit(f"bench_samplers: no fits of model {model!r} in {path}")
     first = fits[0]["timings"]  # the first fit of a model computed stage 1 (the cache started empty)
     stage1 = sum(v for k, v in first.items() if k.startswith("stage1_")) + first.get("setup", 0.0)
-    return {(f["c"], f["ft_epochs"]): Cell(f, stage1) for f in fits}, table["metadata"]
+    cells = {(f["c"], f["ft_epochs"]): Cell(f, stage1) for f in fits}
+    epochs = {e for _, e in cells}
+    complete = {c for c, _ in cells if all((c, e) in cells for e in epochs)}
+    if len(complete) < len({c for c, _ in cells}):  # a table still being built: replay its complete c rows
+        print(f"bench_samplers: {path.name} is partial; replaying the complete rows c in {sorted(complete)}",
+              file=sys.stderr)
+        cells = {key: cell for key, cell in cells.items() if key[0] in complete}
+    return cells, table["metadata"]
 
 
 def outcomes(cells: dict[tuple[float, int], Cell], targets: Targets, search: SearchSpace,
@@ -99,13 +107,14 @@ def outcomes(cells: dict[tuple[float, int], Cell], targets: Targets, search: Sea
 
 
 def auto_epsilon(cells: dict[tuple[float, int], Cell], search: SearchSpace, max_degradation: float,
-                 feasible_cells: int) -> float:
+                 feasible_cells: int, well_fit: bool) -> float:
     """The smallest ε target with at least ``feasible_cells`` feasible cells (rounded up to 0.01)."""
-    loose = Targets(epsilon=1e9, max_f1_degradation=max_degradation)
+    loose = Targets(epsilon=1e9, max_f1_degradation=max_degradation, require_well_fit=well_fit)
     candidates = sorted(o.result.epsilon for o, _ in outcomes(cells, loose, search, early_stop=False).values()
                         if o.feasible)
     if not candidates:
-        raise SystemExit("bench_samplers: no cell meets the F1 and fit targets at any epsilon")
+        raise SystemExit("bench_samplers: no cell meets the F1 and fit targets at any epsilon"
+                         + ("; try --no-well-fit (the guide's targets: epsilon and F1 only)" if well_fit else ""))
     return math.ceil(candidates[min(feasible_cells, len(candidates)) - 1] * 100) / 100
 
 
@@ -127,13 +136,16 @@ def replay(name: str, seed: int, judged: dict[tuple[float, int], tuple[Outcome, 
         outcome, cost = judged[key]
         record_outcome(trial, outcome)
         trials.append((outcome.feasible, cost))
-        if outcome.feasible or (isinstance(sampler, FlowchartSampler) and sampler.wants_to_stop(trial.study)):
-            trial.study.stop()
         if outcome.catastrophic:
             raise optuna.TrialPruned()
         return outcome.objective_values("epsilon")  # type: ignore[return-value]
 
-    study.optimize(objective, n_trials=budget)
+    def after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        """As the tuner's run: stop at the first feasible trial, or when the flowchart has no move left."""
+        if trials[-1][0] or (isinstance(sampler, FlowchartSampler) and sampler.wants_to_stop(study)):
+            study.stop()
+
+    study.optimize(objective, n_trials=budget, callbacks=[after_trial])
     return trials
 
 
@@ -174,6 +186,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--feasible-cells", type=int, default=4,
                         help="with the automatic target: the target admits this many cells (default: %(default)s)")
     parser.add_argument("--max-degradation", type=float, default=0.10, help="F1 target (default: %(default)s)")
+    parser.add_argument("--no-well-fit", dest="well_fit", action="store_false",
+                        help="targets epsilon and F1 only, as the guide's (default: also a well-fit series)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
     return parser.parse_args(argv)
 
@@ -194,13 +208,14 @@ def fmt(value: float, unit: str = "") -> str:
 def compare(args: argparse.Namespace, cells: dict[tuple[float, int], Cell], search: SearchSpace, epsilon: float,
             stage1: float) -> dict[str, Any]:
     """Every sampler on one ε target: printed as a table and returned."""
-    targets = Targets(epsilon=epsilon, max_f1_degradation=args.max_degradation)
+    targets = Targets(epsilon=epsilon, max_f1_degradation=args.max_degradation, require_well_fit=args.well_fit)
     judged = {stop: outcomes(cells, targets, search, early_stop=stop) for stop in (True, False)}
     feasible = sorted(k for k, (o, _) in judged[False].items() if o.feasible)
     labels: dict[str, int] = {}
     for outcome, _ in judged[False].values():
         labels[outcome.label] = labels.get(outcome.label, 0) + 1
-    print(f"\ntargets: epsilon <= {epsilon:g}, F1 within {args.max_degradation:.0%} of the baseline, well fit; "
+    fit_target = "well fit" if args.well_fit else "any fit"
+    print(f"\ntargets: epsilon <= {epsilon:g}, F1 within {args.max_degradation:.0%} of the baseline, {fit_target}; "
           f"feasible cells (c, epochs): {feasible}; verdicts of the cells: {labels}")
     header = (f"{'sampler':<10} {'early stop':<10} {'fits med':>8} {'fits p90':>8} {'<=8':>5} {'<=16':>5} "
               f"{'compute med':>11} {'p90':>8} {'no cache med':>12} {'p90':>8} {'s/study':>8}")
@@ -236,12 +251,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     cs, epochs = sorted({c for c, _ in cells}), sorted({e for _, e in cells})
     search = SearchSpace(c_min=min(cs), c_max=max(cs), ft_epochs_min=min(epochs), ft_epochs_max=max(epochs),
                          start=())
-    targets_list = args.epsilon or [auto_epsilon(cells, search, args.max_degradation, args.feasible_cells)]
+    targets_list = args.epsilon or [auto_epsilon(cells, search, args.max_degradation, args.feasible_cells,
+                                                          args.well_fit)]
     stage1 = next(iter(cells.values())).stage1
     print(f"table {args.table.name}, model {args.model}: {len(cells)} cells (c {cs}, epochs {epochs}); "
           f"stage 1 {stage1:.1f}s; built in {metadata.get('wall_seconds', {}).get(args.model, '?')}s; "
           f"{args.seeds} seeds, budget {args.budget} fits, {args.startup} startup trials")
     results: dict[str, Any] = {"table": args.table.name, "model": args.model, "stage1_seconds": stage1,
+                               "max_f1_degradation": args.max_degradation, "require_well_fit": args.well_fit,
                                "seeds": args.seeds, "budget": args.budget, "startup": args.startup, "targets": {}}
     for epsilon in targets_list:
         results["targets"][str(epsilon)] = compare(args, cells, search, epsilon, stage1)
