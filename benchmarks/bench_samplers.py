@@ -17,8 +17,11 @@ unless ``--no-well-fit`` (the guide's own targets: ε and F1 only).
 
 Usage::
 
-    python benchmarks/bench_samplers.py --model minilm-head --seeds 50
-    python benchmarks/bench_samplers.py --model minilm-head --samplers tpe flowchart --seeds 5 --budget 16
+    python benchmarks/bench_samplers.py --table benchmarks/tables/osha_grid_minilm_head.json --epsilon 0.82 1.5
+    python benchmarks/bench_samplers.py --table benchmarks/tables/osha_grid_tiny_full.json --model tiny-full \
+        --no-well-fit --epsilon 7 10
+    python benchmarks/bench_samplers.py --table benchmarks/tables/osha_grid_minilm_head.json --samplers tpe flowchart \
+        --seeds 5 --budget 16
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from tuner._outcome import Outcome
 from tuner._samplers import FlowchartSampler
 from tuner._study import record_outcome
 
-TABLE = Path(__file__).resolve().parent / "tables" / "osha_grid.json"
+TABLE = Path(__file__).resolve().parent / "tables" / "osha_grid_minilm_head.json"
 SAMPLERS = ("flowchart", "random", "tpe", "gp")
 START = (1.0, 7)  # the guide's start point: enqueued first, as in a live study
 
