@@ -10,7 +10,9 @@ span from the first trial's start to the last one's end (worker start-up exclude
 the wall time of the whole run, start-up included, is printed beside it.
 
 The default study, ``benchmarks/bench_workers.toml``, is the demo's tiny fit with
-the epochs fixed at 7 and a loose ε target, so every trial does the same work.
+the epochs fixed at 7 and a loose ε target, so every trial does the same work; it
+runs from a copy in the temporary folder, so its trial figures are deleted too (a
+study of yours keeps its ``artifacts`` folder).
 Storage: a journal file in a temporary folder unless ``--storage`` names a database
 (PostgreSQL or MySQL, as for several machines). CPU workers split the cores
 (``OMP_NUM_THREADS``); with ``--gpus 0`` all workers share GPU 0.
@@ -88,7 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="swagppm-bench-workers-"))
     os.environ["XDG_CACHE_HOME"] = str(folder)  # the default private cache, inherited by the workers
     try:
-        config = StudyConfig.from_toml(args.study)
+        study_file = args.study
+        if study_file.resolve() == STUDY:  # run the shipped study from the temporary folder: its artifacts land there
+            study_file = Path(shutil.copy(STUDY, folder / STUDY.name))
+        config = StudyConfig.from_toml(study_file)
         config = config.with_storage(args.storage or f"journal:{folder / 'study.log'}")
         gpus = [g for g in args.gpus.split(",") if g]
         print(f"bench_workers: {config.path.name}, {args.trials} trials per run; stage 1 ...", file=sys.stderr)
