@@ -364,23 +364,15 @@ class Ablation:
 class RecordOrder(Split):
     """A split whose evaluation batches follow record order (no length sorting)."""
 
-    def eval_batches(self, batch_size: int) -> list[tuple[object, torch.Tensor, torch.Tensor]]:
-        if batch_size not in self._eval:
-            order = np.arange(len(self))
-            self._eval[batch_size] = [self.batch(order[i : i + batch_size]) for i in range(0, len(order), batch_size)]
-        return self._eval[batch_size]
+    def order(self, *, sort: bool) -> np.ndarray:
+        return np.arange(len(self))
 
 
 class FullWidth(Split):
     """A split whose training batches are padded to the split's longest record (no dynamic padding)."""
 
-    def batch(self, index: np.ndarray) -> tuple[object, torch.Tensor, torch.Tensor]:
-        inputs, labels, idx = super().batch(index)
-        if not isinstance(inputs, dict):
-            return inputs, labels, idx
-        width = self.inputs.shape[1]
-        mask = torch.arange(width, device=self.device)[None, :] < self._lengths_device[idx][:, None]  # type: ignore[index]
-        return {"input_ids": self.inputs[idx], "attention_mask": mask.long()}, labels, idx
+    def width(self, index: np.ndarray) -> int:
+        return int(self.inputs.shape[1])
 
 
 def paired(first: Callable[[], object], second: Callable[[], object], rounds: int,
@@ -401,12 +393,12 @@ def paired(first: Callable[[], object], second: Callable[[], object], rounds: in
 
 
 def unflatten(posterior: swagppm.SWAGPosterior, model: torch.nn.Module, theta: torch.Tensor) -> dict[str, torch.Tensor]:
-    """A flat draw as named tensors (views of ``theta``) in the posterior's parameter order."""
+    """Flat draws [..., P] as named tensors [..., *shape] (views) in the posterior's parameter order."""
     parameters = dict(model.named_parameters())
     named, offset = {}, 0
     for name in posterior.parameter_names:
         count = parameters[name].numel()
-        named[name] = theta[offset : offset + count].view(parameters[name].shape)
+        named[name] = theta[..., offset : offset + count].reshape(*theta.shape[:-1], *parameters[name].shape)
         offset += count
     return named
 
@@ -559,22 +551,10 @@ def vmap_sweep(session: _Session, posterior: swagppm.SWAGPosterior, weights: tor
         for start in range(0, draws, together):
             thetas = torch.stack([posterior.sample(generator) for _ in range(min(together, draws - start))])
             named = {name.removeprefix(prefix): value
-                     for name, value in unflatten_batch(posterior, model, thetas).items()}
+                     for name, value in unflatten(posterior, model, thetas).items()}
             for inputs, labels, idx in train.eval_batches(bs):
                 delta = batched(named, inputs, labels) * weights[idx]
                 record_max[idx] = torch.maximum(record_max[idx], delta.max(dim=0).values)
-
-
-def unflatten_batch(posterior: swagppm.SWAGPosterior, model: torch.nn.Module,
-                    thetas: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Like ``unflatten`` for a stack of draws [k, P]: named tensors with a leading draw dimension."""
-    parameters = dict(model.named_parameters())
-    named, offset = {}, 0
-    for name in posterior.parameter_names:
-        count = parameters[name].numel()
-        named[name] = thetas[:, offset : offset + count].reshape(len(thetas), *parameters[name].shape)
-        offset += count
-    return named
 
 
 def mfu_rows(

@@ -83,12 +83,21 @@ class Split:
     def num_tokens(self) -> int:
         return int(self.lengths.sum()) if self.lengths is not None else 0
 
+    def order(self, *, sort: bool) -> np.ndarray:
+        """Record indices for evaluation batches: by length (less padding) or in record order."""
+        return np.argsort(self.lengths, kind="stable") if sort and self.lengths is not None else np.arange(len(self))
+
+    def width(self, index: np.ndarray) -> int:
+        """Token columns of a batch: its longest record (dynamic padding)."""
+        assert self.lengths is not None
+        return int(self.lengths[index].max())
+
     def batch(self, index: np.ndarray) -> tuple[object, torch.Tensor, torch.Tensor]:
         """(model inputs, labels, record indices) for the records in ``index``."""
         idx = torch.as_tensor(index, device=self.device)
         if self.lengths is None:
             return self.inputs[idx], self.labels[idx], idx
-        width = int(self.lengths[index].max())
+        width = self.width(index)
         ids = self.inputs[idx, :width]
         assert self._lengths_device is not None
         mask = torch.arange(width, device=self.device)[None, :] < self._lengths_device[idx][:, None]
@@ -96,14 +105,14 @@ class Split:
 
     def eval_batches(self, batch_size: int) -> list[tuple[object, torch.Tensor, torch.Tensor]]:
         if batch_size not in self._eval:
-            order = np.argsort(self.lengths, kind="stable") if self.lengths is not None else np.arange(len(self))
+            order = self.order(sort=True)
             self._eval[batch_size] = [self.batch(order[i : i + batch_size]) for i in range(0, len(order), batch_size)]
         return self._eval[batch_size]
 
     def padded_tokens(self, batch_size: int, *, sort: bool) -> int:
         """Token slots (real + padding) of evaluation batches, length-sorted or in record order."""
         assert self.lengths is not None
-        order = np.argsort(self.lengths, kind="stable") if sort else np.arange(len(self))
+        order = self.order(sort=sort)
         return sum(int(self.lengths[order[i : i + batch_size]].max()) * len(order[i : i + batch_size])
                    for i in range(0, len(order), batch_size))
 
