@@ -1,17 +1,25 @@
-"""Loading and preparing labelled texts: files, Hugging Face datasets, or a synthetic corpus.
+"""Loading and preparing labelled texts: files, folders, Hugging Face datasets, or a synthetic corpus.
 
-Local files are read with pandas (not ``datasets``) so that no copy of the private
-records lands in a shared Hugging Face cache. Every problem with the input is
-raised as one ``DataError`` naming the file, the column and the first offending row.
+No copy of the private records may land in the shared Hugging Face cache: local files,
+and folders of them, are read with pandas; ``save_to_disk`` folders with
+``load_from_disk``, which writes nothing; anything else goes through ``load_dataset``
+with its cache in an owner-only temporary folder, deleted once read. Every problem
+with the input is raised as one ``DataError`` naming the file, the column, the first
+offending row and the kind of problem, never the records' content.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
+import os
+import tempfile
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -56,26 +64,65 @@ def load_records(config: DataConfig, *, seed: int = 0) -> tuple[list[str], list[
     if config.source == "synthetic":
         texts, labels = synthetic_corpus(config.synthetic_size, num_classes=config.synthetic_classes, seed=seed)
         return texts, labels
-    frame, origin = _read_frame(config)
+    texts, labels = [], []
+    for frame, origin in _read_parts(config):
+        part_texts, part_labels = _checked_records(frame, origin, config)
+        texts += part_texts
+        labels += part_labels
+    if not texts:
+        raise DataError(f"{config.source}: no records")
+    return texts, labels
+
+
+def _checked_records(frame: pd.DataFrame, origin: str, config: DataConfig) -> tuple[list[str], list[str]]:
+    """The text and label columns of one file, or a ``DataError`` naming the first bad cell (not its content)."""
     for column in (config.text_column, config.label_column):
         if column not in frame.columns:
             raise DataError(
                 f"{origin}: column {column!r} not found; columns present: {', '.join(map(str, frame.columns))}. "
                 f"Set data.text_column / data.label_column."
             )
-    if len(frame) == 0:
-        raise DataError(f"{origin}: no records")
     texts = frame[config.text_column].tolist()
     labels = frame[config.label_column].tolist()
-    for row, text in enumerate(texts, start=1):
-        if not isinstance(text, str) or not text.strip():
-            missing = text is None or (isinstance(text, float) and np.isnan(text))  # e.g. an empty CSV cell
-            kind = "an empty text" if isinstance(text, str) or missing else f"a non-text value {text!r}"
-            raise DataError(f"{origin}: column {config.text_column!r}, row {row}: {kind}")
-    for row, label in enumerate(labels, start=1):
-        if label is None or (isinstance(label, float) and np.isnan(label)) or str(label).strip() == "":
-            raise DataError(f"{origin}: column {config.label_column!r}, row {row}: missing label")
+    for column, values, problem_of in ((config.text_column, texts, _text_problem),
+                                       (config.label_column, labels, _label_problem)):
+        for row, value in enumerate(values, start=1):
+            problem = problem_of(value)
+            if problem is not None:
+                raise DataError(f"{origin}: column {column!r}, row {row}: {problem}")
     return texts, [str(label) for label in labels]
+
+
+def _text_problem(value: object) -> str | None:
+    if isinstance(value, str):
+        return None if value.strip() else "an empty text"
+    return "an empty text" if _is_missing(value) else f"{_kind_of(value)}, not text"
+
+
+def _label_problem(value: object) -> str | None:
+    if _is_missing(value) or (isinstance(value, str) and not value.strip()):
+        return "missing label"
+    if not pd.api.types.is_scalar(value) or isinstance(value, bytes):
+        return f"{_kind_of(value)}, not a label (text or a number)"
+    return None
+
+
+def _is_missing(value: object) -> bool:
+    """None, NaN or pd.NA: what an empty CSV cell or a JSON null becomes."""
+    return bool(pd.api.types.is_scalar(value) and pd.isna(value))
+
+
+def _kind_of(value: object) -> str:
+    """The type of a cell in words: error messages must not quote the records themselves."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "a list"
+    if isinstance(value, dict):
+        return "a dict"
+    if isinstance(value, (bool, np.bool_)):
+        return "a true/false value"
+    if isinstance(value, (int, float, np.number)):
+        return "a number"
+    return f"a value of type {type(value).__name__}"
 
 
 def prepare_data(config: DataConfig, *, seed: int = 0) -> PreparedData:
@@ -96,10 +143,10 @@ def prepare_data(config: DataConfig, *, seed: int = 0) -> PreparedData:
         keep.extend(members)
     kept_classes = sorted({labels[i] for i in keep})
     if len(kept_classes) < 2:
-        detail = ", ".join(f"{k!r}: {v}" for k, v in counts.most_common(5))
+        detail = ", ".join(str(count) for _, count in counts.most_common(5))  # counts only: class names are labels
         raise DataError(
             f"{config.source}: column {config.label_column!r} has {len(kept_classes)} class(es) with at least "
-            f"{config.min_per_class} records (counts: {detail}); a classifier needs at least 2"
+            f"{config.min_per_class} records (largest class sizes: {detail}); a classifier needs at least 2"
         )
     keep.sort()
     kept_labels = [labels[i] for i in keep]
@@ -114,13 +161,13 @@ def prepare_data(config: DataConfig, *, seed: int = 0) -> PreparedData:
         np.asarray(keep), test_size=config.test_size, stratify=kept_labels, random_state=seed
     )
     train_idx, test_idx = np.sort(train_idx), np.sort(test_idx)
-    prepared = dict(
-        train_texts=tuple(texts[i] for i in train_idx),
-        train_labels=np.asarray([class_index[labels[i]] for i in train_idx], dtype=np.int64),
-        test_texts=tuple(texts[i] for i in test_idx),
-        test_labels=np.asarray([class_index[labels[i]] for i in test_idx], dtype=np.int64),
-        class_names=tuple(kept_classes),
-    )
+    prepared = {
+        "train_texts": tuple(texts[i] for i in train_idx),
+        "train_labels": np.asarray([class_index[labels[i]] for i in train_idx], dtype=np.int64),
+        "test_texts": tuple(texts[i] for i in test_idx),
+        "test_labels": np.asarray([class_index[labels[i]] for i in test_idx], dtype=np.int64),
+        "class_names": tuple(kept_classes),
+    }
     return PreparedData(**prepared, data_hash=_hash_prepared(**prepared))
 
 
@@ -134,32 +181,89 @@ def _hash_prepared(**parts: object) -> str:
     return digest.hexdigest()
 
 
-def _read_frame(config: DataConfig) -> tuple[pd.DataFrame, str]:
+def _read_parts(config: DataConfig) -> list[tuple[pd.DataFrame, str]]:
+    """The records of ``config.source`` as (frame, origin) parts, one per file where there are several."""
     source = Path(config.source).expanduser()
+    try:
+        return _read_source(source, config)
+    except PermissionError as error:  # e.g. a folder on the way to the source that this user may not enter
+        raise DataError(f"{error.filename or source}: cannot be read by this user (permission denied)") from None
+
+
+def _read_source(source: Path, config: DataConfig) -> list[tuple[pd.DataFrame, str]]:
     kind = _FILE_READERS.get(source.suffix.lower())
-    if kind is None:
-        if source.suffix and not source.is_dir():
-            raise DataError(
-                f"{source}: unsupported file type {source.suffix!r}; use .csv, .jsonl, .json or .parquet, "
-                "or a Hugging Face dataset name or directory"
-            )
-        return _read_hf_dataset(config), config.source
-    if not source.is_file():
-        raise DataError(f"{source}: file not found")
+    if source.is_dir():
+        if kind is not None:
+            raise DataError(f"{source}: is a folder, not a file; data.source must name a {source.suffix} file itself")
+        return _read_folder(source, config.split)
+    if kind is not None:
+        if not source.is_file():
+            raise DataError(f"{source}: file not found")
+        return [(_read_file(source, kind), str(source))]
+    if source.suffix:
+        raise DataError(
+            f"{source}: unsupported file type {source.suffix!r}; use .csv, .jsonl, .json or .parquet, "
+            "or a Hugging Face dataset name or directory"
+        )
+    if source.is_absolute() or config.source.startswith((".", "~")):
+        raise DataError(f"{source}: no such file or folder")
+    return [(_load_dataset_privately(config.source, config.split), config.source)]
+
+
+def _read_file(path: Path, kind: str) -> pd.DataFrame:
+    """One local file, read with pandas: no copy of it is written anywhere."""
     if kind != "parquet":
-        _check_utf8(source)
+        _check_utf8(path)
     try:
         if kind == "csv":
-            frame = pd.read_csv(source, dtype=object, keep_default_na=False, na_values=[""])
-        elif kind == "json":
-            frame = pd.read_json(source, lines=source.suffix.lower() == ".jsonl", dtype=False)
-        else:
-            frame = pd.read_parquet(source)
-    except Exception as error:  # pandas raises many parser types; all mean "unreadable"
-        bad_line = _first_bad_json_line(source) if source.suffix.lower() == ".jsonl" else None
-        where = f" (line {bad_line} is not valid JSON)" if bad_line is not None else ""
-        raise DataError(f"{source}: cannot be read as {kind}{where}: {error}") from None
-    return frame, str(source)
+            return pd.read_csv(path, dtype=object, keep_default_na=False, na_values=[""])
+        if kind == "json":
+            return pd.read_json(path, lines=path.suffix.lower() == ".jsonl", dtype=False)
+        return pd.read_parquet(path)
+    except PermissionError:
+        raise
+    except Exception as error:  # noqa: BLE001 - pandas raises many parser types; all mean "unreadable"
+        # The parser's own message can quote the file, so only its type and the line are named.
+        line = _first_bad_line(path, kind)
+        where = f" at line {line}" if line is not None else ""
+        raise DataError(f"{path}: cannot be read as {kind}: {type(error).__name__}{where}") from None
+
+
+def _first_bad_line(path: Path, kind: str) -> int | None:
+    if kind == "csv":
+        return _first_bad_csv_line(path)
+    if path.suffix.lower() == ".jsonl":
+        return _first_bad_json_line(path)
+    if kind == "json":
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            return error.lineno
+    return None
+
+
+def _first_bad_csv_line(path: Path) -> int | None:
+    """Where the first record with more fields than the header, or else the last malformed one, starts.
+
+    A strict ``csv`` reader flags stray quotes that pandas accepts, so a malformed record
+    counts only when it is the last one: an unclosed quote runs to the end of the file.
+    """
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle, strict=True)
+        width, malformed = None, None
+        while True:
+            start = reader.line_num + 1
+            try:
+                record = next(reader)
+            except StopIteration:
+                return malformed
+            except csv.Error:
+                malformed = start
+                continue
+            if width is None:
+                width = len(record) or None  # the header, after any blank lines
+            elif len(record) > width:
+                return start
 
 
 def _first_bad_json_line(path: Path) -> int | None:
@@ -183,21 +287,78 @@ def _check_utf8(path: Path) -> None:
         ) from None
 
 
-def _read_hf_dataset(config: DataConfig) -> pd.DataFrame:
+# --- Folders and Hugging Face datasets ---------------------------------------------------------
+
+# In a folder, .json files go to ``datasets``: its reader takes JSON Lines there too, pandas' does not.
+_FOLDER_READERS = {".csv": "csv", ".jsonl": "json", ".parquet": "parquet"}
+
+
+def _read_folder(folder: Path, split: str) -> list[tuple[pd.DataFrame, str]]:
+    """A ``save_to_disk`` folder, or a folder of data files as ``load_dataset`` would read it, but uncached."""
+    os.listdir(folder)  # raises PermissionError here, where the search for data files would just find none
+    if any((folder / name).is_file() for name in ("dataset_info.json", "dataset_dict.json")):
+        return [(_load_saved_dataset(folder, split), str(folder))]
+    splits = _folder_splits(folder)
+    if _needs_datasets_builder(folder, [path for paths in splits.values() for path in paths]):
+        return [(_load_dataset_privately(str(folder), split), str(folder))]
+    return [(_read_file(path, _FOLDER_READERS[path.suffix.lower()]), str(path))
+            for path in _pick_split(splits, split, str(folder))]
+
+
+def _folder_splits(folder: Path) -> dict[str, list[Path]]:
+    """The data files of each split, by the file-name conventions of ``load_dataset`` (train*, test*, ...)."""
+    from datasets.data_files import DataFilesDict, EmptyDatasetError, get_data_patterns
+
+    try:
+        patterns = get_data_patterns(str(folder))
+    except EmptyDatasetError:
+        raise DataError(f"{folder}: no data files in this folder") from None
+    resolved = DataFilesDict.from_patterns(patterns, base_path=str(folder))
+    return {str(name): [Path(path) for path in sorted(paths)] for name, paths in resolved.items()}
+
+
+def _needs_datasets_builder(folder: Path, files: list[Path]) -> bool:
+    """Whether only ``load_dataset`` reads the folder right: other file types, or a dataset card's YAML settings."""
+    card = folder / "README.md"
+    configured = card.is_file() and card.read_text(encoding="utf-8", errors="replace").startswith("---")
+    return configured or any(path.suffix.lower() not in _FOLDER_READERS for path in files)
+
+
+def _load_saved_dataset(folder: Path, split: str) -> pd.DataFrame:
+    """A ``save_to_disk`` folder: ``load_from_disk`` maps its Arrow files in place and writes nothing."""
     import datasets
 
-    source = Path(config.source).expanduser()
     try:
-        if source.is_dir() and any((source / name).exists() for name in ("dataset_info.json", "dataset_dict.json")):
-            loaded = datasets.load_from_disk(str(source))
-            dataset = loaded[config.split] if isinstance(loaded, datasets.DatasetDict) else loaded
-        else:
-            dataset = datasets.load_dataset(config.source, split=config.split)
-    except KeyError:
-        raise DataError(f"{config.source}: no split {config.split!r}; set data.split") from None
-    except Exception as error:
-        raise DataError(f"{config.source}: cannot load as a Hugging Face dataset: {error}") from None
+        loaded = datasets.load_from_disk(str(folder))
+    except Exception as error:  # noqa: BLE001 - its message can quote the records: only the type is named
+        raise DataError(f"{folder}: cannot load as a saved Hugging Face dataset: {type(error).__name__}") from None
+    dataset = _pick_split(loaded, split, str(folder)) if isinstance(loaded, datasets.DatasetDict) else loaded
     return dataset.to_pandas()
+
+
+def _load_dataset_privately(name: str, split: str) -> pd.DataFrame:
+    """``datasets.load_dataset`` with its Arrow copy in an owner-only temporary folder, deleted once read.
+
+    Files it downloads from the Hub still go to the Hugging Face hub cache.
+    """
+    import datasets
+
+    with tempfile.TemporaryDirectory(prefix="swagppm-data-") as cache:
+        try:
+            loaded = datasets.load_dataset(name, cache_dir=cache, keep_in_memory=True)
+        except Exception as error:  # noqa: BLE001 - its message can quote the records: only the type is named
+            raise DataError(f"{name}: cannot load as a Hugging Face dataset: {type(error).__name__}") from None
+        return _pick_split(loaded, split, name).to_pandas()
+
+
+_Part = TypeVar("_Part")
+
+
+def _pick_split(splits: Mapping[str, _Part], split: str, origin: str) -> _Part:
+    if split not in splits:
+        present = ", ".join(map(str, splits)) or "none"
+        raise DataError(f"{origin}: no split {split!r} (splits present: {present}); set data.split")
+    return splits[split]
 
 
 # --- The built-in synthetic corpus -------------------------------------------------------------
@@ -239,7 +400,7 @@ def synthetic_corpus(size: int = 600, *, num_classes: int = 8, seed: int = 0) ->
     labels_idx[: 2 * num_classes] = np.repeat(np.arange(num_classes), 2)  # every class at least twice
     texts, labels = [], []
     for k in labels_idx:
-        name, verbs, parts = _INJURIES[k]
+        name, _verbs, parts = _INJURIES[k]
         verb_class = rng.integers(num_classes) if rng.random() < 0.1 else k
         verb = _pick(rng, _INJURIES[verb_class][1])
         sentence = (f"{_pick(rng, _WORKERS)} {_pick(rng, _PLACES)} {verb} the {_pick(rng, parts)} "

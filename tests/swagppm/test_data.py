@@ -9,7 +9,15 @@ import pandas as pd
 import pytest
 
 import swagppm
-from swagppm import ConfigError, DataConfig, DataError, PreparedData, load_records, prepare_data, synthetic_corpus
+from swagppm import (
+    ConfigError,
+    DataConfig,
+    DataError,
+    PreparedData,
+    load_records,
+    prepare_data,
+    synthetic_corpus,
+)
 from tests.swagppm.conftest import error_naming
 
 OSHA_SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "osha_sample.jsonl"
@@ -61,6 +69,50 @@ def test_missing_file(tmp_path, name):
         load_records(_config(path))
     assert str(path) in str(info.value)
     assert "not found" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["records.csv", "records.parquet"])
+def test_folder_named_like_a_file(tmp_path, name):
+    folder = tmp_path / name
+    folder.mkdir()
+    message = error_naming(DataError, folder, lambda: load_records(_config(folder)))
+    assert "is a folder, not a file" in message
+
+
+def test_missing_local_folder(tmp_path):
+    folder = tmp_path / "no_such_folder"
+    message = error_naming(DataError, folder, lambda: load_records(_config(folder)))
+    assert "no such file or folder" in message
+
+
+def _skip_unless_permissions_hold(folder):
+    probe = folder / "probe"
+    probe.write_text("x")
+    probe.chmod(0)
+    try:
+        probe.read_text()
+    except PermissionError:
+        return
+    finally:
+        probe.chmod(0o600)
+    pytest.skip("this user (root) can read any file, so permissions cannot be tested")
+
+
+@pytest.mark.parametrize("name", ["records.csv", "records.parquet", "records_folder"])
+def test_unreadable_source(tmp_path, name):
+    _skip_unless_permissions_hold(tmp_path)
+    path = tmp_path / name
+    if name.endswith("folder"):
+        path.mkdir()
+        _write(_frame(), path / "records.csv")
+    else:
+        _write(_frame(), path)
+    path.chmod(0)
+    try:
+        message = error_naming(DataError, path, lambda: load_records(_config(path)))
+    finally:
+        path.chmod(0o700)
+    assert "cannot be read" in message and "permission" in message
 
 
 def test_unsupported_extension(tmp_path):
@@ -118,8 +170,7 @@ def test_non_text_value_in_text_column(tmp_path):
     lines = [{"narrative": "fell", "code": 1}, {"narrative": 42, "code": 2}, {"narrative": 7, "code": 1}]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     message = error_naming(DataError, path, lambda: load_records(_config(path)))
-    assert "column 'narrative', row 2" in message
-    assert "non-text value 42" in message
+    assert "column 'narrative', row 2: a number, not text" in message
 
 
 def test_missing_label_in_csv(tmp_path):
