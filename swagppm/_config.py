@@ -124,6 +124,9 @@ class SWAGPPMConfig:
 
     Learning rates left as ``None`` take the defaults of the trainable mode
     (``DEFAULT_LEARNING_RATES``). ``device="auto"`` picks CUDA when available.
+    ``swag_modules`` restricts SWAG to some submodules; every trainable parameter
+    must lie under them (one trained and released undrawn would leak), so it only
+    narrows what ``model.trainable`` already limits.
     """
 
     data: DataConfig = field(default_factory=DataConfig)
@@ -151,6 +154,7 @@ class SWAGPPMConfig:
     cache_dir: str | None = None
 
     def __post_init__(self) -> None:
+        check_value(0 <= self.seed < 2**32, "swagppm.seed", self.seed, "an integer in [0, 2**32)")
         for name in ("stage1_epochs", "batch_size", "draws_risk", "draws_privacy", "draws_utility", "eval_batch_size"):
             check_value(getattr(self, name) >= 1, f"swagppm.{name}", getattr(self, name), "at least 1")
         check_value(self.swag_epochs >= 2, "swagppm.swag_epochs", self.swag_epochs, "at least 2 (SWAG needs 2 snapshots)")

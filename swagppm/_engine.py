@@ -18,8 +18,8 @@ from torch.nn import functional as F
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
-from swagppm._privacy import weighted_nll
-from swagppm._swag import RunningMean, SWAGPosterior
+from swagppm._privacy import weighted_delta, weighted_nll
+from swagppm._swag import SWAGPosterior
 
 
 class TrainingFailure(RuntimeError):
@@ -118,19 +118,24 @@ class Split:
 
 
 class Net:
-    """How logits are computed: the whole model on tokens, or the head alone on cached features."""
+    """How logits are computed: the whole model on tokens, or the head alone on cached features.
+
+    With ``amp`` the forward passes run under bf16 autocast (the caller enables it
+    on CUDA only); ``exact=True`` runs one at the parameters' own precision
+    (float32), which is what ε must be computed at.
+    """
 
     def __init__(self, model: nn.Module, head: nn.Module | None, *, device: torch.device, amp: bool) -> None:
         self.model, self.head, self.device = model, head, device
-        self.amp = amp and device.type == "cuda"
+        self.amp = amp
 
-    def autocast(self) -> contextlib.AbstractContextManager:
-        if self.amp:
-            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    def autocast(self, *, exact: bool = False) -> contextlib.AbstractContextManager:
+        if self.amp and not exact:
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def logits(self, inputs: object) -> torch.Tensor:
-        with self.autocast():
+    def logits(self, inputs: object, *, exact: bool = False) -> torch.Tensor:
+        with self.autocast(exact=exact):
             if self.head is not None:
                 return self.head(inputs)
             return self.model(**inputs).logits  # type: ignore[arg-type]
@@ -140,11 +145,21 @@ class Net:
 
     @torch.inference_mode()
     def per_record_nll(self, split: Split, batch_size: int, out: torch.Tensor | None = None) -> torch.Tensor:
-        """NLL_i of every record under the current parameters, in record order."""
+        """NLL_i of every record under the current parameters, in record order (at the screening precision)."""
         nll = out if out is not None else torch.empty(len(split), device=self.device)
         for inputs, labels, idx in split.eval_batches(batch_size):
             nll[idx] = F.cross_entropy(self.logits(inputs).float(), labels, reduction="none")
         return nll
+
+    @torch.inference_mode()
+    def exact_nll(self, split: Split, index: torch.Tensor, batch_size: int) -> torch.Tensor:
+        """NLL at float32 of the records in ``index`` (the records a low-precision pass must confirm)."""
+        order = index.cpu().numpy()
+        parts = []
+        for start in range(0, len(order), batch_size):
+            inputs, labels, _ = split.batch(order[start : start + batch_size])
+            parts.append(F.cross_entropy(self.logits(inputs, exact=True).float(), labels, reduction="none"))
+        return torch.cat(parts) if parts else torch.empty(0, device=self.device)
 
     @torch.inference_mode()
     def predict(self, split: Split, batch_size: int) -> torch.Tensor:
@@ -155,14 +170,16 @@ class Net:
 
 
 @torch.inference_mode()
-def pooled_features(model: nn.Module, split: Split, *, batch_size: int, amp: bool) -> torch.Tensor:
-    """Frozen-encoder features (the head's input) of every record, computed once."""
+def pooled_features(model: nn.Module, split: Split, *, batch_size: int) -> torch.Tensor:
+    """Frozen-encoder features (the head's input) of every record, computed once at float32.
+
+    Never under autocast: the head's NLL, and so ε, must be what the released
+    float32 model computes.
+    """
     model.eval()
-    net = Net(model, None, device=split.device, amp=amp)
     features = None
     for inputs, _, idx in split.eval_batches(batch_size):
-        with net.autocast():
-            batch = model.features(**inputs).float()  # type: ignore[operator]
+        batch = model.features(**inputs).float()  # type: ignore[operator]
         if features is None:
             features = torch.empty(len(split), batch.shape[-1], device=split.device)
         features[idx] = batch
@@ -181,7 +198,7 @@ def train(
     generator: torch.Generator,
     weights: torch.Tensor | None = None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-    collectors: Sequence[SWAGPosterior | RunningMean] = (),
+    collectors: Sequence[SWAGPosterior] = (),
     on_epoch: EpochCallback | None = None,
     majority_rate: float = 0.0,
     progress: bool = False,
@@ -249,6 +266,38 @@ class Sweep:
     stopped_early: bool
 
 
+SCREEN_MARGIN = 0.1  # relative band below a low-precision maximum whose records are recomputed exactly
+
+
+def confirm_maximum(
+    screened: torch.Tensor, exact: Callable[[torch.Tensor], torch.Tensor], *, margin: float = SCREEN_MARGIN,
+) -> torch.Tensor:
+    """``screened`` with its top records replaced by their exact values, so that its maximum is exact.
+
+    Every record within ``margin``·(|max| + 1) of the screened maximum is recomputed
+    by ``exact`` (indices in, exact values out). A record left out lies more than
+    the band below the screened maximum, so its exact value cannot exceed the exact
+    maximum while its screening error is under half the band; the band is checked
+    against the largest error seen on the recomputed records and widened
+    (recomputing more) until it is at least twice that error. A non-finite
+    screened maximum recomputes every record.
+    """
+    values = screened.clone()
+    confirmed = torch.zeros_like(screened, dtype=torch.bool)
+    top = screened.max()
+    band = margin * (top.abs() + 1.0) if torch.isfinite(top) else torch.tensor(math.inf, device=screened.device)
+    while True:
+        chosen = ~confirmed if not torch.isfinite(band) else (screened >= top - band) & ~confirmed
+        candidates = torch.nonzero(chosen).squeeze(1)
+        if candidates.numel():
+            values[candidates] = exact(candidates)
+            confirmed[candidates] = True
+        error = (values[confirmed] - screened[confirmed]).abs().nan_to_num(nan=math.inf).max()
+        if bool(confirmed.all()) or 2 * error <= band:
+            return values
+        band = torch.maximum(2 * band, 2 * error)
+
+
 def sweep_draws(
     net: Net,
     split: Split,
@@ -267,18 +316,28 @@ def sweep_draws(
     With ``weights=None`` this is the risk sweep (r_i = max_d NLL_i). Streams in
     O(n) memory; restores the SWAG mean into the model afterwards. With
     ``stop_above`` it stops after the first draw whose max delta exceeds it.
+    Records of weight 0 contribute exactly 0. Under ``net.amp`` the bf16 pass only
+    screens: each draw's maximum is confirmed at float32 (``confirm_maximum``), so
+    m_d is what the released precision gives.
     """
     net.train(False)
     record_max = torch.full((len(split),), -math.inf, device=net.device)
     nll = torch.empty(len(split), device=net.device)
     draw_max: list[torch.Tensor] = []
     stopped = False
+
+    def exact(index: torch.Tensor) -> torch.Tensor:
+        values = net.exact_nll(split, index, batch_size)
+        return values if weights is None else weighted_delta(values, weights[index])
+
     try:
         for _ in tqdm(range(draws), desc=desc, leave=False, disable=None if progress else True):
             posterior.load_into(net.model, posterior.sample(generator))
             delta = net.per_record_nll(split, batch_size, out=nll)
             if weights is not None:
-                delta = delta * weights
+                delta = weighted_delta(delta, weights)
+            if net.amp:
+                delta = confirm_maximum(delta, exact)
             torch.maximum(record_max, delta, out=record_max)
             draw_max.append(delta.max())
             if stop_above is not None and float(draw_max[-1]) > stop_above:

@@ -27,13 +27,14 @@ from transformers import (
 from swagppm._config import ConfigError, SWAGPPMConfig
 from swagppm._data import PreparedData
 from swagppm._pooled import PooledClassifier, PooledClassifierConfig
+from swagppm._provenance import model_fingerprint, tensor_digest
 from swagppm._rng import seeded_global_rng
 from swagppm._swag import in_modules
 
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ModelBundle:
     """The classifier, its tokenizer and the bookkeeping of what is private.
 
@@ -41,6 +42,8 @@ class ModelBundle:
     the trainable parameters, so stage 2 can restart "from the base model"
     without reloading it. ``head`` is set when the encoder is frozen: training and
     draws then run on cached encoder features through the head alone.
+    ``public_digests`` are the digests of every parameter as loaded (before any
+    private data touched it) and ``fingerprint`` combines them with the tokenizer.
     """
 
     model: PreTrainedModel
@@ -49,6 +52,8 @@ class ModelBundle:
     head: nn.Module | None
     private_parameters: tuple[str, ...]
     initial_state: dict[str, torch.Tensor]
+    public_digests: dict[str, str]
+    fingerprint: str
 
     def reset(self, state: dict[str, torch.Tensor] | None = None) -> None:
         """Write ``state`` (default: the initial values) into the trainable parameters."""
@@ -97,10 +102,12 @@ def build_model(config: SWAGPPMConfig, data: PreparedData, device: torch.device)
         tokenizer.pad_token = tokenizer.eos_token
         model.config.pad_token_id = tokenizer.pad_token_id
     private = _apply_trainable(model, config)
+    digests = {name: tensor_digest(parameter) for name, parameter in model.named_parameters()}
     model.to(device)
     initial = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
     head = model.classifier if spec.trainable == "head" else None
-    return ModelBundle(model, tokenizer, spec.is_tiny, head, private, initial)
+    return ModelBundle(model=model, tokenizer=tokenizer, data_derived=spec.is_tiny, head=head, private_parameters=private,
+                       initial_state=initial, public_digests=digests, fingerprint=model_fingerprint(digests, tokenizer))
 
 
 def fit_wordpiece_tokenizer(texts: tuple[str, ...] | list[str], *, vocab_size: int) -> PreTrainedTokenizerFast:
@@ -166,12 +173,23 @@ def _apply_trainable(model: PreTrainedModel, config: SWAGPPMConfig) -> tuple[str
     for name, parameter in model.named_parameters():
         parameter.requires_grad_(name in chosen)
     if config.swag_modules is not None:
-        covered = {n for n in chosen if in_modules(n, config.swag_modules)}
-        if not covered:
-            raise ConfigError(
-                f"swagppm.swag_modules = {list(config.swag_modules)}: no trainable parameter lies under these names"
-            )
+        _check_swag_modules(sorted(chosen), config.swag_modules, mode)
     return tuple(n for n in names if n in chosen)
+
+
+def _check_swag_modules(trainable: list[str], modules: tuple[str, ...], mode: str) -> None:
+    """SWAG must cover every trainable parameter: one trained on private data and released undrawn leaks."""
+    covered = [n for n in trainable if in_modules(n, modules)]
+    if not covered:
+        raise ConfigError(f"swagppm.swag_modules = {list(modules)}: no trainable parameter lies under these names")
+    outside = [n for n in trainable if not in_modules(n, modules)]
+    if outside:
+        raise ConfigError(
+            f"swagppm.swag_modules = {list(modules)} leaves {len(outside)} trainable parameter(s) undrawn "
+            f"(e.g. {outside[0]!r}) with model.trainable = {mode!r}: they would be released at values learned from "
+            "the private data without noise. Narrow model.trainable (e.g. 'head' or 'last_n_layers') so that every "
+            "trainable parameter lies under swag_modules, or remove swag_modules"
+        )
 
 
 def _head_names(model: PreTrainedModel) -> list[str]:

@@ -1,8 +1,9 @@
 """One SWAG-PPM fit end to end (METHOD.md steps 1-8), with stage 1 shared and cached.
 
-A ``_Session`` holds what does not depend on the trial (data, tokenisation, the
-model, cached encoder features) and is reused by every ``run_fit`` in a process
-with the same configuration; stage 1 is read from the private disk cache.
+A ``Session`` holds what does not depend on the trial (data, tokenisation, the
+model, cached encoder features) for its explicit lifetime (``with Session(config)
+as session``); every ``session.fit`` reads stage 1 from the private disk cache or
+computes it once. ``run_fit`` is one fit in a session of its own.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +23,7 @@ import torch
 
 from swagppm import _rng
 from swagppm._cache import PrivateCache, cache_key
-from swagppm._config import ConfigError, SWAGPPMConfig
+from swagppm._config import ConfigError, SWAGPPMConfig, check_value
 from swagppm._data import PreparedData, prepare_data
 from swagppm._engine import (
     EpochCallback,
@@ -36,19 +39,28 @@ from swagppm._engine import (
     train,
 )
 from swagppm._models import ModelBundle, build_model
-from swagppm._privacy import epsilon_from_series, normalise_risk, privacy_weights, reweight
-from swagppm._swag import RunningMean, SWAGPosterior, in_modules
+from swagppm._privacy import epsilon_from_series, normalise_risk, privacy_weights, reweight, series_failure
+from swagppm._provenance import code_digest, versions
+from swagppm._release import check_release_dir, write_release
+from swagppm._swag import SWAGPosterior
 from swagppm._utility import f1_pair, summarise
 
+# Settings that never change stage 1 (they act on stage 2, or on where things are kept).
+_NOT_STAGE1 = ("draws_privacy", "draws_utility", "stage2_init", "reweight_k", "cache_dir", "device")
+# Settings that change results only on CUDA (bf16 kernels, batch shapes, where D lives).
+_CUDA_ONLY = ("amp", "eval_batch_size", "swag_deviations_device")
 
-@dataclass
+
+@dataclass(kw_only=True)
 class SWAGPPMResult:
     """The public outcome of one fit: hyperparameters, ε, the max-delta series, F1 per draw.
 
     Nothing here is per record, so it may go into a study database. When
-    ``epsilon_is_lower_bound`` is set, the privacy draws stopped early at
-    ``stop_above`` and the utility draws were skipped (their lists are empty).
-    ``failure`` is set (and ε is inf) when stage-2 training diverged or was stopped.
+    ``epsilon_is_lower_bound`` is set, the privacy draws stopped early once ε
+    exceeded the requested bound and the utility draws were skipped (their lists
+    are empty). ``failure`` is set (and ε is inf) when stage-2 training diverged or
+    was stopped, or a draw gave a non-finite max delta. ``threads`` is the CPU
+    thread count the fit ran with: on a CPU it changes ε in the last digits.
     """
 
     c: float
@@ -73,6 +85,7 @@ class SWAGPPMResult:
     num_classes: int = 0
     data_hash: str = ""
     device: str = ""
+    threads: int = 0
 
     @property
     def f1_macro_median(self) -> float:
@@ -94,13 +107,44 @@ class SWAGPPMResult:
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Preparation:
+    """What every fit of a configuration shares: the data's shape, the baseline and stage 1's cost."""
+
+    num_train: int
+    num_test: int
+    num_classes: int
+    majority_rate: float
+    data_hash: str
+    baseline_f1_macro: float
+    baseline_f1_weighted: float
+    stage1_cache_hit: bool
+    timings: dict[str, float]
+
+
+@dataclass(kw_only=True)
+class Fit:
+    """One fit held in memory: its public result and, private to this process, its posterior and weights.
+
+    ``posterior`` (SWAG 2) is ``None`` when the fit failed; ``weights`` are the
+    per-record privacy weights of the last round. Neither may be stored or
+    published: they are for audits and releases inside the session that made them.
+    """
+
+    result: SWAGPPMResult
+    posterior: SWAGPosterior | None
+    weights: torch.Tensor
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ConfigError(f"swagppm.device = {name!r}: not a device (use 'auto', 'cpu', 'cuda' or 'cuda:N')") from None
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"swagppm.device = {name!r}: not a device for fitting (use 'auto', 'cpu', 'cuda' or 'cuda:N')")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"swagppm.device = {name!r}, but CUDA is not available on this machine; "
                           "use device = 'auto' or 'cpu'")
@@ -125,64 +169,89 @@ class _Timer:
             self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
 
 
-class _Session:
-    """Trial-independent state: prepared data, model, device splits, stage 1."""
+class Session:
+    """Trial-independent state of one configuration: prepared data, model, device splits, stage 1.
+
+    Build it once and run many fits; ``close()`` (or leaving a ``with`` block)
+    frees the model and the device tensors. Stage 1 lives in the private disk
+    cache, keyed by the data, every setting that changes it, the model's weights,
+    the library versions and (on a CPU) the thread count, so a stale entry is never
+    reused.
+    """
 
     def __init__(self, config: SWAGPPMConfig) -> None:
+        start = time.perf_counter()
         self.config = config
         self.device = resolve_device(config.device)
+        self.threads = torch.get_num_threads()
         self.data: PreparedData = prepare_data(config.data, seed=config.seed)
-        self.bundle: ModelBundle = build_model(config, self.data, self.device)
         self.cache = PrivateCache(config.cache_dir)
+        self.bundle: ModelBundle = build_model(config, self.data, self.device)
         tokenizer, max_length = self.bundle.tokenizer, config.data.max_length
-        self.train = Split.from_texts(self.data.train_texts, self.data.train_labels, tokenizer,
-                                      max_length=max_length, device=self.device)
-        self.test = Split.from_texts(self.data.test_texts, self.data.test_labels, tokenizer,
-                                     max_length=max_length, device=self.device)
-        self.token_splits = (self.train, self.test)
-        if self.bundle.head is not None:
-            self.train, self.test = self._feature_splits()
-        self.net = Net(self.bundle.model, self.bundle.head, device=self.device, amp=config.amp)
+        self.tokens = (
+            Split.from_texts(self.data.train_texts, self.data.train_labels, tokenizer, max_length=max_length,
+                             device=self.device),
+            Split.from_texts(self.data.test_texts, self.data.test_labels, tokenizer, max_length=max_length,
+                             device=self.device),
+        )
+        self.train, self.test = self.tokens if self.bundle.head is None else self._feature_splits()
+        self.net = Net(self.bundle.model, self.bundle.head, device=self.device,
+                       amp=config.amp and self.device.type == "cuda")
         self.train_counts = np.bincount(self.data.train_labels, minlength=self.data.num_classes)
+        self._setup_seconds: float | None = time.perf_counter() - start  # reported by the first fit or prepare
 
-    def _feature_splits(self) -> tuple[Split, Split]:
-        """Frozen-encoder features of both splits, computed once and kept in the private cache."""
-        config = self.config
-        key = cache_key("features", self.data.data_hash, dataclasses.asdict(config.model), config.data.max_length,
-                        config.seed, self.device.type, config.amp and self.device.type == "cuda")
+    def __enter__(self) -> Session:
+        return self
 
-        def compute() -> dict[str, Any]:
-            return {
-                name: pooled_features(self.bundle.model, split, batch_size=config.eval_batch_size, amp=config.amp).cpu()
-                for name, split in (("train", self.train), ("test", self.test))
-            }
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
-        def valid(payload: dict[str, Any]) -> bool:
-            return all(payload[s].shape[0] == len(split) for s, split in (("train", self.train), ("test", self.test)))
+    def close(self) -> None:
+        """Drop the model and every tensor (device memory is freed once nothing else refers to them)."""
+        for name in ("bundle", "net", "tokens", "train", "test"):
+            self.__dict__.pop(name, None)
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
 
-        payload, _ = self.cache.get_or_compute("features", key, compute, validate=valid)
-        return (Split(payload["train"], self.data.train_labels, None, self.device),
-                Split(payload["test"], self.data.test_labels, None, self.device))
+    # --- cache keys --------------------------------------------------------------------------------
+
+    def _result_settings(self) -> dict[str, Any]:
+        """What changes a computed result on this device besides the data and the weights."""
+        on_cpu = self.device.type == "cpu"
+        return {"device": self.device.type, "threads": self.threads if on_cpu else None, "versions": versions(),
+                "code": code_digest()}
 
     @property
     def stage1_key(self) -> str:
         config = self.config
         settings = {k: v for k, v in config.to_dict().items()
-                    if k not in ("draws_privacy", "draws_utility", "stage2_init", "reweight_k", "cache_dir", "device")}
-        return cache_key("stage1", self.data.data_hash, settings, config.learning_rates, self.device.type)
+                    if k not in _NOT_STAGE1 and not (self.device.type == "cpu" and k in _CUDA_ONLY)}
+        settings["data"] = {k: v for k, v in settings["data"].items() if k != "source"}
+        settings["model"] = {k: v for k, v in settings["model"].items() if k != "name_or_path"}
+        return cache_key("stage1", self.data.data_hash, self.bundle.fingerprint, settings, config.learning_rates,
+                         self._result_settings())
 
-    def new_posterior(self) -> tuple[SWAGPosterior, RunningMean | None]:
-        config = self.config
-        dev_device = "cpu" if config.swag_deviations_device == "cpu" else None
-        posterior = SWAGPosterior(rank=config.swag_rank, dtype=getattr(torch, config.swag_dtype),
-                                  device=self.device, deviations_device=dev_device, modules=config.swag_modules)
-        if config.swag_modules is None:
-            return posterior, None
-        modules = config.swag_modules
-        rest = [n for n in self.bundle.private_parameters if not in_modules(n, modules)]
-        return posterior, RunningMean(rest)
+    def _feature_splits(self) -> tuple[Split, Split]:
+        """Frozen-encoder features of both splits, computed once and kept in the private cache."""
+        config, (train_tokens, test_tokens) = self.config, self.tokens
+        model = {k: v for k, v in dataclasses.asdict(config.model).items() if k != "name_or_path"}
+        key = cache_key("features", self.data.data_hash, self.bundle.fingerprint, model, config.data.max_length,
+                        self._result_settings())
 
-    def fine_tune_and_swag(
+        def compute() -> dict[str, Any]:
+            return {name: pooled_features(self.bundle.model, split, batch_size=config.eval_batch_size).cpu()
+                    for name, split in (("train", train_tokens), ("test", test_tokens))}
+
+        def valid(payload: dict[str, Any]) -> bool:
+            return all(payload[s].shape[0] == len(split) for s, split in (("train", train_tokens), ("test", test_tokens)))
+
+        payload, _ = self.cache.get_or_compute("features", key, compute, validate=valid)
+        return (Split(payload["train"], self.data.train_labels, None, self.device),
+                Split(payload["test"], self.data.test_labels, None, self.device))
+
+    # --- stages ------------------------------------------------------------------------------------
+
+    def _fine_tune_and_swag(
         self, *, stage: str, seed: int, epochs: int, weights: torch.Tensor | None, on_epoch: EpochCallback | None,
         progress: bool, timer: _Timer, after_finetune: Callable[[], None] | None = None,
     ) -> tuple[SWAGPosterior, list[EpochInfo]]:
@@ -198,23 +267,27 @@ class _Session:
         shuffle = _rng.generator(seed, stage, "shuffle")
         with _rng.seeded_global_rng(seed, stage, "dropout", device=self.device):
             with timer("finetune"):
-                optimizer, scheduler = adamw(self.net, lr=ft_lr, weight_decay=config.finetune_weight_decay, total_steps=steps)
+                optimizer, scheduler = adamw(self.net, lr=ft_lr, weight_decay=config.finetune_weight_decay,
+                                             total_steps=steps)
                 history = train(self.net, self.train, stage=f"{stage} fine-tune", epochs=epochs, optimizer=optimizer,
                                 scheduler=scheduler, generator=shuffle, **common)  # type: ignore[arg-type]
                 if after_finetune is not None:
                     after_finetune()
             with timer("swag"):
-                posterior, rest = self.new_posterior()
-                collectors = [posterior] + ([rest] if rest is not None else [])
+                posterior = SWAGPosterior(rank=config.swag_rank, dtype=getattr(torch, config.swag_dtype),
+                                          device=self.device, modules=config.swag_modules,
+                                          deviations_device="cpu" if config.swag_deviations_device == "cpu" else None)
                 history += train(self.net, self.train, stage=f"{stage} SWAG", epochs=config.swag_epochs,
                                  optimizer=sgd(self.net, lr=swag_lr, momentum=config.swag_momentum),
-                                 generator=shuffle, collectors=collectors, **common)  # type: ignore[arg-type]
-                if rest is not None:
-                    rest.load_into(self.bundle.model)
+                                 generator=shuffle, collectors=[posterior], **common)  # type: ignore[arg-type]
         return posterior, history
 
-    def stage1(self, *, progress: bool, timer: _Timer) -> tuple[dict[str, Any], bool]:
-        """Baseline F1, stage-1 trainable state and per-record risks, from the cache or computed."""
+    def _stage1(self, *, progress: bool, timer: _Timer) -> tuple[dict[str, Any], bool]:
+        """Baseline F1, stage-1 trainable state and per-record risks, from the cache or computed.
+
+        A stage 1 whose risks or baseline are NaN raises ``TrainingFailure`` and is
+        not cached (an infinite risk is valid: the normalisation handles it).
+        """
         config = self.config
         baseline: dict[str, Any] = {}
 
@@ -226,147 +299,169 @@ class _Session:
         def compute() -> dict[str, Any]:
             self.bundle.reset()
             parts = _Timer(self.device)
-            posterior, history = self.fine_tune_and_swag(stage="stage1", seed=config.seed, epochs=config.stage1_epochs,
-                                                         weights=None, on_epoch=None, progress=progress, timer=parts,
-                                                         after_finetune=record_baseline)
+            posterior, history = self._fine_tune_and_swag(
+                stage="stage1", seed=config.seed, epochs=config.stage1_epochs, weights=None, on_epoch=None,
+                progress=progress, timer=parts, after_finetune=record_baseline)
             with parts("risk"):
                 sweep = sweep_draws(self.net, self.train, posterior, draws=config.draws_risk,
                                     generator=_rng.generator(config.seed, "risk", device=self.device),
                                     batch_size=config.eval_batch_size, desc="risk draws", progress=progress)
-            return {
-                "risk": sweep.record_max.double().cpu(),
-                "baseline_f1_macro": baseline["f1_macro"],
-                "baseline_f1_weighted": baseline["f1_weighted"],
-                "stage1_state": baseline["state"],
-                "history": [dataclasses.asdict(h) for h in history],
-                "timings": parts.seconds,
-            }
+            risk = sweep.record_max.double().cpu()
+            if torch.isnan(risk).any():
+                raise TrainingFailure("stage1", config.stage1_epochs, "the risk draws gave NaN losses; the stage-1 "
+                                      "fit is unusable (lower the learning rates or check the data)")
+            return {"risk": risk, "baseline_f1_macro": baseline["f1_macro"],
+                    "baseline_f1_weighted": baseline["f1_weighted"], "stage1_state": baseline["state"],
+                    "history": [dataclasses.asdict(h) for h in history], "timings": parts.seconds}
 
         def valid(payload: dict[str, Any]) -> bool:
             risk = payload.get("risk")
-            return isinstance(risk, torch.Tensor) and risk.shape == (len(self.train),) and bool(torch.isfinite(risk).all())
+            return isinstance(risk, torch.Tensor) and risk.shape == (len(self.train),) and not bool(torch.isnan(risk).any())
 
         with timer("stage1"):
             return self.cache.get_or_compute("stage1", self.stage1_key, compute, validate=valid)
 
+    # --- public --------------------------------------------------------------------------------------
 
-_SESSION: dict[str, _Session] = {}
+    def prepare(self, *, progress: bool = False) -> Preparation:
+        """Compute (or read) stage 1 before any trial, so bad data or a diverging stage 1 fail once, here."""
+        timer = self._new_timer()
+        stage1, cache_hit = self._stage1(progress=progress, timer=timer)
+        data = self.data
+        return Preparation(
+            num_train=len(data.train_texts), num_test=len(data.test_texts), num_classes=data.num_classes,
+            majority_rate=data.majority_rate, data_hash=data.data_hash,
+            baseline_f1_macro=float(stage1["baseline_f1_macro"]),
+            baseline_f1_weighted=float(stage1["baseline_f1_weighted"]), stage1_cache_hit=cache_hit,
+            timings=timer.seconds)
 
+    def fit(
+        self, *, c: float, ft_epochs: int, g: float = 0.0, stop_above_epsilon: float | None = None,
+        seed: int | None = None, on_epoch: EpochCallback | None = None, progress: bool = False,
+    ) -> Fit:
+        """One SWAG-PPM fit for (c, g, ft_epochs), kept in memory (see ``Fit``).
 
-def _session(config: SWAGPPMConfig) -> tuple[_Session, bool]:
-    """The process's session for ``config`` (only the latest is kept, to bound memory)."""
-    key = cache_key(config.to_dict())
-    if key not in _SESSION:
-        _SESSION.clear()
-        _SESSION[key] = _Session(config)
-        return _SESSION[key], True
-    return _SESSION[key], False
+        ``seed`` (default ``config.seed``) seeds the trial's stage-2 training and
+        draws; stage 1 always uses ``config.seed``. ``stop_above_epsilon`` stops the
+        privacy draws once one draw shows ε above it (ε is then a lower bound).
+        ``on_epoch`` sees every epoch's aggregates and may return True to stop (a
+        catastrophic fit).
+        """
+        _check_trial(c=c, ft_epochs=ft_epochs, g=g, seed=seed)
+        seed = self.config.seed if seed is None else seed
+        timer = self._new_timer()
+        start = time.perf_counter() - timer.seconds.get("setup", 0.0)
+        stage1, cache_hit = self._stage1(progress=progress, timer=timer)
+        if not cache_hit:  # the breakdown of a stage 1 computed in this call
+            timer.seconds.update({f"stage1_{part}": seconds for part, seconds in stage1["timings"].items()})
+        result = self._empty_result(stage1, c=c, g=g, ft_epochs=ft_epochs, seed=seed, cache_hit=cache_hit)
+        weights = privacy_weights(normalise_risk(stage1["risk"]), c=c, g=g).float().to(self.device)
+        init = stage1["stage1_state"] if self.config.stage2_init == "stage1" else None
+        try:
+            posterior, sweep, weights = self._stage2(result, weights, init=init, seed=seed, on_epoch=on_epoch,
+                                                     stop_above_epsilon=stop_above_epsilon, progress=progress,
+                                                     timer=timer)
+        except TrainingFailure as failure:
+            result.failure = str(failure)
+            result.timings = {**timer.seconds, "total": time.perf_counter() - start}
+            return Fit(result=result, posterior=None, weights=weights)
+        self._record_privacy(result, sweep.draw_max, stopped_early=sweep.stopped_early)
+        if result.failure is None and not sweep.stopped_early:
+            with timer("utility"):
+                self._utility(result, posterior, seed=seed, progress=progress)
+        result.timings = {**timer.seconds, "total": time.perf_counter() - start}
+        return Fit(result=result, posterior=None if result.failure else posterior, weights=weights)
 
+    def release(self, fit: Fit, out_dir: str | Path, *, force: bool = False, overwrite: bool = False,
+                trials_run: int | None = None) -> Path:
+        """Draw once from the fit's SWAG 2 with secret noise and save it as a Hugging Face model directory.
 
-@dataclass(frozen=True)
-class Preparation:
-    """What every fit of a configuration shares: the data's shape, the baseline and stage 1's cost."""
+        See ``swagppm.release``; the noise comes from fresh OS entropy and is never recorded.
+        """
+        return write_release(self, fit, out_dir, force=force, overwrite=overwrite, trials_run=trials_run)
 
-    num_train: int
-    num_test: int
-    num_classes: int
-    majority_rate: float
-    data_hash: str
-    baseline_f1_macro: float
-    baseline_f1_weighted: float
-    stage1_cache_hit: bool
-    timings: dict[str, float]
+    # --- pieces of a fit ------------------------------------------------------------------------------
 
+    def _new_timer(self) -> _Timer:
+        """A stage timer; the session's first one carries the setup time (data, model, features)."""
+        timer = _Timer(self.device)
+        if self._setup_seconds is not None:
+            timer.seconds["setup"], self._setup_seconds = self._setup_seconds, None
+        return timer
 
-def prepare(config: SWAGPPMConfig, *, progress: bool = False) -> Preparation:
-    """Load the data and model and compute (or read) stage 1 before any trial.
+    def _empty_result(self, stage1: dict[str, Any], *, c: float, g: float, ft_epochs: int, seed: int,
+                      cache_hit: bool) -> SWAGPPMResult:
+        data = self.data
+        return SWAGPPMResult(
+            c=c, g=g, ft_epochs=ft_epochs, seed=seed, epsilon=math.inf, max_delta=[], f1_macro=[], f1_weighted=[],
+            baseline_f1_macro=float(stage1["baseline_f1_macro"]),
+            baseline_f1_weighted=float(stage1["baseline_f1_weighted"]), stage1_cache_hit=cache_hit,
+            majority_rate=data.majority_rate, num_train=len(data.train_texts), num_test=len(data.test_texts),
+            num_classes=data.num_classes, data_hash=data.data_hash, device=self.device.type, threads=self.threads)
 
-    Bad data, an unloadable model or a diverging stage 1 then fail here, once, with
-    their own error, and the first trial starts warm.
-    """
-    start = time.perf_counter()
-    session, _ = _session(config)
-    timer = _Timer(session.device)
-    timer.seconds["setup"] = time.perf_counter() - start
-    stage1, cache_hit = session.stage1(progress=progress, timer=timer)
-    data = session.data
-    return Preparation(
-        num_train=len(data.train_texts), num_test=len(data.test_texts), num_classes=data.num_classes,
-        majority_rate=data.majority_rate, data_hash=data.data_hash,
-        baseline_f1_macro=float(stage1["baseline_f1_macro"]), baseline_f1_weighted=float(stage1["baseline_f1_weighted"]),
-        stage1_cache_hit=cache_hit, timings=timer.seconds,
-    )
-
-
-@dataclass
-class _Fit:
-    result: SWAGPPMResult
-    session: _Session
-    posterior: SWAGPosterior | None
-
-
-def _fit(
-    config: SWAGPPMConfig, *, c: float, ft_epochs: int, g: float, stop_above: float | None, seed: int | None,
-    on_epoch: EpochCallback | None, progress: bool,
-) -> _Fit:
-    if c <= 0:
-        raise ValueError(f"c must be positive, got {c}")
-    if ft_epochs < 1:
-        raise ValueError(f"ft_epochs must be at least 1, got {ft_epochs}")
-    seed = config.seed if seed is None else seed
-    start = time.perf_counter()
-    session, created = _session(config)
-    timer = _Timer(session.device)
-    if created:
-        timer.seconds["setup"] = time.perf_counter() - start
-    stage1, cache_hit = session.stage1(progress=progress, timer=timer)
-    if not cache_hit:  # the breakdown of a stage 1 computed in this call
-        timer.seconds.update({f"stage1_{part}": seconds for part, seconds in stage1["timings"].items()})
-    data = session.data
-    result = SWAGPPMResult(
-        c=c, g=g, ft_epochs=ft_epochs, seed=seed, epsilon=math.inf, max_delta=[], f1_macro=[], f1_weighted=[],
-        baseline_f1_macro=float(stage1["baseline_f1_macro"]), baseline_f1_weighted=float(stage1["baseline_f1_weighted"]),
-        stage1_cache_hit=cache_hit, majority_rate=data.majority_rate, num_train=len(data.train_texts),
-        num_test=len(data.test_texts), num_classes=data.num_classes, data_hash=data.data_hash,
-        device=session.device.type,
-    )
-    weights = privacy_weights(normalise_risk(stage1["risk"]), c=c, g=g).float().to(session.device)
-    init = stage1["stage1_state"] if config.stage2_init == "stage1" else None
-    posterior = None
-    rounds = 2 if config.reweight_k is not None else 1
-    try:
+    def _stage2(
+        self, result: SWAGPPMResult, weights: torch.Tensor, *, init: dict[str, torch.Tensor] | None, seed: int,
+        on_epoch: EpochCallback | None, stop_above_epsilon: float | None, progress: bool, timer: _Timer,
+    ) -> tuple[SWAGPosterior, Any, torch.Tensor]:
+        """Steps 5-7, twice with the reweighting variant: (posterior, privacy sweep, the weights it used)."""
+        config = self.config
+        rounds = 2 if config.reweight_k is not None else 1
+        stop_above = None if stop_above_epsilon is None else stop_above_epsilon / 2
         for round_ in range(rounds):
-            session.bundle.reset(init)
-            posterior, history = session.fine_tune_and_swag(
-                stage="stage2" if round_ == 0 else "reweighted", seed=seed, epochs=ft_epochs, weights=weights,
+            self.bundle.reset(init)
+            posterior, history = self._fine_tune_and_swag(
+                stage="stage2" if round_ == 0 else "reweighted", seed=seed, epochs=result.ft_epochs, weights=weights,
                 on_epoch=on_epoch, progress=progress, timer=timer)
             result.history += [dataclasses.asdict(h) for h in history]
             with timer("privacy"):
-                sweep = sweep_draws(session.net, session.train, posterior, draws=config.draws_privacy,
-                                    generator=_rng.generator(seed, "privacy", round_, device=session.device),
+                sweep = sweep_draws(self.net, self.train, posterior, draws=config.draws_privacy,
+                                    generator=_rng.generator(seed, "privacy", round_, device=self.device),
                                     batch_size=config.eval_batch_size, weights=weights, stop_above=stop_above,
                                     desc="privacy draws", progress=progress)
             if sweep.stopped_early or round_ == rounds - 1:
                 break
             weights = reweight(weights, sweep.record_max, k=config.reweight_k)  # type: ignore[arg-type]
-    except TrainingFailure as failure:
-        result.failure = str(failure)
-        result.timings = {**timer.seconds, "total": time.perf_counter() - start}
-        return _Fit(result, session, None)
-    result.max_delta = sweep.draw_max
-    result.epsilon = epsilon_from_series(torch.tensor(sweep.draw_max))
-    result.epsilon_is_lower_bound = sweep.stopped_early
-    result.draws_skipped = config.draws_privacy - len(sweep.draw_max)
-    if not sweep.stopped_early:
-        with timer("utility"):
-            for preds in predict_draws(session.net, session.test, posterior, draws=config.draws_utility,
-                                       generator=_rng.generator(seed, "utility", device=session.device),
-                                       batch_size=config.eval_batch_size, progress=progress):
-                macro, weighted = f1_pair(data.test_labels, preds, data.num_classes)
-                result.f1_macro.append(macro)
-                result.f1_weighted.append(weighted)
-    result.timings = {**timer.seconds, "total": time.perf_counter() - start}
-    return _Fit(result, session, posterior)
+        return posterior, sweep, weights
+
+    def _record_privacy(self, result: SWAGPPMResult, series: list[float], *, stopped_early: bool) -> None:
+        """ε from the max-delta series; a non-finite draw makes the fit a failure (never a NaN ε)."""
+        result.epsilon_is_lower_bound = stopped_early
+        result.draws_skipped = self.config.draws_privacy - len(series)
+        result.failure = series_failure(series)
+        result.max_delta = [v for v in series if math.isfinite(v)]
+        if result.failure is None:
+            result.epsilon = epsilon_from_series(torch.tensor(series))
+
+    def _utility(self, result: SWAGPPMResult, posterior: SWAGPosterior, *, seed: int, progress: bool) -> None:
+        data = self.data
+        for preds in predict_draws(self.net, self.test, posterior, draws=self.config.draws_utility,
+                                   generator=_rng.generator(seed, "utility", device=self.device),
+                                   batch_size=self.config.eval_batch_size, progress=progress):
+            macro, weighted = f1_pair(data.test_labels, preds, data.num_classes)
+            result.f1_macro.append(macro)
+            result.f1_weighted.append(weighted)
+
+
+def _check_trial(*, c: float, ft_epochs: int, g: float, seed: int | None) -> None:
+    if not (c > 0 and math.isfinite(c)):
+        raise ValueError(f"c must be positive and finite, got {c}")
+    if ft_epochs < 1:
+        raise ValueError(f"ft_epochs must be at least 1, got {ft_epochs}")
+    if not math.isfinite(g):
+        raise ValueError(f"g must be finite, got {g}")
+    if seed is not None:
+        check_value(0 <= seed < 2**32, "seed", seed, "an integer in [0, 2**32)")
+
+
+def _stop_in_epsilon(stop_above_epsilon: float | None, stop_above: float | None) -> float | None:
+    """The early-stop bound in ε; the deprecated ``stop_above`` was in max-delta units (ε/2)."""
+    if stop_above is None:
+        return stop_above_epsilon
+    if stop_above_epsilon is not None:
+        raise TypeError("give stop_above_epsilon only (stop_above is deprecated)")
+    warnings.warn("run_fit(stop_above=...) is in max-delta units (epsilon/2) and is deprecated; pass "
+                  f"stop_above_epsilon={2 * stop_above:g} (epsilon units) instead", DeprecationWarning, stacklevel=3)
+    return 2 * stop_above
 
 
 def run_fit(
@@ -375,17 +470,46 @@ def run_fit(
     c: float,
     ft_epochs: int,
     g: float = 0.0,
-    stop_above: float | None = None,
+    stop_above_epsilon: float | None = None,
     seed: int | None = None,
     on_epoch: EpochCallback | None = None,
     progress: bool = False,
+    stop_above: float | None = None,
 ) -> SWAGPPMResult:
-    """Run one SWAG-PPM fit for (c, g, ft_epochs); stage 1 comes from the cache when it can.
+    """One SWAG-PPM fit in a session of its own (stage 1 from the cache when it can); see ``Session.fit``.
 
-    ``seed`` (default ``config.seed``) seeds the trial's stage-2 training and draws;
-    stage 1 always uses ``config.seed``. ``stop_above`` stops the privacy draws once
-    one draw's max delta exceeds it (ε is then a lower bound). ``on_epoch`` sees
-    every epoch's aggregates and may return True to stop (a catastrophic fit).
+    Several fits of one configuration are faster in one ``Session``.
     """
-    return _fit(config, c=c, ft_epochs=ft_epochs, g=g, stop_above=stop_above, seed=seed, on_epoch=on_epoch,
-                progress=progress).result
+    with Session(config) as session:
+        return session.fit(c=c, ft_epochs=ft_epochs, g=g, stop_above_epsilon=_stop_in_epsilon(stop_above_epsilon, stop_above),
+                           seed=seed, on_epoch=on_epoch, progress=progress).result
+
+
+def prepare(config: SWAGPPMConfig, *, progress: bool = False) -> Preparation:
+    """Stage 1 of ``config`` computed (or read) in a session of its own; see ``Session.prepare``."""
+    with Session(config) as session:
+        return session.prepare(progress=progress)
+
+
+def release(
+    config: SWAGPPMConfig,
+    *,
+    c: float,
+    ft_epochs: int,
+    out_dir: str | Path,
+    g: float = 0.0,
+    seed: int | None = None,
+    trials_run: int | None = None,
+    force: bool = False,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> Path:
+    """Fit (c, g, ft_epochs) and release one draw of it to ``out_dir`` (see ``write_release``).
+
+    The output folder and a data-derived tokenizer are checked before the fit, so
+    a refused release costs nothing.
+    """
+    check_release_dir(out_dir, overwrite=overwrite, data_derived=config.model.is_tiny, force=force)
+    with Session(config) as session:
+        fit = session.fit(c=c, ft_epochs=ft_epochs, g=g, seed=seed, progress=progress)
+        return session.release(fit, out_dir, force=force, overwrite=overwrite, trials_run=trials_run)

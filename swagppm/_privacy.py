@@ -7,17 +7,29 @@ variant (METHOD.md steps 3, 4, 5, 7 and "Reweighting variant").
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch.nn import functional as F
 
 
 def normalise_risk(risk: torch.Tensor) -> torch.Tensor:
-    """f = (r − min r) / (max r − min r) in [0, 1]; all-equal risks give f = 0."""
-    low, high = risk.min(), risk.max()
+    """f = (r − min r) / (max r − min r) in [0, 1]; all-equal risks give f = 0.
+
+    An infinite risk (a record some draw gives probability 0) is the riskiest
+    possible: f = 1, and the finite risks are normalised among themselves. NaN
+    risks are refused (a stage 1 that produced them is a failed fit).
+    """
+    if torch.isnan(risk).any():
+        raise ValueError("risk contains NaN")
+    infinite = torch.isinf(risk) & (risk > 0)
+    finite = risk[~infinite]
+    if finite.numel() == 0:
+        return torch.ones_like(risk)
+    low, high = finite.min(), finite.max()
     span = high - low
-    if span <= 0:
-        return torch.zeros_like(risk)
-    return (risk - low) / span
+    f = torch.zeros_like(risk) if span <= 0 else (risk - low) / span
+    return torch.where(infinite, torch.ones_like(risk), f)
 
 
 def privacy_weights(normalised_risk: torch.Tensor, *, c: float, g: float = 0.0) -> torch.Tensor:
@@ -33,9 +45,23 @@ def weighted_nll(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tens
     return (weights * nll).mean()
 
 
+def weighted_delta(nll: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """w_i · NLL_i, with records of weight 0 contributing exactly 0 (also when their NLL is infinite)."""
+    return torch.where(weights > 0, weights * nll, torch.zeros_like(nll))
+
+
 def epsilon_from_series(max_delta: torch.Tensor) -> float:
     """ε = 2 · max over draws of the max delta."""
     return 2.0 * float(max_delta.max())
+
+
+def series_failure(max_delta: list[float]) -> str | None:
+    """Why a max-delta series cannot give an ε (a non-finite draw: NaN or unbounded), or None when it can."""
+    bad = next((d for d, value in enumerate(max_delta) if not math.isfinite(value)), None)
+    if bad is None:
+        return None
+    return (f"privacy draw {bad + 1} gave a non-finite max delta ({max_delta[bad]}): epsilon is unbounded; "
+            "the fit is catastrophic")
 
 
 def reweight(weights: torch.Tensor, record_max: torch.Tensor, *, k: float) -> torch.Tensor:

@@ -1,26 +1,29 @@
-"""Release: one fresh SWAG-2 draw saved as a normal Hugging Face model directory plus a card.
+"""Release: one SWAG-2 draw with secret noise, saved as a normal Hugging Face model directory plus a card.
 
-The draw uses its own seed stream ("release"), never one used for the privacy or
-utility draws. The card carries only aggregates and the caveats of METHOD.md.
+The draw's noise (z₁, z₂) comes from fresh operating-system entropy
+(``_rng.secret_normal``) and is never recorded: whoever could regenerate it could
+subtract it and recover parameters that are a deterministic function of the
+private data. Before anything is written, every parameter the posterior does not
+cover is checked to be bit-identical to its public pretrained value. The card
+carries only aggregates and the caveats of METHOD.md.
 """
 
 from __future__ import annotations
 
 import json
-import platform
 import statistics
-from importlib import metadata
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from swagppm import _rng
-from swagppm._config import SWAGPPMConfig
+from swagppm._config import ConfigError, SWAGPPMConfig
 from swagppm._engine import Net
-from swagppm._pipeline import _fit
 from swagppm._pooled import PooledClassifier, PooledClassifierConfig
+from swagppm._provenance import tensor_digest, versions
 from swagppm._utility import class_report
+
+if TYPE_CHECKING:
+    from swagppm._pipeline import Fit, Session, SWAGPPMResult
 
 CAVEATS = (
     "epsilon is a local, data-dependent bound (asymptotic differential privacy); "
@@ -29,66 +32,88 @@ CAVEATS = (
     "report how many configurations were tried.",
     "A tokenizer or vocabulary fitted on the private texts leaks them.",
 )
+RELEASE_NOISE = ("fresh operating-system entropy (128 bits from Python's secrets module) seeding the noise of this "
+                 "one draw; the noise was never recorded and cannot be regenerated from anything stored")
 
 
 class ReleaseRefused(RuntimeError):
     """The release would leak private data (e.g. a tokenizer fitted on the training texts)."""
 
 
-def release(
-    config: SWAGPPMConfig,
-    *,
-    c: float,
-    ft_epochs: int,
-    out_dir: str | Path,
-    g: float = 0.0,
-    seed: int | None = None,
-    trials_run: int | None = None,
-    force: bool = False,
-    progress: bool = False,
-) -> Path:
-    """Fit (stage 1 from the cache), draw once from SWAG 2 and save it to ``out_dir``.
-
-    Writes the weights, config and tokenizer (loadable with
-    ``AutoModelForSequenceClassification.from_pretrained(out_dir)``) and
-    ``release_card.json``. Refuses a data-derived tokenizer unless ``force=True``.
-    """
-    if config.model.is_tiny and not force:
+def check_release_dir(out_dir: str | Path, *, overwrite: bool, data_derived: bool, force: bool) -> Path:
+    """Refuse what would leak or destroy before any work: a data-derived tokenizer, a non-empty folder, no access."""
+    if data_derived and not force:
         raise ReleaseRefused(
             "model.name_or_path = 'tiny' builds its tokenizer from the training texts: its vocabulary lists words "
             "(names, places, rare terms) that occur in the private records, so releasing it leaks them whatever "
-            "epsilon says. Use a public pretrained model for releases; pass force=True only for demos."
+            "epsilon says. Use a public pretrained model for releases; pass --force (force=True in Python) only "
+            "for demos."
         )
-    fit = _fit(config, c=c, ft_epochs=ft_epochs, g=g, stop_above=None, seed=seed, on_epoch=None, progress=progress)
-    result, session = fit.result, fit.session
-    if fit.posterior is None:
-        raise RuntimeError(f"the fit failed, nothing to release: {result.failure}")
-    seed = result.seed
-    model = session.bundle.model
-    fit.posterior.load_into(model, fit.posterior.sample(_rng.generator(seed, "release", device=session.device)))
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out}: the release folder is a file; name a new folder")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise ConfigError(f"{out}: the release folder is not empty; name a new folder, or pass --overwrite "
+                          "(overwrite=True in Python) to write over the files of the same name")
     try:
-        # Evaluate the released draw on the tokens (not cached features): what users will run.
-        test_tokens = session.token_splits[1]
-        full = Net(model, None, device=session.device, amp=config.amp)
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".swagppm-write-check"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        raise ConfigError(f"{out}: cannot write the release folder ({error.strerror or error})") from None
+    return out
+
+
+def write_release(session: Session, fit: Fit, out_dir: str | Path, *, force: bool, overwrite: bool,
+                  trials_run: int | None) -> Path:
+    """Draw once from ``fit``'s SWAG 2 with secret noise, check the undrawn parameters, and save model and card.
+
+    Writes the weights, config and tokenizer (loadable with
+    ``AutoModelForSequenceClassification.from_pretrained(out_dir)``) and
+    ``release_card.json``. The session's model holds the SWAG mean again afterwards.
+    """
+    config, bundle = session.config, session.bundle
+    out = check_release_dir(out_dir, overwrite=overwrite, data_derived=bundle.data_derived, force=force)
+    posterior = fit.posterior
+    if posterior is None:
+        raise ReleaseRefused(f"the fit failed, nothing to release: {fit.result.failure}")
+    model = bundle.model
+    noise = (_rng.secret_normal(posterior.num_parameters, dtype=posterior.dtype),
+             _rng.secret_normal(posterior.num_columns, dtype=posterior.dtype))
+    posterior.load_into(model, posterior.draw(*noise))
+    del noise
+    try:
+        _check_undrawn_are_public(model, set(posterior.parameter_names), bundle.public_digests)
+        test_tokens = session.tokens[1]  # the released draw on tokens (not cached features): what users will run
+        full = Net(model, None, device=session.device, amp=False)
         preds = full.predict(test_tokens, config.eval_batch_size).cpu().numpy()
         if isinstance(model, PooledClassifier):
             PooledClassifierConfig.register_for_auto_class()
             PooledClassifier.register_for_auto_class("AutoModelForSequenceClassification")
         model.save_pretrained(out)
-        session.bundle.tokenizer.save_pretrained(out)
+        bundle.tokenizer.save_pretrained(out)
     finally:
-        fit.posterior.restore_mean(model)
+        posterior.restore_mean(model)
     report = class_report(session.data.test_labels, preds, class_names=session.data.class_names,
                           train_counts=session.train_counts)
-    card = _card(config, result, report, private=session.bundle.private_parameters, trials_run=trials_run,
-                 data_derived=session.bundle.data_derived)
+    card = _card(config, fit.result, report, drawn=posterior.parameter_names, trials_run=trials_run,
+                 data_derived=bundle.data_derived)
     (out / "release_card.json").write_text(json.dumps(card, indent=2, allow_nan=True))
     return out
 
 
-def _card(config: SWAGPPMConfig, result: Any, report: dict[str, Any], *, private: tuple[str, ...],
+def _check_undrawn_are_public(model: Any, drawn: set[str], public: dict[str, str]) -> None:
+    """Refuse unless every parameter outside the draw is bit-identical to its value as loaded (public)."""
+    changed = [name for name, parameter in model.named_parameters()
+               if name not in drawn and tensor_digest(parameter) != public.get(name)]
+    if changed:
+        raise ReleaseRefused(
+            f"{len(changed)} parameter(s) not covered by the posterior differ from their public pretrained values "
+            f"(e.g. {changed[0]!r}): releasing them undrawn would leak the private data; nothing was written")
+
+
+def _card(config: SWAGPPMConfig, result: SWAGPPMResult, report: dict[str, Any], *, drawn: tuple[str, ...],
           trials_run: int | None, data_derived: bool) -> dict[str, Any]:
     return {
         "hyperparameters": {"c": result.c, "g": result.g, "ft_epochs": result.ft_epochs},
@@ -100,25 +125,16 @@ def _card(config: SWAGPPMConfig, result: Any, report: dict[str, Any], *, private
             "baseline_f1_macro": result.baseline_f1_macro, "baseline_f1_weighted": result.baseline_f1_weighted,
             "released_draw": report,
         },
-        "seeds": {"stage1": config.seed, "trial": result.seed, "release_stream": "release"},
+        "seeds": {"stage1": config.seed, "trial": result.seed},
+        "release_noise": RELEASE_NOISE,
         "data": {"hash": result.data_hash, "num_train": result.num_train, "num_test": result.num_test,
                  "num_classes": result.num_classes},
-        "private_parameters": {"trainable": config.model.trainable, "count": len(private),
-                               "names": list(private)},
+        "private_parameters": {"trainable": config.model.trainable, "count": len(drawn), "names": list(drawn),
+                               "all_others": "bit-identical to the public pretrained model (checked before writing)"},
         "tokenizer_data_derived": data_derived,
         "config": config.to_dict(),
         "trials_run": trials_run,
+        "reproducibility": {"device": result.device, "cpu_threads": result.threads},
         "versions": versions(),
         "caveats": list(CAVEATS),
     }
-
-
-def versions(*extra: str) -> dict[str, str]:
-    """Versions of Python and the packages a result depends on (plus ``extra`` distributions), for records."""
-    found = {"python": platform.python_version(), "torch": torch.__version__}
-    for package in ("swagppm-tuner", "transformers", "tokenizers", "numpy", "scikit-learn", *extra):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = "not installed"
-    return found

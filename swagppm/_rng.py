@@ -1,11 +1,19 @@
-"""Seeds derived from (seed, stage, ...) so that every stage has its own explicit stream."""
+"""Random streams: seeded ones derived from (seed, stage, ...), and the one secret stream of a release.
+
+Training, risk, privacy and utility draws are reproducible from the recorded
+seeds. The release draw's noise must not be: whoever can regenerate it can
+subtract it from the released parameters. ``secret_normal`` draws it from 128 bits
+of fresh operating-system entropy that exist only inside the call.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 
 
@@ -33,3 +41,15 @@ def seeded_global_rng(seed: int, *labels: object, device: torch.device) -> Itera
     with torch.random.fork_rng(devices=devices, device_type=device.type if devices else "cuda"):
         torch.manual_seed(derive_seed(seed, *labels))
         yield
+
+
+def secret_normal(size: int, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``size`` standard-normal values from a generator seeded with fresh OS entropy, never recorded.
+
+    The 128-bit seed comes from ``secrets`` (the operating system's CSPRNG) and is
+    discarded when the call returns; nothing in the process or on disk can
+    regenerate the values.
+    """
+    generator = np.random.Generator(np.random.PCG64(secrets.randbits(128)))
+    numpy_dtype = np.float64 if dtype == torch.float64 else np.float32
+    return torch.from_numpy(generator.standard_normal(size, dtype=numpy_dtype))

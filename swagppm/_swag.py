@@ -167,14 +167,26 @@ class SWAGPosterior:
         the generator's device.
         """
         self._require(2)
+        z1 = torch.randn(self.mean.shape, generator=generator, device=generator.device, dtype=self.dtype)
+        z2 = torch.randn(self.num_columns, generator=generator, device=generator.device, dtype=self.dtype)
+        return self.draw(z1, z2)
+
+    def draw(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+        """θ = μ + σ ⊙ z₁ / √2 + D z₂ / √(2(K − 1)) for given standard-normal noise (z₂ in snapshot order).
+
+        ``sample`` feeds it seeded noise; a release feeds it secret noise that is
+        never stored.
+        """
+        self._require(2)
+        if z1.shape != self.mean.shape or z2.shape != (self.num_columns,):
+            raise ValueError(f"noise of shapes {tuple(z1.shape)} and {tuple(z2.shape)}; expected "
+                             f"({self.num_parameters},) and ({self.num_columns},)")
         scale, columns, position = self._sampling_factors()
         mean = self.mean
-        z1 = torch.randn(mean.shape, generator=generator, device=generator.device, dtype=self.dtype)
-        z2 = torch.randn(self.num_columns, generator=generator, device=generator.device, dtype=self.dtype)
-        coefficients = torch.empty_like(z2, device=columns.device)
-        coefficients[position] = z2.to(columns.device)
+        coefficients = torch.empty(self.num_columns, dtype=self.dtype, device=columns.device)
+        coefficients[position] = z2.to(columns.device, self.dtype)
         low_rank = columns @ coefficients
-        theta = torch.addcmul(mean, scale, z1.to(mean.device))
+        theta = torch.addcmul(mean, scale, z1.to(mean.device, self.dtype))
         return theta.add_(low_rank.to(mean.device, non_blocking=True), alpha=1.0 / math.sqrt(2.0 * (self.num_columns - 1)))
 
     # --- writing into a module -------------------------------------------------------------
@@ -235,31 +247,3 @@ class SWAGPosterior:
         self._deviations = state["deviations"].to(dev_device)  # type: ignore[union-attr]
         self._factors = None
         self._bound = None
-
-
-class RunningMean:
-    """The running mean of named parameters that SWAG does not cover.
-
-    With ``swag_modules`` set, the other trainable parameters are fixed at their
-    mean over the same snapshots (METHOD.md) rather than their last value.
-    """
-
-    def __init__(self, names: Sequence[str]) -> None:
-        self.names = frozenset(names)
-        self.num_snapshots = 0
-        self._mean: dict[str, torch.Tensor] = {}
-
-    def collect(self, module: nn.Module) -> None:
-        n = self.num_snapshots + 1
-        with torch.no_grad():
-            for name, parameter in module.named_parameters():
-                if name in self.names:
-                    mean = self._mean.setdefault(name, torch.zeros_like(parameter, dtype=torch.float32))
-                    mean.mul_((n - 1) / n).add_(parameter.detach().float(), alpha=1.0 / n)
-        self.num_snapshots = n
-
-    def load_into(self, module: nn.Module) -> None:
-        with torch.no_grad():
-            for name, parameter in module.named_parameters():
-                if name in self._mean:
-                    parameter.copy_(self._mean[name])

@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 
 import swagppm
-from swagppm import _pipeline
-
 REPO = Path(__file__).resolve().parents[2]
 OSHA = REPO.parent / "shared" / "data" / "osha_sample.jsonl"
 
@@ -50,12 +48,6 @@ def make_config(tmp_path: Path) -> Callable[..., swagppm.SWAGPPMConfig]:
 @pytest.fixture
 def config(make_config: Callable[..., swagppm.SWAGPPMConfig]) -> swagppm.SWAGPPMConfig:
     return make_config()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_session() -> None:
-    """Each test builds its own model and data (no state carried between tests)."""
-    _pipeline._SESSION.clear()
 
 
 @pytest.fixture

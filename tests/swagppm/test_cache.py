@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from swagppm._cache import PrivateCache, cache_key
+from swagppm import ConfigError
+from swagppm._cache import MARKER, SUBFOLDER, PrivateCache, cache_key, clear_cache
 from tests.swagppm.conftest import small_config
 
 
@@ -69,3 +70,51 @@ def test_two_processes_share_one_stage1(tmp_path: Path) -> None:
     assert sorted(hit for hit, _ in outcomes) == [False, True]
     assert outcomes[0][1] == outcomes[1][1]
     assert len(list((tmp_path / "cache").glob("stage1-*.pt"))) == 1
+
+
+def test_an_existing_folder_gets_a_subfolder_of_the_tools_own(tmp_path: Path) -> None:
+    """A shared folder named as cache_dir is neither chmodded nor taken over."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    (shared / "theirs.txt").write_text("not ours")
+    cache = PrivateCache(shared)
+    assert cache.directory == shared / SUBFOLDER and (cache.directory / MARKER).is_file()
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o755
+    assert stat.S_IMODE(cache.directory.stat().st_mode) == 0o700
+    assert PrivateCache(shared).directory == cache.directory  # found again, not nested deeper
+
+
+def test_clear_cache_removes_only_what_the_tool_wrote(tmp_path: Path) -> None:
+    shared = tmp_path / "study"
+    shared.mkdir()
+    (shared / "study.toml").write_text("[study]\n")
+    cache = PrivateCache(shared)
+    cache.get_or_compute("stage1", "a" * 40, lambda: {"risk": torch.zeros(2)}, validate=lambda p: True)
+    (cache.directory / "user-notes.txt").write_text("mine")
+    folder, removed = clear_cache(shared)
+    assert folder == cache.directory and removed == 2  # the entry and its lock
+    assert (shared / "study.toml").exists() and (cache.directory / "user-notes.txt").exists()
+    assert not list(cache.directory.glob("*.pt")) and not (cache.directory / MARKER).exists()
+
+
+def test_clear_cache_refuses_a_folder_it_did_not_create(tmp_path: Path) -> None:
+    (tmp_path / "data.csv").write_text("x")
+    with pytest.raises(ConfigError, match="not a private cache created by swagppm.*nothing was deleted"):
+        clear_cache(tmp_path)
+    assert (tmp_path / "data.csv").exists()
+    assert clear_cache(tmp_path / "missing") == (None, 0)
+
+
+def test_temporary_files_of_a_killed_writer_are_removed(tmp_path: Path) -> None:
+    cache = PrivateCache(tmp_path / "cache")
+    key = "b" * 40
+    orphan = cache.directory / f".stage1-{key}-x1y2.tmp"
+    orphan.write_bytes(b"half a file")
+    cache.get_or_compute("stage1", key, lambda: {"risk": torch.zeros(2)}, validate=lambda p: True)
+    assert not orphan.exists() and cache.path("stage1", key).exists()
+
+
+def test_an_impossible_cache_folder_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="cannot create the private cache folder"):
+        PrivateCache(tmp_path / "file" / "cache")

@@ -40,7 +40,6 @@ def test_end_to_end_on_the_synthetic_corpus(config: swagppm.SWAGPPMConfig) -> No
 def test_same_seeds_same_epsilon_different_seeds_differ(make_config: MakeConfig) -> None:
     config = make_config()
     first = swagppm.run_fit(config, c=0.8, ft_epochs=2)
-    _pipeline._SESSION.clear()  # rebuild data, tokenizer and model from scratch
     second = swagppm.run_fit(config, c=0.8, ft_epochs=2)
     assert second.stage1_cache_hit
     assert first.max_delta == second.max_delta and first.epsilon == second.epsilon
@@ -66,7 +65,6 @@ def test_stage1_cache_hit_and_corrupt_entry(tmp_path: Path, config: swagppm.SWAG
     assert len(entries) == 1 and stat.S_IMODE(entries[0].stat().st_mode) == 0o600
     assert swagppm.run_fit(config, c=1.0, ft_epochs=1).stage1_cache_hit
     entries[0].write_bytes(b"not a torch file")
-    _pipeline._SESSION.clear()
     with pytest.warns(UserWarning, match="corrupt"):
         again = swagppm.run_fit(config, c=1.0, ft_epochs=1)
     assert not again.stage1_cache_hit
@@ -74,7 +72,7 @@ def test_stage1_cache_hit_and_corrupt_entry(tmp_path: Path, config: swagppm.SWAG
 
 
 def test_stop_above_cuts_the_run_short(config: swagppm.SWAGPPMConfig) -> None:
-    result = swagppm.run_fit(config, c=1.0, ft_epochs=1, stop_above=1e-6)
+    result = swagppm.run_fit(config, c=1.0, ft_epochs=1, stop_above_epsilon=2e-6)
     assert result.epsilon_is_lower_bound
     assert len(result.max_delta) == 1 and result.draws_skipped == config.draws_privacy - 1
     assert result.epsilon == 2 * result.max_delta[0] > 2e-6
@@ -93,12 +91,12 @@ def test_callback_stop_and_nan_loss_are_failures_not_crashes(config: swagppm.SWA
     assert math.isinf(stopped.epsilon) and stopped.max_delta == []
     assert seen[0].stage == "stage2 fine-tune" and seen[0].epoch == 1 and 0 < seen[0].majority_rate < 1
 
-    def poison(info: swagppm.EpochInfo) -> None:
-        model = _pipeline._SESSION[next(iter(_pipeline._SESSION))].bundle.model
-        with torch.no_grad():
-            model.classifier.weight.fill_(float("nan"))
+    with swagppm.Session(config) as session:
+        def poison(info: swagppm.EpochInfo) -> None:
+            with torch.no_grad():
+                session.bundle.model.classifier.weight.fill_(float("nan"))
 
-    diverged = swagppm.run_fit(config, c=1.0, ft_epochs=2, on_epoch=poison)
+        diverged = session.fit(c=1.0, ft_epochs=2, on_epoch=poison).result
     assert diverged.failure is not None and "non-finite training loss" in diverged.failure
 
 
@@ -134,9 +132,9 @@ def local_pretrained(tmp_path: Path) -> Path:
 
 def test_head_mode_caches_features_and_keeps_the_encoder_public(tmp_path: Path, local_pretrained: Path, make_config: MakeConfig) -> None:
     config = make_config(model={"name_or_path": str(local_pretrained), "trainable": "head"})
-    result = swagppm.run_fit(config, c=1.0, ft_epochs=2)
+    session = swagppm.Session(config)
+    result = session.fit(c=1.0, ft_epochs=2).result
     check_result(result, config)
-    session = next(iter(_pipeline._SESSION.values()))
     assert session.bundle.private_parameters == ("classifier.weight", "classifier.bias")
     assert not session.train.is_tokens and session.train.inputs.shape == (result.num_train, 32)
     assert list((tmp_path / "cache").glob("features-*.pt"))
@@ -150,14 +148,21 @@ def test_head_mode_caches_features_and_keeps_the_encoder_public(tmp_path: Path, 
 def test_last_n_layers_freezes_the_rest(local_pretrained: Path, make_config: MakeConfig) -> None:
     config = make_config(model={"name_or_path": str(local_pretrained),
                                                      "trainable": "last_n_layers", "n_layers": 1})
-    check_result(swagppm.run_fit(config, c=1.0, ft_epochs=1), config)
-    private = next(iter(_pipeline._SESSION.values())).bundle.private_parameters
+    with swagppm.Session(config) as session:
+        check_result(session.fit(c=1.0, ft_epochs=1).result, config)
+        private = session.bundle.private_parameters
     assert any(".layer.1." in n for n in private) and not any(".layer.0." in n or "embeddings" in n for n in private)
     assert "classifier.weight" in private
 
 
-def test_swag_restricted_to_modules_fixes_the_rest_at_its_mean(make_config: MakeConfig) -> None:
-    config = make_config(swag_modules=["classifier"])
+def test_swag_modules_leaving_trainable_parameters_undrawn_are_refused(make_config: MakeConfig) -> None:
+    """They would be released at values learned from the private data without noise."""
+    with pytest.raises(swagppm.ConfigError, match="leaves .* trainable parameter.*undrawn"):
+        swagppm.run_fit(make_config(swag_modules=["classifier"]), c=1.0, ft_epochs=1)
+
+
+def test_swag_modules_covering_every_trainable_parameter(local_pretrained: Path, make_config: MakeConfig) -> None:
+    config = make_config(model={"name_or_path": str(local_pretrained), "trainable": "head"}, swag_modules=["classifier"])
     check_result(swagppm.run_fit(config, c=1.0, ft_epochs=1), config)
 
 
@@ -186,3 +191,92 @@ def test_osha_with_offline_minilm_head(osha_path: Path, make_config: MakeConfig)
     result = swagppm.run_fit(config, c=1.0, ft_epochs=7)
     check_result(result, config)
     assert result.baseline_f1_weighted > 0.45 and result.f1_weighted_median > 0.4
+
+
+def _stage1_hit(config: swagppm.SWAGPPMConfig) -> bool:
+    with swagppm.Session(config) as session:
+        return session.prepare().stage1_cache_hit
+
+
+def test_stage1_is_keyed_by_what_changes_it_and_nothing_else(make_config: MakeConfig,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    config = make_config()
+    assert not _stage1_hit(config) and _stage1_hit(config)
+    # on a CPU these change nothing, so they share the entry
+    assert _stage1_hit(config.replace(amp=False, eval_batch_size=7, swag_deviations_device="cpu", draws_privacy=3))
+    assert not _stage1_hit(config.replace(finetune_lr=1e-3))
+    monkeypatch.setattr(_pipeline, "versions", lambda: {**swagppm.versions(), "torch": "0.0.1"})
+    assert not _stage1_hit(config)
+    monkeypatch.setattr(_pipeline, "code_digest", lambda: "an edited copy of the code")
+    assert not _stage1_hit(config)
+
+
+def test_changed_weight_files_miss_the_cache(local_pretrained: Path, make_config: MakeConfig) -> None:
+    config = make_config(model={"name_or_path": str(local_pretrained), "trainable": "head"})
+    assert not _stage1_hit(config) and _stage1_hit(config)
+    from transformers import BertModel
+
+    model = BertModel.from_pretrained(local_pretrained)
+    with torch.no_grad():
+        model.encoder.layer[0].output.dense.bias.add_(1e-4)
+    model.save_pretrained(local_pretrained)  # same path, other weights
+    assert not _stage1_hit(config)
+
+
+def test_the_thread_count_is_recorded_and_keys_stage1(config: swagppm.SWAGPPMConfig) -> None:
+    threads = torch.get_num_threads()
+    assert swagppm.run_fit(config, c=1.0, ft_epochs=1).threads == threads
+    torch.set_num_threads(1 if threads > 1 else 2)
+    try:
+        assert not _stage1_hit(config)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_an_infinite_risk_is_the_riskiest_record_not_a_nan(config: swagppm.SWAGPPMConfig) -> None:
+    with swagppm.Session(config) as session:
+        session.prepare()
+        entry = session.cache.path("stage1", session.stage1_key)
+    payload = torch.load(entry, weights_only=True)
+    payload["risk"][0] = math.inf
+    torch.save(payload, entry)
+    with swagppm.Session(config) as session:
+        fit = session.fit(c=1.0, ft_epochs=1)
+    assert fit.result.stage1_cache_hit and fit.result.failure is None and math.isfinite(fit.result.epsilon)
+    assert float(fit.weights[0]) == 0.0 and bool(torch.isfinite(fit.weights).all())
+
+
+def test_bf16_screening_gives_the_float32_epsilon_exactly(config: swagppm.SWAGPPMConfig) -> None:
+    """What CUDA with amp does (a bf16 pass screens, float32 confirms), simulated with CPU autocast."""
+    from swagppm._engine import Net, sweep_draws
+
+    with swagppm.Session(config) as session:
+        fit = session.fit(c=1.0, ft_epochs=1)
+        assert fit.posterior is not None
+        model = session.bundle.model
+
+        def sweep(amp: bool) -> list[float]:
+            net = Net(model, session.bundle.head, device=session.device, amp=amp)
+            return sweep_draws(net, session.train, fit.posterior, draws=4, generator=torch.Generator().manual_seed(3),
+                               batch_size=64, weights=fit.weights).draw_max
+
+        screened = Net(model, None, device=session.device, amp=True).per_record_nll(session.train, 64)
+        exact = Net(model, None, device=session.device, amp=False).per_record_nll(session.train, 64)
+        assert not torch.equal(screened, exact)  # bf16 alone would change ε
+        assert sweep(amp=True) == sweep(amp=False)
+
+
+def test_bad_seed_and_device_are_config_errors(make_config: MakeConfig) -> None:
+    for seed in (-1, 2**32):
+        with pytest.raises(swagppm.ConfigError, match="swagppm.seed"):
+            make_config(seed=seed)
+    with pytest.raises(swagppm.ConfigError, match="swagppm.device = 'meta'"):
+        swagppm.run_fit(make_config(device="meta"), c=1.0, ft_epochs=1)
+    with pytest.raises(ValueError, match="g must be finite"):
+        swagppm.run_fit(make_config(), c=1.0, ft_epochs=1, g=math.nan)
+
+
+def test_stop_above_in_max_delta_units_is_deprecated(config: swagppm.SWAGPPMConfig) -> None:
+    with pytest.warns(DeprecationWarning, match="stop_above_epsilon=2e-06"):
+        result = swagppm.run_fit(config, c=1.0, ft_epochs=1, stop_above=1e-6)
+    assert result.epsilon_is_lower_bound and len(result.max_delta) == 1

@@ -9,8 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from swagppm import epsilon_from_series, normalise_risk, privacy_weights, reweight, weighted_nll
-from swagppm._engine import Net, Split, sweep_draws
+from swagppm import epsilon_from_series, normalise_risk, privacy_weights, reweight, weighted_delta, weighted_nll
+from swagppm._engine import Net, Split, confirm_maximum, sweep_draws
+from swagppm._privacy import series_failure
 from swagppm._swag import SWAGPosterior
 
 
@@ -92,3 +93,50 @@ def test_stop_above_returns_a_partial_series() -> None:
                         batch_size=4, stop_above=0.0)
     assert sweep.stopped_early and len(sweep.draw_max) == 1
     torch.testing.assert_close(head.weight.detach().reshape(-1), posterior.mean[:6].float())  # mean restored
+
+
+def test_zero_weight_times_an_infinite_loss_contributes_exactly_zero() -> None:
+    nll = torch.tensor([math.inf, 2.0, math.inf])
+    w = torch.tensor([0.0, 0.5, 1.0])
+    assert weighted_delta(nll, w).tolist() == [0.0, 1.0, math.inf]
+
+
+def test_an_infinite_risk_normalises_to_one_and_nan_is_refused() -> None:
+    assert normalise_risk(torch.tensor([1.0, 3.0, math.inf])).tolist() == [0.0, 1.0, 1.0]
+    assert normalise_risk(torch.tensor([2.0, 2.0, math.inf])).tolist() == [0.0, 0.0, 1.0]
+    assert normalise_risk(torch.tensor([math.inf, math.inf])).tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="NaN"):
+        normalise_risk(torch.tensor([1.0, math.nan]))
+
+
+def test_a_non_finite_series_is_a_failure_not_a_nan_epsilon() -> None:
+    assert series_failure([0.5, 1.0]) is None
+    assert "privacy draw 2 gave a non-finite max delta (nan)" in str(series_failure([0.5, math.nan, 1.0]))
+    assert "epsilon is unbounded" in str(series_failure([math.inf]))
+
+
+def test_confirmed_maximum_is_exact_under_screening_errors_within_the_band() -> None:
+    """Screening errors up to 4% (the band is 10%) reorder the top records; the confirmed max is still exact."""
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        exact = torch.rand(200, generator=generator) * 5
+        screened = exact * (1 + 0.08 * (torch.rand(200, generator=generator) - 0.5))
+        calls: list[int] = []
+
+        def recompute(index: torch.Tensor) -> torch.Tensor:
+            calls.append(index.numel())
+            return exact[index]
+
+        confirmed = confirm_maximum(screened, recompute)
+        assert confirmed.max() == exact.max()
+        assert sum(calls) < 200  # only a band of records is recomputed
+
+
+def test_confirmation_widens_the_band_when_errors_are_larger() -> None:
+    """Errors of 0.5 against a first band of 0.44: the true maximum (screened 0.5 low, 0.9 below the screened
+    top) is reached once the band is widened to twice the largest error seen."""
+    exact = torch.tensor([3.0, 2.9, 0.1, 0.0])
+    screened = torch.tensor([2.5, 3.4, 0.1, 0.0])
+    assert confirm_maximum(screened, lambda index: exact[index]).max() == 3.0
+    everything = confirm_maximum(torch.tensor([math.inf, 1.0]), lambda index: torch.tensor([2.0, 1.0])[index])
+    assert everything.tolist() == [2.0, 1.0]

@@ -6,12 +6,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 import swagppm
+from swagppm import _rng
 from tests.swagppm.conftest import small_config
 
 
@@ -22,20 +24,28 @@ def test_tiny_tokenizer_is_refused_without_force(config: swagppm.SWAGPPMConfig, 
 
 
 @pytest.fixture(scope="module")
-def release_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, swagppm.SWAGPPMConfig, torch.Tensor]:
-    """One forced release shared by the tests below, with the SWAG mean's head weights after it."""
-    from swagppm import _pipeline
-
+def release_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two forced releases of one fit, the SWAG mean's head weights after them, and the head weights of the
+    draw that the recorded seeds would give (what the release noise must NOT be)."""
     folder = tmp_path_factory.mktemp("release")
     config = small_config(folder / "cache")
-    out = swagppm.release(config, c=0.9, ft_epochs=2, out_dir=folder / "model", force=True, trials_run=3)
-    session = next(iter(_pipeline._SESSION.values()))
-    return out, config, session.bundle.model.classifier.weight.detach().clone()
+    with swagppm.Session(config) as session:
+        fit = session.fit(c=0.9, ft_epochs=2)
+        out = session.release(fit, folder / "model", force=True, trials_run=3)
+        again = session.release(fit, folder / "again", force=True)
+        model = session.bundle.model
+        mean = model.classifier.weight.detach().clone()
+        assert fit.posterior is not None
+        for labels in (("release",), ()):  # the old derivation, and the trial's own stream
+            fit.posterior.load_into(model, fit.posterior.sample(_rng.generator(fit.result.seed, *labels)))
+        seeded = model.classifier.weight.detach().clone()
+        fit.posterior.restore_mean(model)
+    return {"out": out, "again": again, "config": config, "mean": mean, "seeded": seeded}
 
 
 @pytest.fixture
-def released(release_run: tuple[Path, swagppm.SWAGPPMConfig, torch.Tensor]) -> Path:
-    return release_run[0]
+def released(release_run: dict[str, Any]) -> Path:
+    return release_run["out"]
 
 
 def test_released_directory_loads_and_predicts(released: Path) -> None:
@@ -63,8 +73,8 @@ def test_released_directory_loads_without_swagppm(released: Path) -> None:
     assert "torch.Size([1, 4])" in out.stdout
 
 
-def test_release_card_has_aggregates_caveats_and_no_records(release_run: tuple) -> None:
-    released, config, _ = release_run
+def test_release_card_has_aggregates_caveats_and_no_records(release_run: dict[str, Any]) -> None:
+    released, config = release_run["out"], release_run["config"]
     card = json.loads((released / "release_card.json").read_text())
     assert card["hyperparameters"] == {"c": 0.9, "g": 0.0, "ft_epochs": 2}
     assert card["epsilon"] > 0 and card["trials_run"] == 3
@@ -80,8 +90,61 @@ def test_release_card_has_aggregates_caveats_and_no_records(release_run: tuple) 
     assert not any(t in text for t in texts)
 
 
-def test_release_draw_differs_from_the_restored_swag_mean(release_run: tuple) -> None:
-    released, _, mean_weight = release_run
+def test_release_draw_differs_from_the_restored_swag_mean(release_run: dict[str, Any]) -> None:
+    released, mean_weight = release_run["out"], release_run["mean"]
     saved = AutoModelForSequenceClassification.from_pretrained(released).state_dict()
     assert saved["classifier.weight"].shape == mean_weight.shape
     assert not torch.equal(saved["classifier.weight"], mean_weight)
+
+
+def _head(folder: Path) -> torch.Tensor:
+    return AutoModelForSequenceClassification.from_pretrained(folder).state_dict()["classifier.weight"]
+
+
+def test_two_releases_differ_and_no_recorded_seed_regenerates_the_noise(release_run: dict[str, Any]) -> None:
+    first, second = _head(release_run["out"]), _head(release_run["again"])
+    assert not torch.equal(first, second)
+    assert not torch.equal(first, release_run["seeded"]) and not torch.equal(second, release_run["seeded"])
+    card = json.loads((release_run["out"] / "release_card.json").read_text())
+    assert set(card["seeds"]) == {"stage1", "trial"}
+    assert "entropy" in card["release_noise"] and "never recorded" in card["release_noise"]
+
+
+def test_secret_noise_is_standard_normal_and_fresh() -> None:
+    first, second = _rng.secret_normal(200_000), _rng.secret_normal(200_000)
+    assert first.dtype == torch.float32 and not torch.equal(first, second)
+    assert abs(float(first.mean())) < 0.01 and abs(float(first.std()) - 1.0) < 0.01
+    assert _rng.secret_normal(3, dtype=torch.float64).dtype == torch.float64
+
+
+def test_a_non_empty_release_folder_is_refused_before_fitting(config: swagppm.SWAGPPMConfig, tmp_path: Path) -> None:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(swagppm.ConfigError, match="not empty.*--overwrite"):
+        swagppm.release(config, c=1.0, ft_epochs=1, out_dir=folder, force=True)
+    assert not (tmp_path / "cache").exists()  # refused before any work
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]
+
+
+def test_overwrite_writes_over_the_release_and_keeps_other_files(config: swagppm.SWAGPPMConfig, tmp_path: Path) -> None:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    swagppm.release(config, c=1.0, ft_epochs=1, out_dir=folder, force=True, overwrite=True)
+    assert (folder / "notes.txt").read_text() == "mine" and (folder / "release_card.json").exists()
+
+
+def test_a_changed_undrawn_parameter_is_refused(make_config: Any, tmp_path: Path) -> None:
+    """Frozen parameters must still hold their public values when the draw is written."""
+    config = make_config(model={"name_or_path": "tiny", "tiny_hidden_size": 32, "tiny_layers": 2,
+                                "tiny_vocab_size": 400, "trainable": "last_n_layers", "n_layers": 1})
+    with swagppm.Session(config) as session:
+        fit = session.fit(c=1.0, ft_epochs=1)
+        model = session.bundle.model
+        frozen = next(p for p in model.parameters() if not p.requires_grad)
+        with torch.no_grad():
+            frozen.add_(1e-3)
+        with pytest.raises(swagppm.ReleaseRefused, match="differ from their public pretrained values"):
+            session.release(fit, tmp_path / "out", force=True)
+    assert not (tmp_path / "out" / "config.json").exists()

@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 
-from swagppm import _pipeline
-
 # A tiny model on a small synthetic corpus: stage 1 in ~10 s, a trial in 1-5 s on 2 cores.
 SMALL_STUDY: dict[str, dict[str, Any]] = {
     "study": {"name": "small", "n_trials": 3},
@@ -62,7 +60,3 @@ def study_file(tmp_path: Path) -> Callable[..., Path]:
         return write_study(tmp_path / f"{name}.toml", merged(**changes))
     return write
 
-
-@pytest.fixture(autouse=True)
-def _fresh_session() -> None:
-    _pipeline._SESSION.clear()

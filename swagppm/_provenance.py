@@ -1,0 +1,60 @@
+"""What a result depends on besides the data and the settings: code, library versions and the model's weights.
+
+All go into the stage-1 and feature cache keys (a stale entry is never reused
+after an upgrade or a changed weight file) and the per-parameter digests let a
+release check that every parameter it does not draw still holds its public value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+
+def versions(*extra: str) -> dict[str, str]:
+    """Versions of Python and the packages a result depends on (plus ``extra`` distributions), for records."""
+    found = {"python": platform.python_version(), "torch": torch.__version__}
+    for package in ("swagppm-tuner", "transformers", "tokenizers", "numpy", "scikit-learn", *extra):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+@cache
+def code_digest() -> str:
+    """SHA-256 of this package's source files: an edited copy of the code never reuses another's stage 1."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def tensor_digest(tensor: torch.Tensor) -> str:
+    """SHA-256 of a tensor's dtype, shape and exact bytes (bit-identical values give equal digests)."""
+    data = tensor.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy()
+    digest = hashlib.sha256(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
+    digest.update(memoryview(data))
+    return digest.hexdigest()
+
+
+def tokenizer_digest(tokenizer: PreTrainedTokenizerBase) -> str:
+    """SHA-256 of the tokenizer's full definition (fast tokenizers) or its vocabulary."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    text = backend.to_str() if backend is not None else json.dumps(tokenizer.get_vocab(), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def model_fingerprint(parameter_digests: dict[str, str], tokenizer: PreTrainedTokenizerBase) -> str:
+    """One digest of every starting parameter value and the tokenizer: what the model *is*, wherever it was loaded from."""
+    text = json.dumps([sorted(parameter_digests.items()), tokenizer_digest(tokenizer)])
+    return hashlib.sha256(text.encode()).hexdigest()
