@@ -51,11 +51,14 @@ class DataConfig:
 
     ``source`` is a CSV, JSONL/JSON or Parquet file, a Hugging Face ``datasets``
     name or directory, or ``"synthetic"`` for the built-in offline corpus.
+    ``title_column`` optionally names a column with each label's human-readable
+    name (OSHA's ``nature_title``): a released model then shows those names.
     """
 
     source: str = "synthetic"
     text_column: str = "text"
     label_column: str = "label"
+    title_column: str | None = None
     split: str = "train"
     max_per_class: int | None = None
     min_per_class: int = 2

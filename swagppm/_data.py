@@ -40,6 +40,8 @@ class PreparedData:
 
     ``class_names[k]`` is the original label value of class ``k``; ``data_hash``
     identifies the exact prepared records (texts, labels and split).
+    ``class_titles[k]`` is its human-readable name from ``data.title_column``
+    (e.g. OSHA's ``nature_title``), when one is given.
     """
 
     train_texts: tuple[str, ...]
@@ -48,10 +50,16 @@ class PreparedData:
     test_labels: np.ndarray
     class_names: tuple[str, ...]
     data_hash: str
+    class_titles: tuple[str, ...] | None = None
 
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        """What a released model calls its classes: the titles when known, else the label values."""
+        return self.class_titles or self.class_names
 
     @property
     def majority_rate(self) -> float:
@@ -61,17 +69,47 @@ class PreparedData:
 
 def load_records(config: DataConfig, *, seed: int = 0) -> tuple[list[str], list[str]]:
     """Read (texts, labels) from ``config.source``; labels are returned as strings."""
+    texts, labels, _ = _load(config, seed=seed)
+    return texts, labels
+
+
+def _load(config: DataConfig, *, seed: int) -> tuple[list[str], list[str], dict[str, str]]:
+    """(texts, labels, the title of each label value when ``data.title_column`` names one)."""
     if config.source == "synthetic":
         texts, labels = synthetic_corpus(config.synthetic_size, num_classes=config.synthetic_classes, seed=seed)
-        return texts, labels
-    texts, labels = [], []
+        return texts, labels, {}
+    texts, labels, titles = [], [], {}
     for frame, origin in _read_parts(config):
         part_texts, part_labels = _checked_records(frame, origin, config)
         texts += part_texts
         labels += part_labels
+        titles |= _titles(frame, origin, config, part_labels)
     if not texts:
         raise DataError(f"{config.source}: no records")
-    return texts, labels
+    return texts, labels, titles
+
+
+def _titles(frame: pd.DataFrame, origin: str, config: DataConfig, labels: list[str]) -> dict[str, str]:
+    """The first non-empty title seen for each label value (class names, not per-record values)."""
+    column = config.title_column
+    if column is None:
+        return {}
+    if column not in frame.columns:
+        raise DataError(f"{origin}: column {column!r} not found (data.title_column)")
+    found: dict[str, str] = {}
+    for label, title in zip(labels, frame[column].tolist()):
+        if label not in found and isinstance(title, str) and title.strip():
+            found[label] = title.strip()
+    return found
+
+
+def _display_names(classes: list[str], titles: dict[str, str]) -> tuple[str, ...] | None:
+    """Unique human-readable class names: the title, with the label value added where titles repeat or lack."""
+    if not titles:
+        return None
+    named = [titles.get(label, label) for label in classes]
+    repeated = {name for name in named if named.count(name) > 1}
+    return tuple(f"{name} ({label})" if name in repeated else name for name, label in zip(named, classes))
 
 
 def _checked_records(frame: pd.DataFrame, origin: str, config: DataConfig) -> tuple[list[str], list[str]]:
@@ -127,7 +165,7 @@ def _kind_of(value: object) -> str:
 
 def prepare_data(config: DataConfig, *, seed: int = 0) -> PreparedData:
     """Load, cap each class at ``max_per_class``, drop rare classes, split 50/50 stratified."""
-    texts, labels = load_records(config, seed=seed)
+    texts, labels, titles = _load(config, seed=seed)
     rng = np.random.default_rng(seed)
     counts = Counter(labels)
     keep: list[int] = []
@@ -168,7 +206,8 @@ def prepare_data(config: DataConfig, *, seed: int = 0) -> PreparedData:
         "test_labels": np.asarray([class_index[labels[i]] for i in test_idx], dtype=np.int64),
         "class_names": tuple(kept_classes),
     }
-    return PreparedData(**prepared, data_hash=_hash_prepared(**prepared))
+    return PreparedData(**prepared, data_hash=_hash_prepared(**prepared),
+                        class_titles=_display_names(kept_classes, titles))
 
 
 def _hash_prepared(**parts: object) -> str:

@@ -73,8 +73,8 @@ def build_model(config: SWAGPPMConfig, data: PreparedData, device: torch.device)
     spec = config.model
     labels = dict(
         num_labels=data.num_classes,
-        id2label={k: name for k, name in enumerate(data.class_names)},
-        label2id={name: k for k, name in enumerate(data.class_names)},
+        id2label=dict(enumerate(data.label_names)),
+        label2id={name: k for k, name in enumerate(data.label_names)},
     )
     pooling = spec.resolved_pooling
     with seeded_global_rng(config.seed, "init", device=torch.device("cpu")):

@@ -55,6 +55,7 @@ class PooledClassifier(PreTrainedModel):
     config_class = PooledClassifierConfig
     base_model_prefix = "encoder"
     main_input_name = "input_ids"
+    _keys_to_ignore_on_load_missing = [r"\.pooler\."]  # the encoder's own pooler is never used
 
     def __init__(self, config: PooledClassifierConfig, encoder: nn.Module | None = None) -> None:
         super().__init__(config)

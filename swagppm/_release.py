@@ -92,15 +92,64 @@ def write_release(session: Session, fit: Fit, out_dir: str | Path, *, force: boo
             PooledClassifierConfig.register_for_auto_class()
             PooledClassifier.register_for_auto_class("AutoModelForSequenceClassification")
         model.save_pretrained(out)
-        bundle.tokenizer.save_pretrained(out)
+        _save_tokenizer(bundle.tokenizer, out, max_length=config.data.max_length)
     finally:
         posterior.restore_mean(model)
-    report = class_report(session.data.test_labels, preds, class_names=session.data.class_names,
+    report = class_report(session.data.test_labels, preds, class_names=session.data.label_names,
                           train_counts=session.train_counts)
     card = _card(config, fit.result, report, drawn=posterior.parameter_names, trials_run=trials_run,
                  data_derived=bundle.data_derived)
     (out / "release_card.json").write_text(json.dumps(card, indent=2, allow_nan=True))
+    (out / "README.md").write_text(model_card(card, labels=session.data.label_names))
     return out
+
+
+def _save_tokenizer(tokenizer: Any, out: Path, *, max_length: int) -> None:
+    """Save with ``model_max_length`` = the training length, so ``truncation=True`` cuts inputs where training did."""
+    saved = tokenizer.model_max_length
+    tokenizer.model_max_length = max_length
+    try:
+        tokenizer.save_pretrained(out)
+    finally:
+        tokenizer.model_max_length = saved
+
+
+def _public_base(name: str) -> str | None:
+    """The base model's hub name for the card's metadata; None for local folders and the tiny preset."""
+    looks_local = name.startswith(("/", ".", "~")) or Path(name).expanduser().exists()
+    return None if looks_local or name == "tiny" else name
+
+
+def model_card(card: dict[str, Any], *, labels: tuple[str, ...]) -> str:
+    """The model directory's README.md: Hugging Face metadata, how to use it, and its privacy terms."""
+    config = card["config"]
+    base = _public_base(config["model"]["name_or_path"])
+    meta = ["---", "library_name: transformers", "pipeline_tag: text-classification",
+            "tags:", "- text-classification", "- differential-privacy", "- swag-ppm"]
+    meta += [f"base_model: {base}"] if base else []
+    private = card["private_parameters"]
+    trials = "not reported" if card["trials_run"] is None else str(card["trials_run"])
+    lines = [
+        *meta, "---", "", "# A text classifier released under SWAG-PPM", "",
+        "One draw from a SWAG posterior fitted with privacy weights (SWAG-PPM): records whose loss is risky "
+        "were down-weighted before training, and the released parameters carry the posterior's noise.", "",
+        "## Use", "", "```python", "from transformers import pipeline", "",
+        'classify = pipeline("text-classification", model="PATH/TO/THIS/FOLDER", truncation=True)',
+        'classify("An employee fractured a wrist while unloading a truck.")', "```", "",
+        f"Inputs are truncated to {config['data']['max_length']} tokens, the length used in training "
+        "(pass `truncation=True`).", "",
+        "## Privacy", "",
+        f"- epsilon = {card['epsilon']:.4g} for one record (c = {card['hyperparameters']['c']:.4g}, "
+        f"{card['hyperparameters']['ft_epochs']} fine-tuning epochs), a local, data-dependent bound.",
+        f"- Private (drawn) parameters: {private['count']} tensors (`trainable = \"{private['trainable']}\"`); "
+        "every other parameter is the public pretrained value.",
+        f"- Release noise: {card['release_noise']}.",
+        f"- Configurations tried on the private data before this one was chosen: {trials}.",
+        *(f"- {caveat}" for caveat in card["caveats"]), "",
+        f"## Labels ({len(labels)} classes)", "", ", ".join(labels), "",
+        "`release_card.json` beside this file holds the figures above and the library versions.", "",
+    ]
+    return "\n".join(lines)
 
 
 def _check_undrawn_are_public(model: Any, drawn: set[str], public: dict[str, str]) -> None:

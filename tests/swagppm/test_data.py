@@ -1,5 +1,6 @@
 """Loading and preparing labelled texts: files, Hugging Face datasets and the synthetic corpus."""
 
+import dataclasses
 import json
 from collections import Counter
 from pathlib import Path
@@ -500,3 +501,18 @@ def test_osha_sample():
 def test_public_names():
     for name in ("DataConfig", "DataError", "PreparedData", "load_records", "prepare_data", "synthetic_corpus"):
         assert name in swagppm.__all__
+
+
+def test_a_title_column_names_the_classes_without_changing_the_data(tmp_path: Path) -> None:
+    rows = [{"text": f"record {i} about an injury", "code": code, "title": title}
+            for i, (code, title) in enumerate([("111", "Fractures"), ("111", "Fractures"), ("200", "Burns"),
+                                               ("200", "Burns"), ("300", "Burns"), ("300", "Burns")])]
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    plain = swagppm.DataConfig(source=str(path), label_column="code", test_size=0.5)
+    titled = dataclasses.replace(plain, title_column="title")
+    without, with_titles = swagppm.prepare_data(plain), swagppm.prepare_data(titled)
+    assert with_titles.data_hash == without.data_hash and without.label_names == ("111", "200", "300")
+    assert with_titles.label_names == ("Fractures", "Burns (200)", "Burns (300)")
+    with pytest.raises(swagppm.DataError, match="column 'missing' not found"):
+        swagppm.prepare_data(dataclasses.replace(plain, title_column="missing"))

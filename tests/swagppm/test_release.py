@@ -148,3 +148,17 @@ def test_a_changed_undrawn_parameter_is_refused(make_config: Any, tmp_path: Path
         with pytest.raises(swagppm.ReleaseRefused, match="differ from their public pretrained values"):
             session.release(fit, tmp_path / "out", force=True)
     assert not (tmp_path / "out" / "config.json").exists()
+
+
+def test_the_release_looks_native_to_hugging_face(released: Path) -> None:
+    """A model card with metadata, no missing-weight report on load, long inputs truncated where training did."""
+    from transformers import pipeline
+
+    readme = (released / "README.md").read_text()
+    assert readme.startswith("---\nlibrary_name: transformers\npipeline_tag: text-classification\n")
+    assert "differential-privacy" in readme and "truncation=True" in readme and "epsilon = " in readme
+    _, info = AutoModelForSequenceClassification.from_pretrained(released, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert AutoTokenizer.from_pretrained(released).model_max_length == 128
+    classify = pipeline("text-classification", model=str(released), truncation=True)
+    assert classify("an employee burned the hand " * 300)[0]["label"] in {"burn", "fracture", "amputation", "laceration"}
