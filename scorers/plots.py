@@ -350,20 +350,28 @@ def search_grid_figure(fits: Sequence[Mapping[str, Any]], *, epsilon_target: flo
             marker={"symbol": "circle-open", "size": 26, "color": _FEASIBLE_COLOR, "line": {"width": 3}},
         ))
 
-    epochs = sorted({f["ft_epochs"] for f in fits})
-    slopes = sorted({f["c"] for f in fits})
-    heading = f"search over (c, fine-tuning epochs) — {_plural(len(fits), 'fit')}, {len(feasible)} feasible"
+    counts = f"{_plural(len(fits), 'fit')}, {len(feasible)} feasible"
     if epsilon_target is not None:
-        heading += f" (ε target {_fmt(epsilon_target)})"
+        counts += f" (ε target {_fmt(epsilon_target)})"
     figure.update_layout(
-        title={"text": heading},
-        xaxis={"title": {"text": "fine-tuning epochs E"}, **({"tickvals": epochs} if 0 < len(epochs) <= 20 else {})},
-        yaxis={"title": {"text": "c (slope of the privacy weights)"},
-               **({"tickvals": slopes} if 0 < len(slopes) <= 20 else {})},
+        title={"text": f"search over (c, fine-tuning epochs)<br><sup>{counts}</sup>"},
+        xaxis={"title": {"text": "fine-tuning epochs E"}, **_ticks(f["ft_epochs"] for f in fits)},
+        yaxis={"title": {"text": "c (slope of the privacy weights)"}, **_ticks(f["c"] for f in fits)},
         coloraxis=_epsilon_coloraxis([f.get("epsilon") for f in fits], epsilon_target),
-        legend={"x": 1.15, "xanchor": "left"},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0.0},  # below: the colour bar is on the right
     )
     return figure
+
+
+def _ticks(values: Any, *, most: int = 12) -> dict[str, Any]:
+    """A tick at each searched value when they are few and far enough apart not to overlap; else plotly's own."""
+    ticks = sorted(set(values))
+    if not 0 < len(ticks) <= most:
+        return {}
+    span = ticks[-1] - ticks[0]
+    if len(ticks) > 1 and min(b - a for a, b in zip(ticks, ticks[1:])) < span / (2 * most):
+        return {}
+    return {"tickvals": ticks, "ticktext": [f"{v:.3g}" for v in ticks]}
 
 
 def tradeoff_figure(
@@ -376,7 +384,9 @@ def tradeoff_figure(
 
     ``fits`` are mappings with ``epsilon``, ``f1_macro``, ``feasible`` and
     optionally ``c``, ``ft_epochs``, ``label``, ``number`` (shown on hover). Traces:
-    ``"fits"`` (not feasible) and ``"feasible"``. A vertical line marks the ε target
+    ``"fits"`` (not feasible), ``"another target missed"`` (not feasible although inside
+    the shaded ε and macro-F1 region: weighted-F1 or the fit's shape failed) and
+    ``"feasible"``. A vertical line marks the ε target
     and a horizontal one the macro-F1 threshold; with both, the rectangle
     ε ∈ [0, target], macro-F1 ∈ [threshold, 1] is shaded (shape ``"feasible
     region"``). Fits with a non-finite ε or macro-F1 have no place on the axes:
@@ -386,9 +396,17 @@ def tradeoff_figure(
     drawable = [f for f in fits if _finite(f.get("epsilon")) and _finite(f.get("f1_macro"))]
     left_out = len(fits) - len(drawable)
     figure = go.Figure()
+
+    def in_region(fit: Mapping[str, Any]) -> bool:
+        return (epsilon_target is not None and f1_macro_threshold is not None
+                and float(fit["epsilon"]) <= epsilon_target and float(fit["f1_macro"]) >= f1_macro_threshold)
+
+    infeasible = [f for f in drawable if not f.get("feasible")]
     for name, group, marker in (
-        ("fits", [f for f in drawable if not f.get("feasible")],
+        ("fits", [f for f in infeasible if not in_region(f)],
          {"symbol": "circle", "size": 10, "color": _SERIES_COLOR, "opacity": 0.8}),
+        ("another target missed", [f for f in infeasible if in_region(f)],
+         {"symbol": "circle-x-open", "size": 12, "color": _SPIKE_COLOR}),
         ("feasible", [f for f in drawable if f.get("feasible")],
          {"symbol": "star", "size": 16, "color": _FEASIBLE_COLOR, "line": {"color": "black", "width": 1}}),
     ):
@@ -403,7 +421,8 @@ def tradeoff_figure(
             type="rect", name="feasible region", x0=0.0, x1=float(epsilon_target), y0=float(f1_macro_threshold),
             y1=1.0, xref="x", yref="y", fillcolor="rgba(44, 160, 44, 0.12)", line={"width": 0}, layer="below",
         )
-        figure.add_annotation(x=0.0, y=1.0, xanchor="left", yanchor="top", text="feasible region", showarrow=False,
+        figure.add_annotation(x=0.0, y=1.0, xanchor="left", yanchor="top", showarrow=False,
+                              text="ε and macro-F1 targets met (feasible: every target)",
                               font={"color": _FEASIBLE_COLOR})
     if epsilon_target is not None:
         figure.add_vline(x=epsilon_target, name="epsilon target", line={"color": _TARGET_COLOR, "dash": "dash"},
@@ -413,11 +432,11 @@ def tradeoff_figure(
                          annotation_text=f"macro-F1 threshold = {f1_macro_threshold:.3f}",
                          annotation_position="bottom right")
     num_feasible = sum(bool(f.get("feasible")) for f in fits)
-    heading = f"privacy–utility trade-off — {_plural(len(fits), 'fit')}, {num_feasible} feasible"
+    counts = f"{_plural(len(fits), 'fit')}, {num_feasible} feasible"
     if left_out:
-        heading += f" — {left_out} with non-finite ε or F1 not drawn"
+        counts += f" — {left_out} with non-finite ε or F1 not drawn"
     figure.update_layout(
-        title={"text": heading},
+        title={"text": f"privacy–utility trade-off<br><sup>{counts}</sup>"},
         xaxis={"title": {"text": "ε (lower is more private)"}},
         yaxis={"title": {"text": "macro-F1 (test set)"}},
     )

@@ -255,3 +255,21 @@ def test_write_html_is_self_contained(tmp_path, spiky_series: np.ndarray) -> Non
     assert figure.layout.title.text.startswith("trial 12 — ε = ")
     assert "plotly.js v" in html and path.stat().st_size > 1_000_000  # plotly.js embedded: opens offline
     assert '<script src="http' not in html
+
+
+def test_grid_ticks_only_where_they_cannot_overlap_and_legend_clear_of_the_colour_bar() -> None:
+    close = [{"c": c, "ft_epochs": 7, "epsilon": 1.0, "label": "well_fit", "feasible": False}
+             for c in (0.110, 0.113, 0.5, 1.2)]
+    figure = search_grid_figure(close)
+    assert figure.layout.yaxis.tickvals is None  # 0.110 and 0.113 would print on top of each other
+    assert list(search_grid_figure(GUIDE_FITS).layout.yaxis.ticktext) == ["0.7", "0.85", "1"]
+    assert figure.layout.legend.orientation == "h" and figure.layout.legend.y < 0
+
+
+def test_tradeoff_marks_infeasible_fits_inside_the_shaded_region() -> None:
+    inside = {"epsilon": 5.0, "f1_macro": 0.5, "feasible": False, "label": "overfit"}
+    figure = tradeoff_figure([*TRADEOFF_FITS, inside], epsilon_target=10.0, f1_macro_threshold=0.18)
+    assert list(zip(_trace(figure, "another target missed").x, _trace(figure, "another target missed").y)) == [
+        (5.0, 0.5)]
+    assert (5.0, 0.5) not in list(zip(_trace(figure, "fits").x, _trace(figure, "fits").y))
+    assert "<br>" in figure.layout.title.text  # counts on a second line: the title is not cut off
