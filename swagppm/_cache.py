@@ -158,7 +158,7 @@ class PrivateCache:
     @staticmethod
     def _read(path: Path, validate: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
         try:
-            payload = torch.load(path, map_location="cpu", weights_only=True)
+            payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # large entries stay on disk
             if isinstance(payload, dict) and payload.get("format") == CACHE_FORMAT and validate(payload):
                 return payload
             problem = "unexpected contents"

@@ -83,8 +83,10 @@ class ModelConfig:
 
     ``pooling="native"`` keeps the architecture's own head (the paper's
     distilroberta-base); ``"mean"``/``"cls"`` put a linear head on pooled encoder
-    states; ``"auto"`` means ``"mean"`` for ``trainable="head"`` and for the tiny
-    preset (it learns much faster than with first-token pooling), ``"native"`` otherwise. ``name_or_path="tiny"`` builds a small transformer with a tokenizer
+    states; ``"auto"`` means ``"mean"`` for ``trainable="head"``, for
+    ``"last_n_layers"`` (the frozen lower layers' outputs are then cached, so a trial
+    costs only the top layers) and for the tiny preset (it learns much faster than
+    with first-token pooling), ``"native"`` otherwise. ``name_or_path="tiny"`` builds a small transformer with a tokenizer
     fitted on the training texts: data-derived, for demos and tests only.
     """
 
@@ -118,7 +120,7 @@ class ModelConfig:
     def resolved_pooling(self) -> str:
         if self.pooling != "auto":
             return self.pooling
-        return "mean" if self.trainable == "head" or self.is_tiny else "native"
+        return "mean" if self.trainable in ("head", "last_n_layers") or self.is_tiny else "native"
 
 
 @dataclass(frozen=True)

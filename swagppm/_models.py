@@ -26,6 +26,7 @@ from transformers import (
 
 from swagppm._config import ConfigError, SWAGPPMConfig
 from swagppm._data import PreparedData
+from swagppm._partial import TopLayers
 from swagppm._pooled import PooledClassifier, PooledClassifierConfig
 from swagppm._provenance import model_fingerprint, tensor_digest
 from swagppm._rng import seeded_global_rng
@@ -40,8 +41,10 @@ class ModelBundle:
 
     ``initial_state`` holds the starting (pretrained or seeded-initial) values of
     the trainable parameters, so stage 2 can restart "from the base model"
-    without reloading it. ``head`` is set when the encoder is frozen: training and
-    draws then run on cached encoder features through the head alone.
+    without reloading it. ``head`` is set when the lower part of the model is frozen
+    and its outputs can be cached: the classifier alone on pooled features
+    (``trainable = "head"``), or ``TopLayers`` on the states entering layer
+    ``cached_layers`` (``"last_n_layers"`` with a pooled head).
     ``public_digests`` are the digests of every parameter as loaded (before any
     private data touched it) and ``fingerprint`` combines them with the tokenizer.
     """
@@ -54,6 +57,7 @@ class ModelBundle:
     initial_state: dict[str, torch.Tensor]
     public_digests: dict[str, str]
     fingerprint: str
+    cached_layers: int | None = None
 
     def reset(self, state: dict[str, torch.Tensor] | None = None) -> None:
         """Write ``state`` (default: the initial values) into the trainable parameters."""
@@ -105,9 +109,21 @@ def build_model(config: SWAGPPMConfig, data: PreparedData, device: torch.device)
     digests = {name: tensor_digest(parameter) for name, parameter in model.named_parameters()}
     model.to(device)
     initial = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-    head = model.classifier if spec.trainable == "head" else None
+    head, cached_layers = _cached_head(model, config)
     return ModelBundle(model=model, tokenizer=tokenizer, data_derived=spec.is_tiny, head=head, private_parameters=private,
-                       initial_state=initial, public_digests=digests, fingerprint=model_fingerprint(digests, tokenizer))
+                       initial_state=initial, public_digests=digests, fingerprint=model_fingerprint(digests, tokenizer),
+                       cached_layers=cached_layers)
+
+
+def _cached_head(model: PreTrainedModel, config: SWAGPPMConfig) -> tuple[nn.Module | None, int | None]:
+    """What runs on cached inputs: the classifier (head mode) or the top layers (pooled last_n_layers), else None."""
+    mode = config.model.trainable
+    if mode == "head":
+        return model.classifier, None  # type: ignore[return-value]
+    if mode == "last_n_layers" and isinstance(model, PooledClassifier):
+        _, layers, first = _layer_list(model, config.model.n_layers)
+        return TopLayers(model, layers, first), first
+    return None, None
 
 
 def fit_wordpiece_tokenizer(texts: tuple[str, ...] | list[str], *, vocab_size: int) -> PreTrainedTokenizerFast:
@@ -197,13 +213,18 @@ def _head_names(model: PreTrainedModel) -> list[str]:
     return [n for n, _ in model.named_parameters() if not n.startswith(prefix) or ".pooler." in n]
 
 
-def _last_layers(model: PreTrainedModel, count: int) -> list[str]:
+def _layer_list(model: PreTrainedModel, count: int) -> tuple[str, nn.ModuleList, int]:
+    """(name, the model's list of layers (its longest ModuleList), the index of the first of the top ``count``)."""
     lists = [(name, module) for name, module in model.named_modules() if isinstance(module, nn.ModuleList)]
     if not lists:
         raise ConfigError("model.trainable = 'last_n_layers': the model has no list of layers")
     name, layers = max(lists, key=lambda item: len(item[1]))
     if count > len(layers):
         raise ConfigError(f"model.n_layers = {count}: the model has only {len(layers)} layers")
-    first = len(layers) - count
+    return name, layers, len(layers) - count  # type: ignore[return-value]
+
+
+def _last_layers(model: PreTrainedModel, count: int) -> list[str]:
+    name, layers, first = _layer_list(model, count)
     prefixes = tuple(f"{name}.{i}." for i in range(first, len(layers)))
     return [n for n, _ in model.named_parameters() if n.startswith(prefixes)]

@@ -39,6 +39,7 @@ from swagppm._engine import (
     train,
 )
 from swagppm._models import ModelBundle, build_model
+from swagppm._partial import HiddenSplit, boundary_states
 from swagppm._privacy import epsilon_from_series, normalise_risk, privacy_weights, reweight, series_failure
 from swagppm._provenance import code_digest, versions
 from swagppm._release import check_release_dir, write_release
@@ -194,7 +195,7 @@ class Session:
             Split.from_texts(self.data.test_texts, self.data.test_labels, tokenizer, max_length=max_length,
                              device=self.device),
         )
-        self.train, self.test = self.tokens if self.bundle.head is None else self._feature_splits()
+        self.train, self.test = self._splits()
         self.net = Net(self.bundle.model, self.bundle.head, device=self.device,
                        amp=config.amp and self.device.type == "cuda")
         self.train_counts = np.bincount(self.data.train_labels, minlength=self.data.num_classes)
@@ -231,23 +232,35 @@ class Session:
         return cache_key("stage1", self.data.data_hash, self.bundle.fingerprint, settings, config.learning_rates,
                          self._result_settings())
 
-    def _feature_splits(self) -> tuple[Split, Split]:
-        """Frozen-encoder features of both splits, computed once and kept in the private cache."""
-        config, (train_tokens, test_tokens) = self.config, self.tokens
+    def _splits(self) -> tuple[Split, Split]:
+        """What training and draws run on: tokens, or the frozen part's outputs computed once and cached."""
+        if self.bundle.head is None:
+            return self.tokens
+        config, bundle = self.config, self.bundle
         model = {k: v for k, v in dataclasses.asdict(config.model).items() if k != "name_or_path"}
-        key = cache_key("features", self.data.data_hash, self.bundle.fingerprint, model, config.data.max_length,
+        kind = "features" if bundle.cached_layers is None else "hidden"
+        key = cache_key(kind, self.data.data_hash, bundle.fingerprint, model, config.data.max_length,
                         self._result_settings())
+        named = {"train": (self.tokens[0], self.data.train_labels), "test": (self.tokens[1], self.data.test_labels)}
 
         def compute() -> dict[str, Any]:
-            return {name: pooled_features(self.bundle.model, split, batch_size=config.eval_batch_size).cpu()
-                    for name, split in (("train", train_tokens), ("test", test_tokens))}
+            if bundle.cached_layers is None:
+                return {name: pooled_features(bundle.model, split, batch_size=config.eval_batch_size).cpu()
+                        for name, (split, _) in named.items()}
+            return {name: boundary_states(bundle.model, split, first=bundle.cached_layers,  # type: ignore[arg-type]
+                                          batch_size=config.eval_batch_size) for name, (split, _) in named.items()}
 
         def valid(payload: dict[str, Any]) -> bool:
-            return all(payload[s].shape[0] == len(split) for s, split in (("train", train_tokens), ("test", test_tokens)))
+            if bundle.cached_layers is None:
+                return all(payload[name].shape[0] == len(split) for name, (split, _) in named.items())
+            return all(np.array_equal(payload[name]["lengths"].numpy(), split.lengths) for name, (split, _) in named.items())
 
-        payload, _ = self.cache.get_or_compute("features", key, compute, validate=valid)
-        return (Split(payload["train"], self.data.train_labels, None, self.device),
-                Split(payload["test"], self.data.test_labels, None, self.device))
+        payload, _ = self.cache.get_or_compute(kind, key, compute, validate=valid)
+        if bundle.cached_layers is None:
+            return tuple(Split(payload[name], labels, None, self.device)  # type: ignore[return-value]
+                         for name, (_, labels) in named.items())
+        return tuple(HiddenSplit(payload[name]["states"], labels, payload[name]["lengths"].numpy(), self.device)  # type: ignore[return-value]
+                     for name, (_, labels) in named.items())
 
     # --- stages ------------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 import swagppm
 REPO = Path(__file__).resolve().parents[2]
@@ -55,3 +56,21 @@ def osha_path() -> Path:
     if not OSHA.exists():
         pytest.skip(f"real OSHA sample not found at {OSHA} (../shared is absent)")
     return OSHA
+
+
+@pytest.fixture
+def local_pretrained(tmp_path: Path) -> Path:
+    """A small BERT saved like a hub model, to exercise the from_pretrained path offline."""
+    from transformers import BertConfig, BertModel
+
+    from swagppm._models import fit_wordpiece_tokenizer
+
+    texts, _ = swagppm.synthetic_corpus(200, seed=5)
+    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=300)
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=64, max_position_embeddings=130))
+    folder = tmp_path / "pretrained"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -112,24 +112,6 @@ def test_stage2_from_stage1_model(make_config: MakeConfig) -> None:
     check_result(swagppm.run_fit(config, c=1.0, ft_epochs=1), config)
 
 
-@pytest.fixture
-def local_pretrained(tmp_path: Path) -> Path:
-    """A small BERT saved like a hub model, to exercise the from_pretrained path offline."""
-    from transformers import BertConfig, BertModel
-
-    from swagppm._models import fit_wordpiece_tokenizer
-
-    texts, _ = swagppm.synthetic_corpus(200, seed=5)
-    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=300)
-    torch.manual_seed(0)
-    model = BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                 intermediate_size=64, max_position_embeddings=130))
-    folder = tmp_path / "pretrained"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def test_head_mode_caches_features_and_keeps_the_encoder_public(tmp_path: Path, local_pretrained: Path, make_config: MakeConfig) -> None:
     config = make_config(model={"name_or_path": str(local_pretrained), "trainable": "head"})
     session = swagppm.Session(config)

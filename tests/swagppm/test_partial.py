@@ -1,0 +1,52 @@
+"""Partial fine-tuning on cached layer-boundary states: the same logits, frozen layers public, a loadable release."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification
+
+import swagppm
+from swagppm._engine import Net
+from swagppm._partial import HiddenSplit
+from swagppm._provenance import tensor_digest
+
+MakeConfig = Callable[..., swagppm.SWAGPPMConfig]
+
+
+@pytest.fixture
+def partial_config(local_pretrained: Path, make_config: MakeConfig) -> swagppm.SWAGPPMConfig:
+    return make_config(model={"name_or_path": str(local_pretrained), "trainable": "last_n_layers", "n_layers": 1},
+                       finetune_lr=1e-3, swag_lr=0.01)
+
+
+def test_cached_path_gives_the_full_models_logits(partial_config: swagppm.SWAGPPMConfig, tmp_path: Path) -> None:
+    with swagppm.Session(partial_config) as session:
+        assert isinstance(session.train, HiddenSplit) and session.bundle.cached_layers == 1
+        assert list((tmp_path / "cache").glob("hidden-*.pt"))
+        full = Net(session.bundle.model, None, device=session.device, amp=False)
+        session.bundle.model.eval()
+        index = np.arange(0, len(session.train), 7)
+        with torch.no_grad():
+            cached = session.net.logits(session.train.batch(index)[0])
+            direct = full.logits(session.tokens[0].batch(index)[0])
+        torch.testing.assert_close(cached, direct, rtol=1e-5, atol=1e-5)
+
+
+def test_a_fit_trains_only_the_top_and_keeps_the_rest_public(partial_config: swagppm.SWAGPPMConfig,
+                                                             tmp_path: Path) -> None:
+    with swagppm.Session(partial_config) as session:
+        fit = session.fit(c=1.0, ft_epochs=2)
+        assert fit.result.failure is None and np.isfinite(fit.result.epsilon)
+        private = set(session.bundle.private_parameters)
+        assert any(".layer.1." in n for n in private) and not any(".layer.0." in n for n in private)
+        for name, parameter in session.bundle.model.named_parameters():
+            if name not in private:
+                assert tensor_digest(parameter) == session.bundle.public_digests[name], name
+        out = session.release(fit, tmp_path / "released")
+    model = AutoModelForSequenceClassification.from_pretrained(out)
+    assert model.config.num_labels == fit.result.num_classes
