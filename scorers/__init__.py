@@ -7,6 +7,7 @@ constraints; ``recommend`` the practical guide's next move; ``scorers.plots``
 the figures.
 """
 
+from scorers._audit import AttackResult, membership_audit
 from scorers._diagnosis import (
     CONSTRAINT_CAP,
     Diagnosis,
@@ -27,6 +28,7 @@ from scorers._scores import (
 )
 
 __all__ = [
+    "AttackResult",
     "CONSTRAINT_CAP",
     "DEFAULT_SPIKE_Z",
     "Diagnosis",
@@ -37,6 +39,7 @@ __all__ = [
     "constraint_values",
     "diagnose",
     "majority_weighted_f1",
+    "membership_audit",
     "recommend",
     "score_max_delta",
     "score_utility",
