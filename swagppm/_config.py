@@ -21,7 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-Trainable = Literal["all", "head", "last_n_layers"]
+Trainable = Literal["all", "head", "last_n_layers", "lora"]
 Pooling = Literal["auto", "native", "mean", "cls"]
 Stage2Init = Literal["base", "stage1"]
 AccumulationDtype = Literal["float32", "float64"]
@@ -36,6 +36,7 @@ TINY_MODEL = "tiny"
 DEFAULT_LEARNING_RATES: dict[str, tuple[float, float]] = {
     "all": (5e-5, 0.01),
     "last_n_layers": (5e-5, 0.01),
+    "lora": (5e-4, 0.05),
     "head": (2e-2, 0.1),
     TINY_MODEL: (3e-3, 0.05),
 }
@@ -86,13 +87,20 @@ class ModelConfig:
     states; ``"auto"`` means ``"mean"`` for ``trainable="head"``, for
     ``"last_n_layers"`` (the frozen lower layers' outputs are then cached, so a trial
     costs only the top layers) and for the tiny preset (it learns much faster than
-    with first-token pooling), ``"native"`` otherwise. ``name_or_path="tiny"`` builds a small transformer with a tokenizer
-    fitted on the training texts: data-derived, for demos and tests only.
+    with first-token pooling), ``"native"`` otherwise. ``name_or_path="tiny"`` builds a
+    small transformer with a tokenizer fitted on the training texts: data-derived,
+    for demos and tests only. ``trainable="lora"`` trains low-rank adapters
+    (``peft``: rank ``lora_rank``, scale ``lora_alpha``, on ``lora_targets``, by
+    default peft's choice for the architecture) and the classifier; the base
+    weights stay public and the release merges the drawn adapters into them.
     """
 
     name_or_path: str = "distilroberta-base"
     trainable: Trainable = "all"
     n_layers: int = 1
+    lora_rank: int = 8
+    lora_alpha: float = 16.0
+    lora_targets: tuple[str, ...] | None = None
     pooling: Pooling = "auto"
     tiny_hidden_size: int = 64
     tiny_layers: int = 2
@@ -103,6 +111,10 @@ class ModelConfig:
         check_choice("model.trainable", self.trainable, Trainable)
         check_choice("model.pooling", self.pooling, Pooling)
         check_value(self.n_layers >= 1, "model.n_layers", self.n_layers, "at least 1")
+        check_value(self.lora_rank >= 1, "model.lora_rank", self.lora_rank, "at least 1")
+        check_value(self.lora_alpha > 0, "model.lora_alpha", self.lora_alpha, "positive")
+        if self.lora_targets is not None:
+            object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
         check_value(self.tiny_heads >= 1, "model.tiny_heads", self.tiny_heads, "at least 1")
         check_value(self.tiny_hidden_size % self.tiny_heads == 0, "model.tiny_hidden_size", self.tiny_hidden_size,
                f"a multiple of tiny_heads={self.tiny_heads}")

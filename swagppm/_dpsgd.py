@@ -1,10 +1,12 @@
 """DP-SGD with Opacus on a session's own data and model: the paper's baseline at a similar ε.
 
-``dpsgd_fit`` trains what the session's SWAG-PPM fits train (the head on cached
-features with ``trainable = "head"``, else the model's trainable parameters on
-tokens) from the same public starting values, with per-record gradient clipping,
-Gaussian noise and Poisson sampling, and reports ε from Opacus's accountant for
-the steps actually taken plus test-set utility. The session is left as it was:
+``dpsgd_fit`` trains what the session's SWAG-PPM fits train, the way they run it
+(the session's ``Net`` on the session's training split: the head on cached
+features with ``trainable = "head"``, the top layers on cached states with a
+pooled ``"last_n_layers"``, else the model on tokens, frozen parts frozen), from
+the same public starting values, with per-record gradient clipping, Gaussian
+noise and Poisson sampling (Opacus). It reports ε from Opacus's accountant for
+the steps actually taken, and test-set utility. The session is left as it was:
 parameters back at their starting values, ``requires_grad`` flags and training
 modes restored, every Opacus hook and attribute removed.
 
@@ -47,11 +49,11 @@ Accountant = Literal["rdp", "prv"]
 
 # Attributes Opacus sets on parameters and modules; all are removed after a fit.
 _PARAM_ATTRS = ("grad_sample", "_forward_counter", "_current_grad_sample", "_norm_sample", "summed_grad")
+_MODULE_ATTRS = ("activations", "max_batch_len", "ft_compute_sample_grad", "autograd_grad_sample_hooks")
 # Harmless warnings of per-record gradients: an embedding's integer input has no gradient, and Opacus's
 # functorch path asks CPU autocast for that input's integer dtype (and so leaves autocast off).
 _BENIGN_WARNINGS = ("Full backward hook is firing when gradients are computed with respect to module outputs",
                     "CPU Autocast only supports dtypes")
-_MODULE_ATTRS = ("activations", "max_batch_len", "ft_compute_sample_grad", "autograd_grad_sample_hooks")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,7 +137,6 @@ class _Private:
     optimizer: Any
     criterion: Callable[[torch.Tensor, torch.Tensor], Any]
     loader: DataLoader
-    sample_rate: float
     mode: str
 
 
@@ -147,49 +148,64 @@ def dpsgd_fit(session: Session, settings: DPSGDSettings, *, progress: bool = Fal
     are unaffected.
     """
     start = time.perf_counter()
-    n = len(session.train)
-    batch_size = min(settings.batch_size, n)
-    delta = 1.0 / n if settings.delta is None else settings.delta
-    sample_rate = 1.0 / math.ceil(n / batch_size)
-    sigma = noise_multiplier(settings, delta=delta, sample_rate=sample_rate,
-                             steps=settings.epochs * math.ceil(n / batch_size))
+    plan = Plan.of(len(session.train), settings)
     model = session.bundle.model
     saved = _Snapshot.take(model)
     try:
         session.bundle.reset()
         freeze_unused(session.net, session.train, model)
         model.train(True)  # Opacus records activations only in training mode
-        private = make_private(model, settings=settings, n=n, batch_size=batch_size, noise_multiplier=sigma,
-                               device=session.device)
+        private = make_private(model, settings=settings, plan=plan, device=session.device)
         with _rng.seeded_global_rng(settings.seed, "dpsgd", "dropout", device=session.device):
             _train(session.net, session.train, private, settings=settings, model=model, progress=progress)
         _remove_opacus(model, private)
         steps = sum(count for _, _, count in private.engine.accountant.history)
-        epsilon = float(private.engine.get_epsilon(delta))
+        epsilon = float(private.engine.get_epsilon(plan.delta))
         utility = _evaluate(session)
     finally:
         _remove_opacus(model, None)
         session.bundle.reset()
         saved.restore(model)
     return DPSGDResult(
-        epsilon=epsilon, delta=delta, target_epsilon=settings.target_epsilon, noise_multiplier=sigma,
-        sample_rate=sample_rate, expected_batch_size=n * sample_rate, steps=steps, epochs=settings.epochs,
-        **utility, seconds=time.perf_counter() - start, accountant=settings.accountant, grad_sample_mode=private.mode,
-        num_train=n, seed=settings.seed)
+        epsilon=epsilon, delta=plan.delta, target_epsilon=settings.target_epsilon,
+        noise_multiplier=plan.noise_multiplier, sample_rate=plan.sample_rate,
+        expected_batch_size=plan.n * plan.sample_rate, steps=steps, epochs=settings.epochs, **utility,
+        seconds=time.perf_counter() - start, accountant=settings.accountant, grad_sample_mode=private.mode,
+        num_train=plan.n, seed=settings.seed)
 
 
-def noise_multiplier(settings: DPSGDSettings, *, delta: float, sample_rate: float, steps: int) -> float:
-    """σ reaching ``settings.target_epsilon`` at ``delta`` after exactly ``steps`` steps (Opacus's search).
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """Sampling, step count and noise of a run on n records, as Opacus will carry them out.
 
-    ``make_private_with_epsilon`` searches for σ at int(epochs / sample_rate)
-    steps, which floating point makes one short of the steps run for many sizes
-    (e.g. 1 epoch of 93 batches gives 92), so ε would end above the target; the
-    same search at the exact step count does not.
+    The sample rate is Opacus's 1/ceil(n/batch_size) and an epoch is its sampler's
+    int(1/sample_rate) steps, which floating point makes ceil(n/batch_size) − 1 for
+    some sizes (93, 99, 105, ... batches). σ is Opacus's search at exactly
+    ``epochs`` such epochs: ``make_private_with_epsilon`` searches at
+    int(epochs/sample_rate) steps instead, which can be one short of the steps its
+    own sampler takes (ε would then end above the target).
     """
-    from opacus.accountants.utils import get_noise_multiplier
 
-    return float(get_noise_multiplier(target_epsilon=settings.target_epsilon, target_delta=delta,
-                                      sample_rate=sample_rate, steps=steps, accountant=settings.accountant))
+    n: int
+    batch_size: int
+    delta: float
+    sample_rate: float
+    steps_per_epoch: int
+    noise_multiplier: float
+
+    @classmethod
+    def of(cls, n: int, settings: DPSGDSettings) -> Plan:
+        from opacus.accountants.utils import get_noise_multiplier
+
+        batch_size = min(settings.batch_size, n)
+        delta = 1.0 / n if settings.delta is None else settings.delta
+        sample_rate = 1 / -(-n // batch_size)
+        steps_per_epoch = int(1 / sample_rate)
+        sigma = get_noise_multiplier(target_epsilon=settings.target_epsilon, target_delta=delta,
+                                     sample_rate=sample_rate, steps=settings.epochs * steps_per_epoch,
+                                     accountant=settings.accountant)
+        return cls(n=n, batch_size=batch_size, delta=delta, sample_rate=sample_rate, steps_per_epoch=steps_per_epoch,
+                   noise_multiplier=float(sigma))
 
 
 def resolve_mode(mode: str, model: nn.Module) -> str:
@@ -214,10 +230,7 @@ def _check_single_paths(model: nn.Module) -> None:
                          "twice and count its per-record gradients twice")
 
 
-def make_private(
-    model: nn.Module, *, settings: DPSGDSettings, n: int, batch_size: int, noise_multiplier: float,
-    device: torch.device,
-) -> _Private:
+def make_private(model: nn.Module, *, settings: DPSGDSettings, plan: Plan, device: torch.device) -> _Private:
     """Opacus's private optimizer, per-record hooks on ``model`` (not wrapped) and Poisson sampler of indices.
 
     The hooks go on the model's trainable modules whichever path runs them (the
@@ -230,7 +243,7 @@ def make_private(
 
     _check_single_paths(model)
     mode = resolve_mode(settings.grad_sample_mode, model)
-    indices = DataLoader(TensorDataset(torch.arange(n)), batch_size=batch_size,
+    indices = DataLoader(TensorDataset(torch.arange(plan.n)), batch_size=plan.batch_size,
                          generator=_rng.generator(settings.seed, "dpsgd", "sampling"))
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=settings.learning_rate)
     with warnings.catch_warnings():
@@ -238,15 +251,17 @@ def make_private(
         engine = PrivacyEngine(accountant=settings.accountant, secure_mode=False)
     parts = engine.make_private(
         module=model, optimizer=optimizer, criterion=nn.CrossEntropyLoss(), data_loader=indices,
-        noise_multiplier=noise_multiplier, max_grad_norm=settings.max_grad_norm, poisson_sampling=True,
+        noise_multiplier=plan.noise_multiplier, max_grad_norm=settings.max_grad_norm, poisson_sampling=True,
         noise_generator=_rng.generator(settings.seed, "dpsgd", "noise", device=device), grad_sample_mode=mode,
         wrap_model=False)
     if mode == "ghost":
         hooks, dp_optimizer, criterion, loader = parts
     else:
         (hooks, dp_optimizer, loader), criterion = parts, nn.CrossEntropyLoss()
-    return _Private(engine=engine, hooks=hooks, optimizer=dp_optimizer, criterion=criterion, loader=loader,
-                    sample_rate=1.0 / len(indices), mode=mode)
+    if loader.sample_rate != plan.sample_rate or len(loader) != plan.steps_per_epoch:  # the caller removes the hooks
+        raise RuntimeError(f"Opacus samples at {loader.sample_rate} for {len(loader)} steps an epoch, not at "
+                           f"{plan.sample_rate} for {plan.steps_per_epoch} as planned (an Opacus version change?)")
+    return _Private(engine=engine, hooks=hooks, optimizer=dp_optimizer, criterion=criterion, loader=loader, mode=mode)
 
 
 def freeze_unused(net: Net, split: Split, model: nn.Module) -> int:
@@ -257,17 +272,23 @@ def freeze_unused(net: Net, split: Split, model: nn.Module) -> int:
     The probe runs one batch shaped like the first record's but holding no data
     (zeros, attention mask all ones), so no record's values enter it.
     """
-    inputs, labels, _ = split.batch(np.array([0]))
-    blank = {k: torch.ones_like(v) if k == "attention_mask" else torch.zeros_like(v) for k, v in inputs.items()} \
-        if isinstance(inputs, dict) else torch.zeros_like(inputs)  # type: ignore[arg-type]
     trainable = [p for p in model.parameters() if p.requires_grad]
+    model.train(False)  # no dropout: the probe must not draw from the global RNG
     with torch.enable_grad():
-        total = net.logits(blank, exact=True).float().sum()
+        total = net.logits(_blank(split.batch(np.array([0]))[0]), exact=True).float().sum()
         grads = torch.autograd.grad(total, trainable, allow_unused=True)
     unused = [p for p, g in zip(trainable, grads) if g is None]
     for p in unused:
         p.requires_grad_(False)
     return len(unused)
+
+
+def _blank(inputs: object) -> object:
+    """Model inputs of the same shape holding no data: zeros, with every position attended."""
+    if isinstance(inputs, dict):
+        return {k: torch.ones_like(v) if k == "attention_mask" else torch.zeros_like(v) for k, v in inputs.items()}
+    assert isinstance(inputs, torch.Tensor)
+    return torch.zeros_like(inputs)
 
 
 class BroadcastEmbeddings:

@@ -24,7 +24,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from swagppm._config import ConfigError, SWAGPPMConfig
+from swagppm._config import ConfigError, ModelConfig, SWAGPPMConfig
 from swagppm._data import PreparedData
 from swagppm._partial import TopLayers
 from swagppm._pooled import PooledClassifier, PooledClassifierConfig
@@ -100,6 +100,8 @@ def build_model(config: SWAGPPMConfig, data: PreparedData, device: torch.device)
             else:
                 encoder = _load(AutoModel.from_pretrained, spec.name_or_path, "model")
                 model = _pooled(encoder, pooling, labels)
+        if spec.trainable == "lora":
+            model = _with_lora(model, spec)
     if tokenizer.pad_token_id is None:
         if tokenizer.eos_token is None:
             raise ConfigError(f"model.name_or_path = {spec.name_or_path!r}: the tokenizer has no padding token")
@@ -176,11 +178,27 @@ def _load(loader, name: str, what: str, **kwargs):  # type: ignore[no-untyped-de
         ) from None
 
 
+def _with_lora(model: PreTrainedModel, spec: ModelConfig) -> PreTrainedModel:
+    """The model with LoRA adapters (peft) on ``spec.lora_targets`` and a trainable copy of the classifier."""
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=spec.lora_rank, lora_alpha=spec.lora_alpha, lora_dropout=0.0,
+                      target_modules=list(spec.lora_targets) if spec.lora_targets else None,
+                      modules_to_save=["classifier"])
+    try:
+        return get_peft_model(model, lora)  # type: ignore[return-value]
+    except ValueError as error:  # e.g. no default target modules for this architecture
+        raise ConfigError(f"model.trainable = 'lora': {str(error).splitlines()[0]} (set model.lora_targets, "
+                          "e.g. [\"query\", \"value\"])") from None
+
+
 def _apply_trainable(model: PreTrainedModel, config: SWAGPPMConfig) -> tuple[str, ...]:
     """Freeze everything outside the trainable set; return the trainable names."""
     mode = config.model.trainable
     names = [n for n, _ in model.named_parameters()]
-    if mode == "all":
+    if mode == "lora":  # peft has frozen the base and left the adapters and the classifier's copy trainable
+        chosen = {n for n, p in model.named_parameters() if p.requires_grad}
+    elif mode == "all":
         chosen = set(names)
     elif mode == "head":
         chosen = {n for n in names if n.startswith("classifier.")}

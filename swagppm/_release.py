@@ -10,6 +10,7 @@ carries only aggregates and the caveats of METHOD.md.
 
 from __future__ import annotations
 
+import copy
 import json
 import statistics
 from pathlib import Path
@@ -91,7 +92,7 @@ def write_release(session: Session, fit: Fit, out_dir: str | Path, *, force: boo
         if isinstance(model, PooledClassifier):
             PooledClassifierConfig.register_for_auto_class()
             PooledClassifier.register_for_auto_class("AutoModelForSequenceClassification")
-        model.save_pretrained(out)
+        _releasable(model).save_pretrained(out)
         _save_tokenizer(bundle.tokenizer, out, max_length=config.data.max_length)
     finally:
         posterior.restore_mean(model)
@@ -102,6 +103,12 @@ def write_release(session: Session, fit: Fit, out_dir: str | Path, *, force: boo
     (out / "release_card.json").write_text(json.dumps(card, indent=2, allow_nan=True))
     (out / "README.md").write_text(model_card(card, labels=session.data.label_names))
     return out
+
+
+def _releasable(model: Any) -> Any:
+    """What is saved: the model itself, or for LoRA a copy with the (drawn) adapters merged into the public base."""
+    merge = getattr(model, "merge_and_unload", None)
+    return copy.deepcopy(model).merge_and_unload() if merge is not None else model
 
 
 def _save_tokenizer(tokenizer: Any, out: Path, *, max_length: int) -> None:

@@ -50,3 +50,26 @@ def test_a_fit_trains_only_the_top_and_keeps_the_rest_public(partial_config: swa
         out = session.release(fit, tmp_path / "released")
     model = AutoModelForSequenceClassification.from_pretrained(out)
     assert model.config.num_labels == fit.result.num_classes
+
+
+def test_lora_trains_adapters_only_and_releases_a_merged_model(local_pretrained: Path, make_config: MakeConfig,
+                                                               tmp_path: Path) -> None:
+    config = make_config(model={"name_or_path": str(local_pretrained), "trainable": "lora", "lora_rank": 2,
+                                "lora_targets": ["query", "value"]})
+    with swagppm.Session(config) as session:
+        fit = session.fit(c=1.0, ft_epochs=2)
+        assert fit.result.failure is None and np.isfinite(fit.result.epsilon)
+        private = session.bundle.private_parameters
+        assert private and all("lora_" in n or "classifier" in n for n in private)
+        for name, parameter in session.bundle.model.named_parameters():
+            if name not in private:
+                assert tensor_digest(parameter) == session.bundle.public_digests[name], name
+        out = session.release(fit, tmp_path / "released")
+        assert not any("lora_" in n for n, _ in session.bundle.model.named_parameters() if n not in private)
+    model, info = AutoModelForSequenceClassification.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not any("lora" in n for n, _ in model.named_parameters())
+    public = AutoModelForSequenceClassification.from_pretrained(local_pretrained, num_labels=fit.result.num_classes)
+    released, original = model.state_dict(), public.state_dict()
+    query, dense = "bert.encoder.layer.0.attention.self.query.weight", "bert.encoder.layer.0.output.dense.weight"
+    assert not torch.equal(released[query], original[query])  # the drawn adapter merged in
+    assert torch.equal(released[dense], original[dense])  # no adapter there: the public value
