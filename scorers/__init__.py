@@ -19,6 +19,7 @@ from scorers._diagnosis import (
 )
 from scorers._scores import (
     DEFAULT_SPIKE_Z,
+    MIN_DRAWS,
     MaxDeltaScores,
     UtilityScores,
     majority_weighted_f1,
@@ -31,6 +32,7 @@ __all__ = [
     "AttackResult",
     "CONSTRAINT_CAP",
     "DEFAULT_SPIKE_Z",
+    "MIN_DRAWS",
     "Diagnosis",
     "DiagnosisThresholds",
     "MaxDeltaScores",

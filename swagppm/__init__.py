@@ -7,6 +7,7 @@ cost is ε = 2·max over draws and records of w·NLL. See METHOD.md for the meth
 
 from transformers import AutoConfig, AutoModelForSequenceClassification
 
+from swagppm._cache import clear_cache, default_cache_dir
 from swagppm._config import (
     DEFAULT_LEARNING_RATES,
     ConfigError,
@@ -18,7 +19,6 @@ from swagppm._config import (
     config_from_table,
     load_toml,
 )
-from swagppm._cache import clear_cache, default_cache_dir
 from swagppm._data import DataError, PreparedData, load_records, prepare_data, synthetic_corpus
 from swagppm._engine import EpochInfo, TrainingFailure
 from swagppm._pipeline import Fit, Preparation, Session, SWAGPPMResult, prepare, release, run_fit
@@ -32,7 +32,7 @@ from swagppm._privacy import (
     weighted_nll,
 )
 from swagppm._provenance import versions
-from swagppm._release import CAVEATS, ReleaseRefused
+from swagppm._release import CAVEATS, ReleaseRefused, check_release_dir
 from swagppm._swag import SWAGPosterior
 
 AutoConfig.register(PooledClassifierConfig.model_type, PooledClassifierConfig, exist_ok=True)
@@ -60,6 +60,7 @@ __all__ = [
     "SWAGPosterior",
     "TrainingFailure",
     "check_choice",
+    "check_release_dir",
     "check_value",
     "clear_cache",
     "config_from_table",

@@ -79,7 +79,9 @@ def _create_own(directory: str | Path | None) -> Path:
     try:
         folder.mkdir(mode=0o700, parents=True)
         os.chmod(folder, 0o700)  # the mode given to mkdir is reduced by the umask
-        (folder / MARKER).write_text(_MARKER_TEXT)
+        marker = folder / MARKER
+        marker.write_text(_MARKER_TEXT)
+        os.chmod(marker, 0o600)
     except OSError as error:
         raise ConfigError(f"swagppm.cache_dir = {str(requested)!r}: cannot create the private cache folder "
                           f"{folder} ({error.strerror or error})") from None

@@ -7,8 +7,9 @@ pooled ``"last_n_layers"``, else the model on tokens, frozen parts frozen), from
 the same public starting values, with per-record gradient clipping, Gaussian
 noise and Poisson sampling (Opacus). It reports ε from Opacus's accountant for
 the steps actually taken, and test-set utility. The session is left as it was:
-parameters back at their starting values, ``requires_grad`` flags and training
-modes restored, every Opacus hook and attribute removed.
+parameters back at the values they held before the fit, gradients,
+``requires_grad`` flags and training modes restored, every Opacus hook and
+attribute removed.
 
 Reproducibility: Poisson sampling, the gradient noise and dropout come from
 generators derived from ``settings.seed`` (``secure_mode=False``), so a run
@@ -53,7 +54,7 @@ _MODULE_ATTRS = ("activations", "max_batch_len", "ft_compute_sample_grad", "auto
 # Harmless warnings of per-record gradients: an embedding's integer input has no gradient, and Opacus's
 # functorch path asks CPU autocast for that input's integer dtype (and so leaves autocast off).
 _BENIGN_WARNINGS = ("Full backward hook is firing when gradients are computed with respect to module outputs",
-                    "CPU Autocast only supports dtypes")
+                    "In CPU autocast, but the target dtype is not supported")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,13 +144,13 @@ class _Private:
 def dpsgd_fit(session: Session, settings: DPSGDSettings, *, progress: bool = False) -> DPSGDResult:
     """Train the session's trainable parameters with DP-SGD from their public start; evaluate on the test split.
 
-    Raises ``TrainingFailure`` on a non-finite epoch loss. The session's model is
-    back at its starting values afterwards, so SWAG-PPM fits in the same session
-    are unaffected.
+    Raises ``TrainingFailure`` on a non-finite epoch loss. Afterwards (also on
+    failure) the model's parameters hold exactly the values they held before, so
+    SWAG-PPM fits and releases in the same session are unaffected.
     """
     start = time.perf_counter()
     plan = Plan.of(len(session.train), settings)
-    model = session.bundle.model
+    model, values = session.bundle.model, session.bundle.trainable_state()
     saved = _Snapshot.take(model)
     try:
         session.bundle.reset()
@@ -164,7 +165,7 @@ def dpsgd_fit(session: Session, settings: DPSGDSettings, *, progress: bool = Fal
         utility = _evaluate(session)
     finally:
         _remove_opacus(model, None)
-        session.bundle.reset()
+        session.bundle.reset(values)
         saved.restore(model)
     return DPSGDResult(
         epsilon=epsilon, delta=plan.delta, target_epsilon=settings.target_epsilon,

@@ -5,31 +5,53 @@ processes), ``worker`` (join a study from any machine), ``fit`` (one fit outside
 any study), ``status`` (the trial table and the best feasible trial), ``export``
 (the chosen configuration as JSON), ``release`` (the private model), ``report``
 (one HTML file), ``dashboard`` (optuna-dashboard) and ``clean`` (delete the
-private cache). Bad input exits with status 2 and a message naming
-the file, table or key.
+private cache). Every verb that opens a study reads its storage from --storage,
+else $SWAGPPM_TUNE_STORAGE, else [study] storage. Output files and folders are
+checked before any fit.
+
+Exit status:
+  0    ok (run, status, export, release: a feasible trial exists)
+  1    no feasible trial (the closest one and its violations are printed)
+  2    bad input or refused: the study file, a flag, the data, an output that
+       cannot be written, a release refused (one line naming the file, table or key)
+  3    the study storage was lost mid-run and could not be reconnected
+  4    internal error: an unexpected exception (one line with its type and
+       message; set SWAGPPM_TUNE_DEBUG=1 for the traceback)
+  5    the fit failed (catastrophic: its training loss or a draw turned NaN/inf)
+  6    fit --from: epsilon differs from the export's
+  130  interrupted (Ctrl-C); finished trials are kept
+  141  the output pipe was closed (e.g. `swagppm-tune status STUDY.toml | head`)
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import json
+import math
 import os
-import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
 import optuna_dashboard
+import torch
 from optuna.artifacts import FileSystemArtifactStore
 
 import swagppm
+from swagppm import ConfigError, check_value
 from tuner._config import StudyConfig
 from tuner._export import Chosen, export_trial, read_export, trials_run, write_export
 from tuner._outcome import judge
 from tuner._report import write_report
+from tuner._storage import make_storage, masked_url, storage_file
 from tuner._study import (
+    WORKER,
+    StorageLost,
     best_feasible,
     closest_trial,
     figures_html,
@@ -37,20 +59,24 @@ from tuner._study import (
     format_table,
     open_study,
     pareto_front,
-    WORKER,
-    StorageLost,
     run_study,
     trial_rows,
     violated,
 )
-from tuner._storage import masked_url
 from tuner._workers import STORAGE_ENV, run_workers
 
 EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2
 EXIT_STORAGE_LOST = 3
+EXIT_INTERNAL = 4
+EXIT_FIT_FAILED = 5
+EXIT_NOT_REPRODUCED = 6
 EXIT_INTERRUPTED = 130
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+EXIT_BROKEN_PIPE = 141
+DEBUG_ENV = "SWAGPPM_TUNE_DEBUG"
+EXPOSE_HELP = ("listen on a --host other than this machine. optuna-dashboard has no login: anyone who can reach the "
+               "port can read and modify or delete the study (trials, notes, figures). Prefer an SSH tunnel: "
+               "ssh -L 8080:127.0.0.1:8080 HOST, then open http://127.0.0.1:8080/dashboard/")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,11 +97,9 @@ def _parser() -> argparse.ArgumentParser:
 
     worker = verbs.add_parser("worker", help="join an existing study (from any machine) and optimise")
     study_arg(worker)
-    worker.add_argument("--storage", default=None,
-                        help=f"storage URL instead of [study] storage (or set ${STORAGE_ENV}, which keeps a password "
-                             "out of the process list)")
     worker.add_argument("--name", default=None, help="a name for this worker's lines")
-    worker.add_argument("--n-trials", type=int, default=None, help="finished trials to reach (default [study] n_trials)")
+    worker.add_argument("--n-trials", type=int, default=None,
+                        help="finished trials to reach (default [study] n_trials)")
     worker.add_argument("--timeout", type=float, default=None, help="seconds for this worker")
     worker.add_argument("--progress", action="store_true", help="also show progress bars inside each fit")
 
@@ -85,13 +109,14 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--c", type=float, default=None, help="weight slope c (default 1.0)")
     fit.add_argument("--ft-epochs", type=int, default=None, help="weighted fine-tuning epochs (default 7)")
     fit.add_argument("--g", type=float, default=None, help="weight intercept g (default 0.0)")
-    fit.add_argument("--stop-above", type=float, default=None, help="stop privacy draws once a max delta exceeds this")
+    fit.add_argument("--stop-above-epsilon", type=float, default=None,
+                     help="stop the privacy draws once one shows epsilon above this (epsilon is then a lower bound)")
+    fit.add_argument("--stop-above", type=float, default=None, help=argparse.SUPPRESS)  # gone: refused with a hint
     fit.add_argument("--figures", type=Path, default=None,
                      help="HTML file for the max-delta plot and F1 violins "
                      "(default: fit-c<c>-e<epochs>.html in the study's artifact folder)")
     fit.add_argument("--json", type=Path, default=None, help="also write the (aggregate) result to this JSON file")
-    fit.add_argument("--release", type=Path, default=None, help="release one draw of this configuration to a folder")
-    fit.add_argument("--force", action="store_true", help="release even a data-derived tokenizer (demos only)")
+    fit.add_argument("--release", type=Path, default=None, help="release one draw of this very fit to a folder")
 
     status = verbs.add_parser("status", help="the trial table and the best feasible trial")
     study_arg(status)
@@ -105,22 +130,32 @@ def _parser() -> argparse.ArgumentParser:
     release.add_argument("study", type=Path, nargs="?", help="study TOML file (or use --from)")
     release.add_argument("--from", dest="source", type=Path, default=None, help="an export JSON file")
     release.add_argument("-o", "--output", type=Path, required=True, help="folder to write the released model to")
-    release.add_argument("--force", action="store_true", help="release even a data-derived tokenizer (demos only)")
+
+    for verb in (fit, release):
+        verb.add_argument("--force", action="store_true", help="release even a data-derived tokenizer (demos only)")
+        verb.add_argument("--overwrite", action="store_true",
+                          help="release into a folder that is not empty: writes over files of the same name, never "
+                               "deletes others")
 
     dashboard = verbs.add_parser("dashboard", help="open optuna-dashboard on the study's storage and figures")
     study_arg(dashboard)
     dashboard.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
     dashboard.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    dashboard.add_argument("--expose-to-network", action="store_true", help=EXPOSE_HELP)
 
     clean = verbs.add_parser("clean", help="delete the study's private cache (per-record risks, stage 1, features)")
     study_arg(clean)
 
-    for verb in (run, worker, fit, release):
-        verb.add_argument("--data", default=None, help="the records' file or folder, instead of [data] source")
-
     report = verbs.add_parser("report", help="write one self-contained HTML report of the study")
     study_arg(report)
     report.add_argument("-o", "--output", type=Path, required=True, help="HTML file to write")
+
+    for verb in (run, worker, fit, release):
+        verb.add_argument("--data", default=None, help="the records' file or folder, instead of [data] source")
+    for verb in (run, worker, status, export, release, report, dashboard):
+        verb.add_argument("--storage", default=None,
+                          help=f"storage URL instead of ${STORAGE_ENV} or [study] storage (the variable keeps a "
+                               "password out of the process list)")
     return parser
 
 
@@ -138,11 +173,38 @@ def format_result(result: swagppm.SWAGPPMResult) -> str:
 
 
 def _study(args: argparse.Namespace) -> StudyConfig:
+    """The study file; its storage from --storage, else $SWAGPPM_TUNE_STORAGE, for verbs that open the study."""
     config = StudyConfig.from_toml(args.study)
-    storage = getattr(args, "storage", None) or (os.environ.get(STORAGE_ENV) if args.verb == "worker" else None)
+    storage = (args.storage or os.environ.get(STORAGE_ENV)) if hasattr(args, "storage") else None
     if storage:
         config = config.with_storage(storage)
     return config if getattr(args, "data", None) is None else config.with_data(args.data)
+
+
+def _existing_study(config: StudyConfig) -> optuna.Study:
+    """The stored study; a SQLite or journal file that is not there yet is refused, not created empty."""
+    file = storage_file(config.storage_url)
+    if file is not None and not file.exists():
+        raise ConfigError(f"{config.path}: no study exists in {masked_url(config.storage_url)} yet ({file} does not "
+                          f"exist); run `swagppm-tune run {config.path}` first")
+    return open_study(config, create=False)
+
+
+def _check_output(path: Path, what: str, *, folder: bool = False) -> None:
+    """Refuse, before any work, an output file (or ``folder``) that could not be written; missing folders are made."""
+    if not folder and path.is_dir():
+        raise ConfigError(f"{what} {path}: is a folder; name a file")
+    home = path if folder else path.parent
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        if not folder and path.exists():
+            path.open("a").close()  # opening to append changes nothing
+        else:
+            tempfile.TemporaryFile(dir=home).close()
+    except OSError as error:
+        in_the_way = next((p for p in (home, *home.parents) if p.exists() and not p.is_dir()), None)
+        reason = f"{in_the_way} is a file, not a folder" if in_the_way else error.strerror or str(error)
+        raise ConfigError(f"{what} {path}: cannot be written ({reason})") from None
 
 
 def _chosen(args: argparse.Namespace) -> Chosen:
@@ -155,60 +217,144 @@ def _chosen(args: argparse.Namespace) -> Chosen:
 
 def _one_source(args: argparse.Namespace) -> None:
     if (args.study is None) == (args.source is None):
-        raise swagppm.ConfigError(f"swagppm-tune {args.verb}: give a study TOML file or --from EXPORT.json (one of them)")
+        raise ConfigError(f"swagppm-tune {args.verb}: give a study TOML file or --from EXPORT.json (one of them)")
+
+
+@dataclass(frozen=True)
+class _FitRequest:
+    """What ``fit`` fits: the settings, (c, epochs, g), and the study file or the export they come from."""
+
+    config: swagppm.SWAGPPMConfig
+    c: float
+    ft_epochs: int
+    g: float
+    study: StudyConfig | None = None
+    chosen: Chosen | None = None
+
+
+def _fit_request(args: argparse.Namespace) -> _FitRequest:
+    """The fit the flags ask for, checked like a study's (positive finite c, at least one epoch, finite g)."""
+    _one_source(args)
+    if args.stop_above is not None:
+        raise ConfigError("--stop-above is gone (its unit was the max delta, epsilon/2): use --stop-above-epsilon, "
+                          "whose unit is epsilon")
+    if args.source is not None:
+        for flag in ("c", "ft_epochs", "g"):
+            if getattr(args, flag) is not None:
+                raise ConfigError(f"--{flag.replace('_', '-')} cannot be combined with --from (the export "
+                                  "fixes the configuration)")
+        chosen = _chosen(args)
+        request = _FitRequest(config=chosen.config, c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, chosen=chosen)
+    else:
+        study = _study(args)
+        request = _FitRequest(config=study.fit, c=1.0 if args.c is None else args.c,
+                              ft_epochs=7 if args.ft_epochs is None else args.ft_epochs,
+                              g=study.search.g if args.g is None else args.g, study=study)
+    check_value(request.c > 0 and math.isfinite(request.c), "--c", request.c, "positive and finite")
+    check_value(request.ft_epochs >= 1, "--ft-epochs", request.ft_epochs, "at least 1")
+    check_value(math.isfinite(request.g), "--g", request.g, "finite")
+    stop = args.stop_above_epsilon
+    check_value(stop is None or (stop > 0 and math.isfinite(stop)), "--stop-above-epsilon", stop, "positive and finite")
+    return request
 
 
 def _fit(args: argparse.Namespace) -> int:
-    _one_source(args)
-    if args.source is not None:
-        chosen = _chosen(args)
-        config, c, epochs, g = chosen.config, chosen.c, chosen.ft_epochs, chosen.g
-        for flag in ("c", "ft_epochs", "g"):
-            if getattr(args, flag) is not None:
-                raise swagppm.ConfigError(f"--{flag.replace('_', '-')} cannot be combined with --from (the export "
-                                          "fixes the configuration)")
-        study = None
-    else:
-        study = _study(args)
-        config = study.fit
-        c = 1.0 if args.c is None else args.c
-        epochs = 7 if args.ft_epochs is None else args.ft_epochs
-        g = study.search.g if args.g is None else args.g
-    result = swagppm.run_fit(config, c=c, ft_epochs=epochs, g=g, stop_above=args.stop_above, progress=True)
-    if study is not None:
-        outcome = judge(result, targets=study.targets, search=study.search)
-        print(outcome.line())
-        for reason in outcome.reasons:
-            print(f"  - {reason}")
-        print(f"  next: {outcome.recommendation.sentence}")
-        figures = args.figures or study.artifact_dir / f"fit-c{c:.3f}-e{epochs}.html"
-        figures.parent.mkdir(parents=True, exist_ok=True)
-        figures.write_text(figures_html(outcome.attributes(), study, title=f"Fit c = {c:g}, {epochs} epochs"))
-        print(f"figures: {figures}")
-    else:
-        print(format_result(result))
+    """One fit: outputs checked first, its line printed before any file is written, --release from this very fit."""
+    request = _fit_request(args)
+    figures = None
+    if request.study is not None:
+        figures = args.figures or request.study.artifact_dir / f"fit-c{request.c:.3f}-e{request.ft_epochs}.html"
+        _check_output(figures, "--figures")
     if args.json is not None:
-        args.json.write_text(json.dumps(result.to_dict(), indent=2))
-    code = 1 if result.failure else 0
-    if args.source is not None and chosen.epsilon is not None:
-        if result.epsilon == chosen.epsilon:
-            print(f"epsilon {result.epsilon!r} reproduces the export exactly")
-        else:
-            print(f"epsilon {result.epsilon!r} differs from the export's {chosen.epsilon!r} (another device, "
-                  "library version or cached stage 1?)")
-            code = 1
+        _check_output(args.json, "--json")
     if args.release is not None:
-        out = swagppm.release(config, c=c, ft_epochs=epochs, g=g, out_dir=args.release, force=args.force, progress=True)
-        print(f"released one draw to {out}")
-    return code
+        swagppm.check_release_dir(args.release, overwrite=args.overwrite, data_derived=request.config.model.is_tiny,
+                          force=args.force)
+    if request.chosen is not None and request.chosen.threads:
+        torch.set_num_threads(request.chosen.threads)
+        print(f"using {request.chosen.threads} CPU thread(s), as the exported trial did (on a CPU, epsilon depends "
+              "on the thread count in its last digits)")
+    with swagppm.Session(request.config) as session:
+        fit = session.fit(c=request.c, ft_epochs=request.ft_epochs, g=request.g,
+                          stop_above_epsilon=args.stop_above_epsilon, progress=True)
+        page = _print_fit(fit.result, request)
+        codes = [EXIT_FIT_FAILED if fit.result.failure else 0, _reproduced(fit.result, request.chosen)]
+        if figures is not None and page is not None:
+            codes.append(_write(figures, page, "figures"))
+        if args.json is not None:
+            codes.append(_write(args.json, json.dumps(fit.result.to_dict(), indent=2), "result JSON"))
+        if args.release is not None:
+            codes.append(_release_fit(session, fit, args, request))
+    return next((code for code in codes if code), 0)
+
+
+def _print_fit(result: swagppm.SWAGPPMResult, request: _FitRequest) -> str | None:
+    """Print the fit's line (judged against the study's targets when there is a study); its figures page, if any."""
+    study = request.study
+    if study is None:
+        print(format_result(result), flush=True)
+        return None
+    outcome = judge(result, targets=study.targets, search=study.search)
+    print(outcome.line())
+    for reason in outcome.reasons:
+        print(f"  - {reason}")
+    print(f"  next: {outcome.recommendation.sentence}", flush=True)
+    return figures_html(outcome.attributes(), study, title=f"Fit c = {request.c:g}, {request.ft_epochs} epochs")
+
+
+def _write(path: Path, text: str, what: str) -> int:
+    """Write one output of a finished fit; a failure is one line and status 2, and the printed result stands."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as error:
+        print(f"swagppm-tune: error: could not write the {what} {path} ({error.strerror or error}); the result "
+              "above stands", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"{what}: {path}")
+    return 0
+
+
+def _reproduced(result: swagppm.SWAGPPMResult, chosen: Chosen | None) -> int:
+    """Whether a refit gives its export's ε bit for bit; if not, the line names what to suspect."""
+    if chosen is None or chosen.epsilon is None:
+        return 0
+    if result.epsilon == chosen.epsilon:
+        print(f"epsilon {result.epsilon!r} reproduces the export exactly")
+        return 0
+    print(f"epsilon {result.epsilon!r} differs from the export's {chosen.epsilon!r}; suspects: "
+          f"{_suspects(result, chosen)}")
+    return EXIT_NOT_REPRODUCED
+
+
+def _suspects(result: swagppm.SWAGPPMResult, chosen: Chosen) -> str:
+    """The thread count, device and library versions of the refit against the export's, and the cache."""
+    now, then = swagppm.versions("optuna", "optuna-dashboard"), chosen.versions or {}
+    changed = sorted(name for name in set(now) | set(then) if now.get(name) != then.get(name))
+    versions = (f"{', '.join(changed)} differ" if changed else "the same") if then else "not recorded"
+    return (f"the CPU thread count ({result.threads} here, {chosen.threads or 'not recorded'} in the export), the "
+            f"device ({result.device} here, {chosen.device or 'not recorded'} in the export), the library versions "
+            f"({versions}), or a stage 1 cached under other settings")
+
+
+def _release_fit(session: swagppm.Session, fit: swagppm.Fit, args: argparse.Namespace, request: _FitRequest) -> int:
+    """``fit --release``: one draw of the fit just printed, written with the checks made before it."""
+    if fit.result.failure:
+        print(f"nothing released: the fit failed ({fit.result.failure})", file=sys.stderr)
+        return EXIT_FIT_FAILED
+    trials = None if request.chosen is None else request.chosen.trials_run
+    out = session.release(fit, args.release, force=args.force, overwrite=args.overwrite, trials_run=trials)
+    print(f"released one draw of this fit to {out}")
+    return 0
 
 
 def _status(args: argparse.Namespace) -> int:
     config = _study(args)
-    study = open_study(config, create=False)
+    study = _existing_study(config)
     print(format_table(trial_rows(study), statistic=config.targets.statistic))
     counts = trials_run(study)
-    print(f"\n{counts['total']} trials: {counts['complete']} complete, {counts['pruned']} pruned, {counts['fail']} failed")
+    print(f"\n{counts['total']} trials: {counts['complete']} complete, {counts['pruned']} pruned, "
+          f"{counts['fail']} failed")
     best = best_feasible(study)
     if best is None:
         _print_closest(study)
@@ -243,12 +389,13 @@ def _print_closest(study: optuna.Study) -> None:
 
 def _export(args: argparse.Namespace) -> int:
     config = _study(args)
-    study = open_study(config, create=False)
+    _check_output(args.output, "-o")
+    study = _existing_study(config)
     if args.trial is not None:
         matching = [t for t in study.get_trials(deepcopy=False) if t.number == args.trial and t.params]
         if not matching or "epsilon" not in matching[0].user_attrs:
-            raise swagppm.ConfigError(f"--trial {args.trial}: no finished trial with that number in study "
-                                      f"{config.study.name!r}")
+            raise ConfigError(f"--trial {args.trial}: no finished trial with that number in study "
+                              f"{config.study.name!r}")
         trial = matching[0]
     else:
         trial = best_feasible(study)
@@ -269,7 +416,7 @@ def _release(args: argparse.Namespace) -> int:
         config, c, epochs, g, count = chosen.config, chosen.c, chosen.ft_epochs, chosen.g, chosen.trials_run
     else:
         study_config = _study(args)
-        study = open_study(study_config, create=False)
+        study = _existing_study(study_config)
         best = best_feasible(study)
         if best is None:
             _print_closest(study)
@@ -278,14 +425,15 @@ def _release(args: argparse.Namespace) -> int:
         config, c, epochs = study_config.fit, best.params["c"], best.params["ft_epochs"]
         g, count = best.params.get("g", study_config.search.g), len(study.get_trials(deepcopy=False))
     out = swagppm.release(config, c=c, ft_epochs=epochs, g=g, out_dir=args.output, trials_run=count,
-                          force=args.force, progress=True)
+                          force=args.force, overwrite=args.overwrite, progress=True)
     print(f"released one draw of c = {c:.4g}, {epochs} epochs to {out}")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
     config = _study(args)
-    study = open_study(config, create=False)
+    _check_output(args.output, "-o")
+    study = _existing_study(config)
     path = write_report(study, config, args.output)
     print(f"report of {finished_count(study)} finished trials written to {path}")
     return 0
@@ -293,6 +441,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     config = _study(args)
+    _check_output(config.artifact_dir, "[study] artifacts", folder=True)
     try:
         if args.workers > 1 or args.gpus:
             gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else []
@@ -308,6 +457,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _worker(args: argparse.Namespace) -> int:
     config = _study(args)
+    _check_output(config.artifact_dir, "[study] artifacts", folder=True)
     try:
         summary = run_study(config, n_trials=args.n_trials, timeout=args.timeout, progress_fit=args.progress,
                             worker=args.name or WORKER, echo=lambda line: print(line, flush=True))
@@ -325,41 +475,63 @@ def _interrupted(config: StudyConfig, path: Path) -> int:
 
 
 def _summary(config: StudyConfig, path: Path) -> int:
-    """The best feasible trial (exit 0) or the closest one with its violations (exit 1)."""
+    """The best feasible trial and what to do next (exit 0), or the closest one with its violations (exit 1)."""
     study = open_study(config, create=False)
     best = best_feasible(study)
     if best is None:
         _print_closest(study)
         return EXIT_INFEASIBLE
     print(_best_line(best))
-    print(f"next: swagppm-tune export {path} -o best.json; swagppm-tune release --from best.json -o released/")
+    force = " --force" if config.fit.model.is_tiny else ""
+    print(f"next: swagppm-tune export {path} -o best.json; swagppm-tune release --from best.json -o released/{force}")
+    if force:
+        print("  (--force: this study's tiny model builds its tokenizer from the training texts, so its vocabulary "
+              "leaks their words: for demos only, never for a real release)")
     return 0
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only (``localhost`` or a loopback address)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _dashboard(args: argparse.Namespace) -> int:
+    """optuna-dashboard on the study's own storage; a network address only with --expose-to-network."""
+    if not (_is_loopback(args.host) or args.expose_to_network):
+        raise ConfigError(f"--host {args.host} would serve the study to the network, and optuna-dashboard has no "
+                          f"login: anyone who can reach port {args.port} could read, modify and delete it. Use an "
+                          f"SSH tunnel (ssh -L {args.port}:127.0.0.1:{args.port} HOST, then open "
+                          f"http://127.0.0.1:{args.port}/dashboard/) or pass --expose-to-network")
     config = _study(args)
-    study = open_study(config, create=False)
-    if args.host not in LOCAL_HOSTS:
-        print(f"warning: the dashboard listens on {args.host}, so anyone who can reach this machine sees the study "
-              "(hyperparameters, epsilon, F1 and figures; no record); use --host 127.0.0.1 and an SSH tunnel "
-              "unless that is intended", file=sys.stderr)
-    config.artifact_dir.mkdir(parents=True, exist_ok=True)
+    study = _existing_study(config)
+    _check_output(config.artifact_dir, "[study] artifacts", folder=True)
+    if not _is_loopback(args.host):
+        print(f"warning: anyone who can reach {args.host}:{args.port} can read and modify or delete study "
+              f"{study.study_name!r} (trials, notes, figures)", file=sys.stderr)
+    storage = make_storage(config.storage_url, connect_timeout=config.study.connect_timeout)
     print(f"optuna-dashboard on http://{args.host}:{args.port}/dashboard/ (study {study.study_name!r} in "
           f"{masked_url(config.storage_url)}); Ctrl-C stops it", flush=True)
-    optuna_dashboard.run_server(study._storage, host=args.host, port=args.port,
+    optuna_dashboard.run_server(storage, host=args.host, port=args.port,
                                 artifact_store=FileSystemArtifactStore(config.artifact_dir))
     return 0
 
 
 def _clean(args: argparse.Namespace) -> int:
+    """Delete the private cache's own files; a folder the tool did not create is refused (exit 2), never emptied."""
     config = _study(args)
-    folder = Path(config.fit.cache_dir).expanduser() if config.fit.cache_dir else swagppm.default_cache_dir()
-    if not folder.exists():
-        print(f"nothing to clean: {folder} does not exist")
+    folder, removed = swagppm.clear_cache(config.fit.cache_dir)
+    if folder is None:
+        print(f"nothing to clean: no private cache in {config.fit.cache_dir or swagppm.default_cache_dir()}")
         return 0
-    shutil.rmtree(folder)
     shared = "" if config.fit.cache_dir else " (the default cache, shared by every study without cache_dir)"
-    print(f"removed the private cache {folder}{shared}")
+    print(f"removed the private cache {folder}: {removed} files{shared}")
+    if folder.exists():
+        print(f"  {folder} also holds files swagppm did not write; they were kept")
     return 0
 
 
@@ -368,16 +540,35 @@ _VERBS = {"run": _run, "worker": _worker, "fit": _fit, "status": _status, "expor
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one verb; every failure is one line on stderr and a documented exit status (see the module docstring)."""
     args = _parser().parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        return _VERBS[args.verb](args)
-    except (swagppm.ConfigError, swagppm.DataError, swagppm.ReleaseRefused, swagppm.TrainingFailure) as error:
+        code = _VERBS[args.verb](args)
+        sys.stdout.flush()  # a closed pipe shows here, where it is handled below
+        return code
+    except (ConfigError, swagppm.DataError, swagppm.ReleaseRefused) as error:
         print(f"swagppm-tune: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except swagppm.TrainingFailure as error:
+        print(f"swagppm-tune: the fit failed: {error}", file=sys.stderr)
+        return EXIT_FIT_FAILED
     except StorageLost as error:
         print(f"swagppm-tune: error: {error}", file=sys.stderr)
         return EXIT_STORAGE_LOST
+    except KeyboardInterrupt:
+        print("\nswagppm-tune: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `status | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's own flush stays quiet
+        return EXIT_BROKEN_PIPE
+    except Exception as error:  # noqa: BLE001 - a bug or an unforeseen failure: one line, the traceback on request
+        if os.environ.get(DEBUG_ENV):
+            raise
+        first = (str(error).strip().splitlines() or [""])[0]
+        print(f"swagppm-tune: internal error: {type(error).__name__}: {first} (run again with {DEBUG_ENV}=1 for "
+              "the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

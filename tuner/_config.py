@@ -13,17 +13,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
-
+from scorers import MIN_DRAWS
 from swagppm import ConfigError, SWAGPPMConfig, check_choice, check_value, config_from_table, load_toml
-from tuner._storage import JOURNAL, journal_path, masked_url
+from tuner._storage import JOURNAL, journal_path, masked_url, parse_url
 
 SamplerName = Literal["tpe", "gp", "nsga2", "random", "flowchart"]
 ObjectiveName = Literal["epsilon", "pareto"]
 Statistic = Literal["median", "q10"]
 
 _TABLES = ("study", "search", "targets", "data", "model", "swagppm")
+
+
+def _check_finite(table: str, settings: object, names: tuple[str, ...]) -> None:
+    """A ``ConfigError`` for the first of ``names`` set to inf or NaN (TOML allows both)."""
+    for name in names:
+        value = getattr(settings, name)
+        check_value(value is None or math.isfinite(value), f"{table}.{name}", value, "a finite number")
 
 
 @dataclass(frozen=True)
@@ -59,14 +64,17 @@ class StudySettings:
     reconnect_wait: float = 2.0
 
     def __post_init__(self) -> None:
+        _check_finite("study", self, ("timeout", "reconnect_wait"))
         check_value(bool(re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name)), "study.name", self.name,
                "letters, digits, '.', '_' or '-'")
         check_choice("study.sampler", self.sampler, SamplerName)
         check_choice("study.objective", self.objective, ObjectiveName)
         check_value(self.n_trials is None or self.n_trials >= 1, "study.n_trials", self.n_trials, "at least 1")
+        check_value(0 <= self.seed < 2**32, "study.seed", self.seed, "an integer in [0, 2**32)")
         check_value(self.startup_trials >= 1, "study.startup_trials", self.startup_trials, "at least 1")
         check_value(self.timeout is None or self.timeout > 0, "study.timeout", self.timeout, "positive (seconds)")
-        check_value(self.heartbeat_interval >= 1, "study.heartbeat_interval", self.heartbeat_interval, "at least 1 (seconds)")
+        check_value(self.heartbeat_interval >= 1, "study.heartbeat_interval", self.heartbeat_interval,
+                    "at least 1 (seconds)")
         check_value(self.grace_period > self.heartbeat_interval, "study.grace_period", self.grace_period,
                f"longer than heartbeat_interval = {self.heartbeat_interval} (seconds)")
         check_value(self.max_retries >= 0, "study.max_retries", self.max_retries, "0 or more")
@@ -110,6 +118,7 @@ class SearchSpace:
     restart_epochs: int = 7
 
     def __post_init__(self) -> None:
+        _check_finite("search", self, ("c_min", "c_max", "g", "g_min", "g_max", "c_step"))
         check_value(self.c_min > 0, "search.c_min", self.c_min, "positive")
         check_value(self.c_max > self.c_min, "search.c_max", self.c_max, f"greater than c_min = {self.c_min}")
         check_value(self.ft_epochs_min >= 1, "search.ft_epochs_min", self.ft_epochs_min, "at least 1")
@@ -127,8 +136,8 @@ class SearchSpace:
             where = f"search.start[{number}]"
             check_value(self.c_min <= point.c <= self.c_max, f"{where}.c", point.c,
                    f"within [c_min, c_max] = [{self.c_min}, {self.c_max}]")
-            check_value(self.ft_epochs_min <= point.ft_epochs <= self.ft_epochs_max, f"{where}.ft_epochs", point.ft_epochs,
-                   f"within [{self.ft_epochs_min}, {self.ft_epochs_max}]")
+            check_value(self.ft_epochs_min <= point.ft_epochs <= self.ft_epochs_max, f"{where}.ft_epochs",
+                        point.ft_epochs, f"within [{self.ft_epochs_min}, {self.ft_epochs_max}]")
             if point.g is not None:
                 check_value(self.searches_g, f"{where}.g", point.g, "left out unless g is searched (g_min, g_max)")
                 check_value(self.g_min <= point.g <= self.g_max, f"{where}.g", point.g,  # type: ignore[operator]
@@ -164,7 +173,9 @@ class Targets:
     stuck_epochs: int = 3
 
     def __post_init__(self) -> None:
-        check_value(self.epsilon > 0 and math.isfinite(self.epsilon), "targets.epsilon", self.epsilon, "positive and finite")
+        _check_finite("targets", self, ("max_f1_degradation", "max_bulk_spread", "spike_z"))
+        check_value(self.epsilon > 0 and math.isfinite(self.epsilon), "targets.epsilon", self.epsilon,
+                    "positive and finite")
         check_value(0.0 <= self.max_f1_degradation < 1.0, "targets.max_f1_degradation", self.max_f1_degradation,
                "a fraction in [0, 1)")
         check_choice("targets.statistic", self.statistic, Statistic)
@@ -208,6 +219,10 @@ class StudyConfig:
             raise ConfigError(f"{path} [targets]: early_stop = true cannot be used with study.sampler = 'flowchart' "
                               "(the guide reads whole max-delta series); remove it or pick another sampler")
         fit = SWAGPPMConfig.from_toml(path)
+        if targets.require_well_fit and fit.draws_privacy < MIN_DRAWS:
+            raise ConfigError(f"{path}: [targets] require_well_fit = true needs [swagppm] draws_privacy of at least "
+                              f"{MIN_DRAWS} (the scorers cannot judge a shorter max-delta series), got "
+                              f"{fit.draws_privacy}; raise draws_privacy or set require_well_fit = false")
         return cls(path=path, study=study, search=search, targets=targets, fit=fit)
 
     def with_storage(self, url: str) -> StudyConfig:
@@ -262,10 +277,9 @@ def _study_paths(table: dict[str, Any], path: Path) -> dict[str, Any]:
             table["storage"] = f"{JOURNAL}{path.parent / journal_path(storage)}"
     elif isinstance(storage, str) and not storage.startswith(("redis://", "rediss://", "unix://")):
         try:
-            url = make_url(storage)
-        except ArgumentError:
-            raise ConfigError(f"{path} [study]: storage = {masked_url(storage)!r} is not a database URL "
-                              "(e.g. 'sqlite:///demo.db' or 'postgresql+psycopg://user@host/db')") from None
+            url = parse_url(storage)
+        except ConfigError as error:
+            raise ConfigError(f"{path} [study]: {error}") from None
         if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:" \
                 and not Path(url.database).is_absolute():
             table["storage"] = url.set(database=str(path.parent / url.database)).render_as_string(hide_password=False)
@@ -281,4 +295,5 @@ def _start_points(values: object, path: Path) -> tuple[StartPoint, ...]:
     where = f"{path} [search]"
     if not isinstance(values, list):
         raise ConfigError(f"{where}: start must be a list of tables, e.g. start = [{{ c = 1.0, ft_epochs = 7 }}]")
-    return tuple(config_from_table(StartPoint, value, f"{where} start[{number}]") for number, value in enumerate(values))
+    return tuple(config_from_table(StartPoint, value, f"{where} start[{number}]")
+                 for number, value in enumerate(values))

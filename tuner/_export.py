@@ -56,6 +56,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "data_hash": attrs.get("data_hash"),
         "seeds": {"fit": attrs.get("seed"), "sampler": config.study.seed},
         "device": attrs.get("device"),
+        "threads": attrs.get("threads"),
         "versions": swagppm.versions("optuna", "optuna-dashboard"),
         "caveats": list(CAVEATS) + [f"This configuration was selected from {counts['total']} trials "
                                     f"({counts['complete']} complete, {counts['pruned']} pruned, "
@@ -72,7 +73,11 @@ def write_export(document: dict[str, Any], path: str | Path) -> Path:
 
 @dataclass(frozen=True)
 class Chosen:
-    """A configuration read back from an export: the fit settings, the trial's (c, epochs, g) and what it measured."""
+    """A configuration read back from an export: the fit settings, the trial's (c, epochs, g) and what it measured.
+
+    ``device``, ``threads`` (the CPU thread count; ε depends on it in the last
+    digits on a CPU) and ``versions`` say where the trial ran, for a refit to match.
+    """
 
     config: SWAGPPMConfig
     c: float
@@ -81,6 +86,9 @@ class Chosen:
     epsilon: float | None
     trials_run: int | None
     path: Path
+    device: str | None = None
+    threads: int | None = None
+    versions: dict[str, str] | None = None
 
 
 def read_export(path: str | Path) -> Chosen:
@@ -102,6 +110,9 @@ def read_export(path: str | Path) -> Chosen:
         raise ConfigError(f"{path}: field {error} is missing or malformed") from None
     config = SWAGPPMConfig.from_dict(fit, where=f"{path} swagppm")
     epsilon = (document.get("metrics") or {}).get("epsilon")
+    threads = document.get("threads")
     return Chosen(config=config, c=c, ft_epochs=ft_epochs, g=g, epsilon=epsilon,
-                  trials_run=(document.get("trials_run") or {}).get("total"), path=path)
+                  trials_run=(document.get("trials_run") or {}).get("total"), path=path,
+                  device=document.get("device"), threads=threads if isinstance(threads, int) and threads > 0 else None,
+                  versions=document.get("versions"))
 

@@ -11,21 +11,25 @@ from dataclasses import dataclass
 from typing import Any
 
 import scorers
+from scorers import MIN_DRAWS
 from swagppm import SWAGPPMResult
 from tuner._config import SearchSpace, Targets
 
 CONSTRAINT_KEYS = ("epsilon", "f1_macro", "f1_weighted", "fit_spread", "fit_spikes")
-NOT_JUDGED = "not_judged"  # the label of a fit whose privacy draws stopped early
+NOT_JUDGED = "not_judged"  # the label of a fit whose series was not judged: an early stop, or too few draws
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """A judged fit. ``label`` is the diagnosis (or ``"not_judged"`` after an ε early stop).
+    """A judged fit. ``label`` is the diagnosis, or ``"not_judged"`` after an ε early stop or for a series too
+    short to judge.
 
     ``constraints`` follow Optuna's convention (≤ 0 met) and always carry the same
     keys, ``CONSTRAINT_KEYS``: the fit constraints are 0 when the study does not
     require a good fit, and after an early stop everything not measured is 0 (only
-    ε is known to be violated). ``catastrophic`` fits violate every constraint.
+    ε is known to be violated). A series too short to judge violates the fit
+    constraints when a good fit is required. ``catastrophic`` fits violate every
+    constraint.
     """
 
     result: SWAGPPMResult
@@ -78,6 +82,7 @@ class Outcome:
             "data_hash": result.data_hash,
             "seed": result.seed,
             "device": result.device,
+            "threads": result.threads,
             "timings": {stage: round(seconds, 3) for stage, seconds in result.timings.items()},
             "max_delta_series": [float(x) for x in result.max_delta],
             "f1_macro_draws": list(result.f1_macro),
@@ -135,6 +140,8 @@ def judge(result: SWAGPPMResult, *, targets: Targets, search: SearchSpace) -> Ou
         constraints = scorers.constraint_values(md, utility, thresholds, catastrophic=catastrophic)
     if not targets.require_well_fit and not catastrophic:
         constraints.update(fit_spread=0.0, fit_spikes=0.0)
+    if targets.require_well_fit and not catastrophic and md.num_draws < MIN_DRAWS:
+        return _too_short(result, md, utility, diagnosis.reasons, constraints)
     recommendation = scorers.recommend(diagnosis, c=result.c, epochs=result.ft_epochs, **steps)
     if not targets.require_well_fit and not catastrophic and diagnosis.label != "well_fit" \
             and all(v <= 0 for v in constraints.values()):
@@ -162,3 +169,16 @@ def _stopped_early(result: SWAGPPMResult, md: scorers.MaxDeltaScores, targets: T
             "lower_c", f"epsilon above target: lower c by {steps['c_step']:g} and restart at "
             f"{steps['restart_epochs']} epochs", lower_c, steps["restart_epochs"])
     return Outcome(result, md, None, NOT_JUDGED, reasons, constraints, recommendation)
+
+
+def _too_short(result: SWAGPPMResult, md: scorers.MaxDeltaScores, utility: scorers.UtilityScores | None,
+               reasons: tuple[str, ...], constraints: dict[str, float]) -> Outcome:
+    """A series too short to judge while a good fit is required: the fit constraints are violated, not waived."""
+    constraints = {**constraints, "fit_spread": scorers.CONSTRAINT_CAP, "fit_spikes": scorers.CONSTRAINT_CAP}
+    why = (f"only {md.num_draws} privacy draws, fewer than {MIN_DRAWS}: the fit cannot be judged, and the study "
+           "requires a well-fit series (require_well_fit = true): infeasible")
+    kept = reasons[1:]  # the first is the scorers' verdict on the series, which they could not judge
+    recommendation = scorers.Recommendation(
+        "revisit_targets", f"raise [swagppm] draws_privacy to at least {MIN_DRAWS}, or set require_well_fit = false",
+        result.c, result.ft_epochs)
+    return Outcome(result, md, utility, NOT_JUDGED, (why, *kept), constraints, recommendation)

@@ -3,7 +3,7 @@
 Server databases get connection settings that survive hour-long trials (pre-ping,
 recycling, TCP keepalives, a connect timeout) and heartbeats, so a trial whose
 worker died is failed after the grace period and retried a bounded number of
-times. Every message names the host with the password masked.
+times. Every message names the host with every credential masked.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import re
 import warnings
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, unquote_plus
 
 import optuna
 import sqlalchemy.exc
@@ -25,16 +26,71 @@ JOURNAL = "journal:"
 _DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg", "mysql": "mysql+pymysql",
             "mariadb": "mariadb+pymysql"}
 _EXTRAS = {"psycopg": "postgres", "pymysql": "mysql", "redis": "redis"}
+_SECRET_NAME = re.compile(r"pass|pwd|secret|token|key", re.IGNORECASE)
+_QUERY_PARAMETER = re.compile(r"(?P<lead>^|[&;])(?P<name>[^=&;]*)=(?P<value>[^&;]*)")
 
 
 def masked_url(url: str) -> str:
-    """The storage URL with any password replaced by ``***`` (for messages, logs and exports)."""
-    if url.startswith(JOURNAL):
-        return url
+    """The storage URL with every credential replaced by ``***`` (for messages, logs and exports)."""
+    return _credentials(url)[0]
+
+
+def _credentials(url: str) -> tuple[str, list[str]]:
+    """``url`` with its credentials masked, and the credentials themselves (to mask them in error messages).
+
+    The userinfo password is everything after the user name's ``:`` up to the LAST
+    ``@``, so an unescaped ``@`` in a password never shows part of it as the host;
+    a userinfo with several ``@`` and no ``:`` is masked whole. Query parameters
+    named like a password, secret, token or key are masked too.
+    """
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url, []
+    secrets: list[str] = []
+    userinfo, at, address = rest.rpartition("@")
+    if at:
+        user, colon, password = userinfo.partition(":")
+        if colon:
+            secrets.append(password)
+            rest = f"{user}:***@{address}"
+        elif "@" in userinfo:
+            secrets.append(userinfo)
+            rest = f"***@{address}"
+    location, question, query = rest.partition("?")
+
+    def mask(match: re.Match[str]) -> str:
+        if not _SECRET_NAME.search(match["name"]):
+            return match[0]
+        secrets.append(match["value"])
+        return f"{match['lead']}{match['name']}=***"
+
+    shown = f"{scheme}://{location}{question}{_QUERY_PARAMETER.sub(mask, query)}"
+    return shown, [secret for secret in secrets if secret]
+
+
+def parse_url(url: str) -> URL:
+    """A database storage URL, parsed; a malformed one is a ``ConfigError`` that shows it masked."""
+    shown, example = masked_url(url), "e.g. 'sqlite:///demo.db' or 'postgresql+psycopg://user@host:5432/db'"
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
     except sqlalchemy.exc.ArgumentError:
-        return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+        raise ConfigError(f"storage = {shown!r} is not a database URL ({example})") from None
+    except ValueError:  # int() of the port; its text may hold part of a password, so it is not shown
+        raise ConfigError(f"storage = {shown!r} is not a database URL: the port must be a number ({example})") from None
+    if parsed.host and "@" in parsed.host:  # what follows a password's '@' would be taken for the host
+        raise ConfigError(f"storage = {shown!r}: the user name or password holds an unescaped '@'; "
+                          "percent-encode each '@' in them as %40")
+    return parsed
+
+
+def storage_file(url: str) -> Path | None:
+    """The file a SQLite or journal storage keeps its studies in (None for servers and in-memory SQLite)."""
+    if url.startswith(JOURNAL):
+        return journal_path(url)
+    if kind(url) != "sqlite":
+        return None
+    database = parse_url(url).database
+    return Path(database) if database and database != ":memory:" else None
 
 
 def kind(url: str) -> str:
@@ -43,7 +99,7 @@ def kind(url: str) -> str:
         return "journal"
     if url.startswith(("redis://", "rediss://", "unix://")):
         return "redis"
-    return make_url(url).get_backend_name()
+    return parse_url(url).get_backend_name()
 
 
 def supports_workers(url: str) -> bool:
@@ -59,7 +115,7 @@ def journal_path(url: str) -> Path:
 
 def with_driver(url: str) -> str:
     """A server URL with the driver this project installs (psycopg 3, PyMySQL) when none is named."""
-    parsed = make_url(url)
+    parsed = parse_url(url)
     driver = _DRIVERS.get(parsed.drivername)
     return parsed.set(drivername=driver).render_as_string(hide_password=False) if driver else url
 
@@ -128,15 +184,13 @@ def _ping_redis(url: str, timeout: int) -> None:
 
 
 def describe_error(error: BaseException, url: str) -> str:
-    """A one-line reason for a storage error, with the URL's password masked."""
+    """A one-line reason for a storage error, with every credential of the URL masked."""
     text = str(getattr(error, "orig", None) or error).strip().splitlines()[0] if str(error).strip() else ""
-    text = text.replace(url, masked_url(url))
-    try:
-        password = make_url(url).password
-    except sqlalchemy.exc.ArgumentError:
-        password = None
-    if password:
-        text = text.replace(str(password), "***")
+    shown, secrets = _credentials(url)
+    text = text.replace(url, shown)
+    for secret in sorted({form for raw in secrets for form in (raw, unquote(raw), unquote_plus(raw))}, key=len,
+                         reverse=True):
+        text = text.replace(secret, "***")
     return f"{type(getattr(error, 'orig', None) or error).__name__}: {text}"
 
 

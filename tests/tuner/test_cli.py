@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tuner._cli import main
+import swagppm
+from tuner._cli import EXIT_FIT_FAILED, main
 
 STUDY = """
 [study]
@@ -24,7 +25,7 @@ tiny_layers = 1
 stage1_epochs = 4
 swag_epochs = 3
 draws_risk = 4
-draws_privacy = 5
+draws_privacy = 8
 draws_utility = 3
 device = "cpu"
 cache_dir = "cache"
@@ -39,7 +40,7 @@ def test_fit_prints_a_line_and_writes_json(tmp_path: Path, capsys: pytest.Captur
     line = capsys.readouterr().out
     assert "c=0.700 epochs= 2" in line and "eps=" in line and "F1 macro" in line
     result = json.loads((tmp_path / "r.json").read_text())
-    assert result["epsilon"] == 2 * max(result["max_delta"]) and len(result["max_delta"]) == 5
+    assert result["epsilon"] == 2 * max(result["max_delta"]) and len(result["max_delta"]) == 8
     assert (tmp_path / "cache").is_dir()  # relative cache_dir resolved beside the study file
 
 
@@ -59,3 +60,57 @@ def test_release_of_a_tiny_model_is_refused(tmp_path: Path, capsys: pytest.Captu
     study.write_text(STUDY)
     assert main(["fit", str(study), "--ft-epochs", "1", "--release", str(tmp_path / "out")]) == 2
     assert "tokenizer" in capsys.readouterr().err
+
+
+def test_the_early_stop_is_in_epsilon_units(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text(STUDY)
+    assert main(["fit", str(study), "--ft-epochs", "2", "--json", str(tmp_path / "full.json")]) == 0
+    first = json.loads((tmp_path / "full.json").read_text())["max_delta"][0]
+    bound = 1.5 * first  # in epsilon units the first draw (epsilon 2 * first) is already above it
+    assert main(["fit", str(study), "--ft-epochs", "2", "--stop-above-epsilon", repr(bound),
+                 "--json", str(tmp_path / "stopped.json")]) == 0
+    stopped = json.loads((tmp_path / "stopped.json").read_text())
+    assert stopped["epsilon_is_lower_bound"] and stopped["max_delta"] == [first]
+    assert "eps>=" in capsys.readouterr().out
+
+
+def test_the_old_max_delta_flag_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text(STUDY)
+    assert main(["fit", str(study), "--stop-above", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "--stop-above-epsilon" in err and "epsilon" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "cache").exists()
+
+
+def test_fit_release_fits_once_and_writes_over_files_only_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text(STUDY)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["fit", str(study), "--ft-epochs", "1", "--release", str(out), "--force"]) == 2
+    assert "--overwrite" in capsys.readouterr().err and not (tmp_path / "cache").exists()  # refused before fitting
+    fits = []
+    real_fit = swagppm.Session.fit
+
+    def counted(self: swagppm.Session, **kwargs: object) -> swagppm.Fit:
+        fits.append(kwargs)
+        return real_fit(self, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(swagppm.Session, "fit", counted)
+    assert main(["fit", str(study), "--ft-epochs", "1", "--release", str(out), "--force", "--overwrite"]) == 0
+    assert len(fits) == 1  # the released draw comes from the fit whose line was printed
+    card = json.loads((out / "release_card.json").read_text())
+    assert f"eps={card['epsilon']:.3f}" in capsys.readouterr().out.replace(" ", "")
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_a_fit_whose_training_failed_has_its_own_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text(STUDY.replace('device = "cpu"', 'device = "cpu"\nfinetune_lr = 1e9'))
+    assert main(["fit", str(study), "--ft-epochs", "1"]) == EXIT_FIT_FAILED
+    assert "non-finite training loss" in capsys.readouterr().err

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from scorers._scores import MIN_DRAWS
 from swagppm import ConfigError
-from tuner import StartPoint, StudyConfig, masked_url
 from tests.tuner.conftest import write_study
+from tuner import StartPoint, StudyConfig, masked_url
 from tuner._cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,11 +36,38 @@ def test_relative_sqlite_and_artifacts_resolve_beside_the_file(study_file: Calla
     assert config.artifact_dir == tmp_path / "art"
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql+psycopg://tuner:s3cret@db.example:5432/studies",
+         "postgresql+psycopg://tuner:***@db.example:5432/studies"),
+        ("postgresql://u@h/db?password=s3cret", "postgresql://u@h/db?password=***"),
+        ("postgresql://u@h/db?sslmode=require&PWD=s3cret&api_token=s3cret&sslkey=s3cret;passwd=s3cret&x_secret=s3cret",
+         "postgresql://u@h/db?sslmode=require&PWD=***&api_token=***&sslkey=***;passwd=***&x_secret=***"),
+        ("redis://:s3cret@cache.internal:6379/0", "redis://:***@cache.internal:6379/0"),
+        ("rediss://default:s3cret@cache.internal:6380/0", "rediss://default:***@cache.internal:6380/0"),
+        ("postgresql://u:p@ss@s3cret@host/db", "postgresql://u:***@host/db"),  # unescaped '@': up to the last '@'
+        ("mysql://s3cret@pa@host/db", "mysql://***@host/db"),  # unparseable, no ':': all of it
+        ("postgresql://tuner@db.example/studies", "postgresql://tuner@db.example/studies"),
+        ("journal:/runs/study.log", "journal:/runs/study.log"),
+        ("sqlite:////runs/study.db", "sqlite:////runs/study.db"),
+    ],
+)
+def test_every_form_of_credential_is_masked(url: str, shown: str) -> None:
+    assert masked_url(url) == shown
+    assert "s3cret" not in masked_url(url)
+
+
 def test_password_is_masked_everywhere_it_is_shown(study_file: Callable[..., Path]) -> None:
-    url = "postgresql+psycopg://tuner:s3cret@db.example:5432/studies"
-    assert masked_url(url) == "postgresql+psycopg://tuner:***@db.example:5432/studies"
-    config = StudyConfig.from_toml(study_file(study={"storage": url}))
-    assert "s3cret" not in str(config.to_dict())
+    for url in ("postgresql+psycopg://tuner:s3cret@db.example:5432/studies", "postgresql://u@h/db?password=s3cret"):
+        config = StudyConfig.from_toml(study_file(study={"storage": url}))
+        assert "s3cret" not in str(config.to_dict())
+
+
+def test_an_unescaped_at_in_a_password_is_refused_without_showing_it(study_file: Callable[..., Path]) -> None:
+    with pytest.raises(ConfigError) as info:
+        StudyConfig.from_toml(study_file(study={"storage": "postgresql://u:p@ss@db.example/studies"}))
+    assert "%40" in str(info.value) and "ss@" not in str(info.value) and "p@ss" not in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -63,6 +91,11 @@ def test_password_is_masked_everywhere_it_is_shown(study_file: Callable[..., Pat
         ({"study": {"sampler": "flowchart"}, "targets": {"early_stop": True}}, "early_stop = true cannot be used"),
         ({"swagppm": {"draws_privacy": 0}}, "swagppm.draws_privacy = 0"),
         ({"serach": {"c_min": 0.1}}, "unknown table(s) [serach]"),
+        ({"study": {"seed": -1}}, "study.seed = -1: must be an integer in [0, 2**32)"),
+        ({"study": {"seed": 2**32}}, "study.seed = 4294967296: must be an integer in [0, 2**32)"),
+        ({"study": {"storage": "postgresql://u@127.0.0.1:abc/db"}}, "is not a database URL"),
+        ({"swagppm": {"draws_privacy": MIN_DRAWS - 1}},
+         f"[targets] require_well_fit = true needs [swagppm] draws_privacy of at least {MIN_DRAWS}"),
     ],
 )
 def test_bad_values_name_the_table_and_key(
@@ -73,6 +106,32 @@ def test_bad_values_name_the_table_and_key(
         StudyConfig.from_toml(path)
     assert expected in str(info.value)
     assert str(path) in str(info.value) or "." in expected  # table-level errors also name the file
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "lines"),
+    [
+        ("search", "c_max", "c_max = inf"),
+        ("search", "c_min", "c_min = nan"),
+        ("search", "c_step", "c_step = inf"),
+        ("search", "g", "g = -inf"),
+        ("search", "g_min", "g_min = -inf\ng_max = 1.0"),
+        ("search", "g_max", "g_min = 0.0\ng_max = inf"),
+        ("targets", "max_bulk_spread", "max_bulk_spread = inf"),
+        ("targets", "spike_z", "spike_z = inf"),
+        ("study", "reconnect_wait", "reconnect_wait = inf"),
+    ],
+)
+def test_non_finite_numbers_are_one_clear_error(tmp_path: Path, table: str, key: str, lines: str) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text('[study]\nname = "s"\n' + ("" if table == "study" else f"[{table}]\n") + lines + "\n")
+    with pytest.raises(ConfigError, match=rf"{table}\.{key} = .*: must be .*finite"):
+        StudyConfig.from_toml(path)
+
+
+def test_short_privacy_series_are_fine_without_the_well_fit_requirement(study_file: Callable[..., Path]) -> None:
+    path = study_file(targets={"require_well_fit": False}, swagppm={"draws_privacy": MIN_DRAWS - 1})
+    assert StudyConfig.from_toml(path).fit.draws_privacy == MIN_DRAWS - 1
 
 
 def test_missing_name_and_missing_file(study_file: Callable[..., Path], tmp_path: Path,

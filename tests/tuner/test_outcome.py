@@ -9,16 +9,19 @@ import numpy as np
 import pytest
 
 import scorers
+from scorers._scores import MIN_DRAWS
 from swagppm import SWAGPPMResult
 from tuner import CONSTRAINT_KEYS, SearchSpace, Targets, judge
 
 
-def result(series: list[float], *, c: float = 1.0, epochs: int = 7, f1: float = 0.80, **fields: object) -> SWAGPPMResult:
+def result(series: list[float], *, c: float = 1.0, epochs: int = 7, f1: float = 0.80,
+           **fields: object) -> SWAGPPMResult:
     """A fit's public outcome with a given max-delta series and F1 draws around ``f1``."""
     rng = np.random.default_rng(0)
     values: dict[str, object] = dict(
         c=c, g=0.0, ft_epochs=epochs, seed=0, epsilon=2 * max(series) if series else math.inf, max_delta=series,
-        f1_macro=list(f1 + 0.005 * rng.standard_normal(30)), f1_weighted=list(f1 + 0.05 + 0.005 * rng.standard_normal(30)),
+        f1_macro=list(f1 + 0.005 * rng.standard_normal(30)),
+        f1_weighted=list(f1 + 0.05 + 0.005 * rng.standard_normal(30)),
         baseline_f1_macro=0.82, baseline_f1_weighted=0.87, majority_rate=0.3, timings={"total": 12.5},
     )
     values.update(fields)
@@ -112,3 +115,19 @@ def test_attributes_are_json_and_hold_no_per_record_values() -> None:
                 "reasons", "recommendation", "epsilon_is_lower_bound", "timings", "draws_skipped"):
         assert key in attrs
     assert not set(attrs) & {"texts", "labels", "risks", "risk", "weights", "losses", "record_max", "argmax"}
+
+
+def test_a_series_too_short_to_judge_is_infeasible_when_a_good_fit_is_required() -> None:
+    short = judge(result(tight(n=MIN_DRAWS - 1)), targets=TARGETS, search=SEARCH)
+    assert not short.feasible and short.label == "not_judged"
+    assert short.constraints["fit_spread"] > 0 and short.constraints["fit_spikes"] > 0
+    assert short.constraints["epsilon"] <= 0 and short.constraints["f1_macro"] <= 0  # the rest is still measured
+    assert any(f"fewer than {MIN_DRAWS}" in reason and "require_well_fit" in reason for reason in short.reasons)
+    assert short.recommendation.action != "stop" and "infeasible" in short.line()
+    loose = judge(result(tight(n=MIN_DRAWS - 1)), targets=Targets(epsilon=10.0, require_well_fit=False), search=SEARCH)
+    assert loose.feasible
+    assert judge(result(tight(n=MIN_DRAWS)), targets=TARGETS, search=SEARCH).feasible
+
+
+def test_attributes_record_the_cpu_thread_count() -> None:
+    assert judge(result(tight(), threads=3), targets=TARGETS, search=SEARCH).attributes()["threads"] == 3

@@ -1,0 +1,353 @@
+"""``swagppm-tune`` never destroys what it did not make, checks outputs first, hides credentials, says why it exits."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+
+import tuner._cli
+from tests.tuner.test_outcome import result, tight
+from tuner import StudyConfig, export_trial, judge, report_html, write_export
+from tuner._cli import EXIT_BROKEN_PIPE, EXIT_NOT_REPRODUCED, main
+from tuner._study import Objective, open_study, record_outcome
+from tuner._workers import STORAGE_ENV
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def with_a_feasible_trial(path: Path, *, storage: str | None = None, **fields: object) -> optuna.Study:
+    """The study of ``path`` with one finished, feasible trial judged from a made-up result (no fit)."""
+    config = StudyConfig.from_toml(path)
+    config = config if storage is None else config.with_storage(storage)
+    study = open_study(config)
+    trial = study.ask()
+    c, epochs, _ = Objective(config).suggest(trial)
+    outcome = judge(result(tight(), c=c, epochs=epochs, **fields), targets=config.targets, search=config.search)
+    assert outcome.feasible
+    record_outcome(trial, outcome)
+    study.tell(trial, outcome.objective_values("epsilon"))
+    return study
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# --- 1. clean ---------------------------------------------------------------------------------------------------
+
+
+def test_clean_never_deletes_a_folder_the_tool_did_not_create(study_file: Callable[..., Path], tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file(swagppm={"cache_dir": "."})  # the study's own folder
+    (tmp_path / "notes.txt").write_text("mine")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["clean", str(path)]) == 2
+    assert str(tmp_path) in one_error_line(capsys.readouterr().err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+    assert main(["fit", str(path), "--ft-epochs", "1"]) == 0
+    cache = tmp_path / "swagppm-private"  # the tool made its own marked folder inside
+    assert any(cache.iterdir())
+    capsys.readouterr()
+    assert main(["clean", str(path)]) == 0
+    assert f"removed the private cache {cache}" in capsys.readouterr().out
+    assert not cache.exists() and (tmp_path / "notes.txt").read_text() == "mine" and path.exists()
+    assert (tmp_path / "small-artifacts").is_dir()
+
+
+def test_clean_with_nothing_cached_says_so(study_file: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["clean", str(study_file(swagppm={"cache_dir": "never-made"}))]) == 0
+    assert "nothing to clean" in capsys.readouterr().out
+
+
+# --- 2. outputs checked before the work, results kept -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fit", "STUDY", "--json", "FILE/r.json"],
+        ["fit", "STUDY", "--json", "DIR"],
+        ["fit", "STUDY", "--figures", "DIR"],
+        ["fit", "STUDY", "--figures", "FILE/sub/figures.html"],
+        ["fit", "STUDY", "--release", "FILE", "--force"],
+        ["fit", "STUDY", "--release", "FILE/model", "--force"],
+        ["export", "STUDY", "-o", "DIR"],
+        ["export", "STUDY", "-o", "FILE/best.json"],
+        ["report", "STUDY", "-o", "DIR"],
+        ["report", "STUDY", "-o", "FILE/report.html"],
+    ],
+)
+def test_outputs_are_checked_before_any_work(study_file: Callable[..., Path], tmp_path: Path, argv: list[str],
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    (tmp_path / "afile").write_text("mine")
+    (tmp_path / "adir").mkdir()
+    places = {"STUDY": str(path), "FILE": str(tmp_path / "afile"), "DIR": str(tmp_path / "adir")}
+    assert main([re.sub("STUDY|FILE|DIR", lambda m: places[m[0]], arg) for arg in argv]) == 2
+    captured = capsys.readouterr()
+    line = one_error_line(captured.err)
+    assert "afile" in line or "adir" in line
+    assert not (tmp_path / "cache").exists() and "eps" not in captured.out  # no fit ran
+    assert (tmp_path / "afile").read_text() == "mine"
+
+
+def test_a_missing_folder_for_the_json_is_created(study_file: Callable[..., Path], tmp_path: Path) -> None:
+    assert main(["fit", str(study_file()), "--ft-epochs", "1", "--json", str(tmp_path / "new" / "r.json")]) == 0
+    assert json.loads((tmp_path / "new" / "r.json").read_text())["ft_epochs"] == 1
+
+
+def test_a_write_that_fails_after_the_fit_keeps_the_printed_result(study_file: Callable[..., Path],
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full (a file every write to fails) on this system")
+    assert main(["fit", str(study_file()), "--ft-epochs", "1", "--json", "/dev/full"]) == 2
+    captured = capsys.readouterr()
+    assert "c=1.000 epochs= 1" in captured.out and "eps" in captured.out
+    lines = [line for line in captured.err.splitlines() if "swagppm-tune" in line]  # not the progress bars
+    assert len(lines) == 1 and "/dev/full" in lines[0] and "the result above stands" in lines[0]
+    assert "Traceback" not in captured.err
+
+
+# --- 3. release writes over files only when asked ---------------------------------------------------------------
+
+
+def test_release_writes_over_a_folder_only_with_overwrite(study_file: Callable[..., Path], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    exported = tmp_path / "best.json"
+    assert main(["export", str(path), "-o", str(exported)]) == 0
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    assert main(["release", "--from", str(exported), "-o", str(out), "--force"]) == 2
+    assert "--overwrite" in one_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "cache").exists()  # refused before the fit
+    assert main(["release", "--from", str(exported), "-o", str(out), "--force", "--overwrite"]) == 0
+    assert (out / "release_card.json").is_file() and (out / "notes.txt").read_text() == "mine"
+
+
+# --- 4. credentials ---------------------------------------------------------------------------------------------
+
+
+def test_no_form_of_password_reaches_the_terminal(study_file: Callable[..., Path], tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    port = closed_port()
+    query = f"postgresql://tuner@127.0.0.1:{port}/studies?password=s3cret"
+    path = study_file(study={"storage": query})
+    for argv in (["status", str(path)], ["run", str(path)], ["export", str(path), "-o", str(tmp_path / "b.json")],
+                 ["report", str(path), "-o", str(tmp_path / "r.html")],
+                 ["status", str(path), "--storage", f"postgresql://tuner:p@ss@s3cret@127.0.0.1:{port}/studies"],
+                 ["status", str(path), "--storage", f"redis://:s3cret@127.0.0.1:{port}/0"]):
+        assert main(argv) == 2, argv
+        captured = capsys.readouterr()
+        line = one_error_line(captured.err)
+        assert "s3cret" not in captured.out + captured.err and "ss@" not in line
+        assert "127.0.0.1" in line
+
+
+def test_a_port_that_is_not_a_number_is_one_line(study_file: Callable[..., Path],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    assert main(["status", str(path), "--storage", "postgresql://u@127.0.0.1:abc/db"]) == 2
+    assert "is not a database URL" in one_error_line(capsys.readouterr().err)
+
+
+def test_exports_and_reports_never_hold_a_credential(study_file: Callable[..., Path], tmp_path: Path) -> None:
+    path = study_file()
+    study = with_a_feasible_trial(path)
+    trial = study.get_trials()[0]
+    for url in ("postgresql://tuner@db.internal/studies?password=s3cret", "postgresql://tuner:s3cret@db.internal/s",
+                "redis://:s3cret@cache.internal:6379/0"):
+        config = StudyConfig.from_toml(path).with_storage(url)
+        written = write_export(export_trial(study, trial, config), tmp_path / "best.json").read_text()
+        assert "s3cret" not in written and ("db.internal" in written or "cache.internal" in written)
+        assert "s3cret" not in report_html(study, config)
+
+
+# --- 5. dashboard -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10", "::", "tuner.example.org"])
+def test_the_dashboard_refuses_a_network_address_without_consent(study_file: Callable[..., Path], host: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    assert main(["dashboard", str(path), "--host", host]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "--expose-to-network" in line and "delete" in line and "ssh -L" in line
+    assert not path.with_suffix(".db").exists()  # refused before the storage was touched
+
+
+@pytest.mark.parametrize("flags", [["--host", "127.0.0.1"], ["--host", "localhost"], ["--host", "::1"],
+                                   ["--host", "0.0.0.0", "--expose-to-network"]])
+def test_loopback_or_consent_passes_the_host_check(study_file: Callable[..., Path], flags: list[str],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dashboard", str(study_file()), *flags]) == 2  # refused only because no study exists yet
+    assert "no study exists" in capsys.readouterr().err
+
+
+def test_help_says_what_the_network_option_exposes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["dashboard", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "can read and modify or delete the study" in text and "trials, notes, figures" in text
+
+
+# --- 8. SWAGPPM_TUNE_STORAGE ------------------------------------------------------------------------------------
+
+
+def test_every_verb_on_a_study_honours_the_storage_variable(study_file: Callable[..., Path], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    path = study_file()
+    shared = f"journal:{tmp_path / 'shared.log'}"
+    with_a_feasible_trial(path, storage=shared)
+    monkeypatch.setenv(STORAGE_ENV, shared)
+    assert main(["status", str(path)]) == 0
+    assert main(["run", str(path), "--n-trials", "1"]) == 0  # already has its trial: no fit
+    assert main(["export", str(path), "-o", str(tmp_path / "best.json")]) == 0
+    assert main(["report", str(path), "-o", str(tmp_path / "report.html")]) == 0
+    assert capsys.readouterr().out.count("best feasible: trial 0") == 2
+    assert not path.with_suffix(".db").exists()  # the study file's own storage was never opened
+    other = tmp_path / "other.db"
+    assert main(["status", str(path), "--storage", f"sqlite:///{other}"]) == 2  # the flag wins
+    assert str(other) in one_error_line(capsys.readouterr().err)
+
+
+# --- 9. BrokenPipe, seeds, artifacts ----------------------------------------------------------------------------
+
+
+def test_status_into_a_closed_pipe_exits_quietly(study_file: Callable[..., Path]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    process = subprocess.Popen([sys.executable, "-m", "tuner._cli", "status", str(path)], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader leaves before the first line, as `| head` does after its own
+    err = process.stderr.read()
+    assert process.wait(timeout=120) == EXIT_BROKEN_PIPE
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
+
+
+def test_an_artifact_folder_that_is_a_file_is_refused_before_the_run(study_file: Callable[..., Path], tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "art").write_text("mine")
+    path = study_file(study={"artifacts": "art"})
+    assert main(["run", str(path)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert str(tmp_path / "art") in line and "is a file" in line
+    assert not (tmp_path / "cache").exists() and (tmp_path / "art").read_text() == "mine"
+
+
+# --- 10. exit codes ---------------------------------------------------------------------------------------------
+
+
+def test_help_lists_every_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for code, meaning in ((0, "ok"), (1, "no feasible trial"), (2, "bad input"), (3, "storage"),
+                          (4, "internal error"), (5, "fit failed"), (6, "epsilon differs"), (130, "interrupted"),
+                          (141, "pipe")):
+        assert re.search(rf"^\s+{code}\s.*{meaning}", out, re.MULTILINE), (code, out)
+
+
+def test_an_unexpected_error_is_one_line_with_its_own_status(study_file: Callable[..., Path],
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+
+    def broken(*args: object, **kwargs: object) -> str:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(tuner._cli, "format_table", broken)  # a bug, injected where the table is printed
+    assert main(["status", str(path)]) == 4
+    line = one_error_line(capsys.readouterr().err)
+    assert "internal error: RuntimeError: boom" in line and "SWAGPPM_TUNE_DEBUG=1" in line
+    monkeypatch.setenv("SWAGPPM_TUNE_DEBUG", "1")
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["status", str(path)])
+
+
+# --- 7. reproducibility -----------------------------------------------------------------------------------------
+
+
+def test_a_refit_uses_the_exported_thread_count_and_names_the_suspects(study_file: Callable[..., Path],
+                                                                       tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path, threads=1)
+    exported = tmp_path / "best.json"
+    assert main(["export", str(path), "-o", str(exported)]) == 0
+    assert json.loads(exported.read_text())["threads"] == 1
+    before = torch.get_num_threads()
+    try:
+        code = main(["fit", "--from", str(exported)])
+        used = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    out = capsys.readouterr().out
+    assert used == 1 and "1 CPU thread" in out
+    assert code == EXIT_NOT_REPRODUCED  # the made-up trial's epsilon is not this fit's
+    differs = next(line for line in out.splitlines() if "differs from the export" in line)
+    assert "thread" in differs and "device" in differs and "version" in differs
+
+
+# --- 11. no study yet; the hint after a run ---------------------------------------------------------------------
+
+
+def test_verbs_on_a_study_never_run_create_nothing(study_file: Callable[..., Path], tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    journal = study_file("journal", study={"storage": "journal:j.log"})
+    for argv in (["status", str(path)], ["export", str(path), "-o", str(tmp_path / "b.json")],
+                 ["report", str(path), "-o", str(tmp_path / "r.html")],
+                 ["release", str(path), "-o", str(tmp_path / "m"), "--force"], ["status", str(journal)]):
+        assert main(argv) == 2
+        line = one_error_line(capsys.readouterr().err)
+        assert "no study exists" in line and f"swagppm-tune run {argv[1]}" in line
+    assert not path.with_suffix(".db").exists() and not (tmp_path / "j.log").exists()
+
+
+def test_the_hint_after_a_run_adds_force_only_for_a_data_derived_tokenizer(study_file: Callable[..., Path],
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    assert main(["run", str(path), "--n-trials", "1"]) == 0
+    hint = capsys.readouterr().out.split("next:")[1]
+    assert "release --from best.json -o released/ --force" in hint and "tokenizer" in hint
+    public = study_file("public", model={"name_or_path": "distilroberta-base", "tiny_hidden_size": None,
+                                         "tiny_layers": None, "tiny_vocab_size": None})
+    with_a_feasible_trial(public)
+    assert main(["run", str(public), "--n-trials", "1"]) == 0
+    hint = capsys.readouterr().out.split("next:")[1]
+    assert "released/" in hint and "--force" not in hint
+
+
+def test_a_fit_outside_a_study_is_checked_like_one(capsys: pytest.CaptureFixture[str],
+                                                   study_file: Callable[..., Path]) -> None:
+    path = study_file()
+    for flags, key in ((["--c", "nan"], "--c"), (["--ft-epochs", "0"], "--ft-epochs"), (["--g", "inf"], "--g"),
+                       (["--stop-above-epsilon", "-1"], "--stop-above-epsilon")):
+        assert main(["fit", str(path), *flags]) == 2
+        assert key in one_error_line(capsys.readouterr().err)
