@@ -26,12 +26,9 @@ import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from swagppm._config import DataConfig
+from swagppm._errors import DataError
 
 _FILE_READERS = {".csv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
-
-
-class DataError(ValueError):
-    """The training data cannot be used as given; the message says where and why."""
 
 
 @dataclass(frozen=True)

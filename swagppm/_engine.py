@@ -18,16 +18,9 @@ from torch.nn import functional as F
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
+from swagppm._errors import TrainingFailure
 from swagppm._privacy import weighted_delta, weighted_nll
 from swagppm._swag import SWAGPosterior
-
-
-class TrainingFailure(RuntimeError):
-    """Training diverged (NaN/inf loss) or a callback stopped it: a catastrophic fit."""
-
-    def __init__(self, stage: str, epoch: int, reason: str) -> None:
-        super().__init__(f"{stage}, epoch {epoch}: {reason}")
-        self.stage, self.epoch, self.reason = stage, epoch, reason
 
 
 @dataclass(frozen=True)

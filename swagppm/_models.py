@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from transformers import (
+    AutoConfig,
     AutoModel,
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -273,3 +274,12 @@ def _last_layers(model: PreTrainedModel, count: int) -> list[str]:
     name, layers, first = _layer_list(model, count)
     prefixes = tuple(f"{name}.{i}." for i in range(first, len(layers)))
     return [n for n, _ in model.named_parameters() if n.startswith(prefixes)]
+
+
+def register_auto_classes() -> None:
+    """Let ``AutoModelForSequenceClassification.from_pretrained`` load released pooled models without remote code."""
+    AutoConfig.register(PooledClassifierConfig.model_type, PooledClassifierConfig, exist_ok=True)
+    AutoModelForSequenceClassification.register(PooledClassifierConfig, PooledClassifier, exist_ok=True)
+
+
+register_auto_classes()  # building or releasing a model imports this module: its folders then load as usual

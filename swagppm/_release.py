@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from swagppm import _rng
 from swagppm._config import ConfigError, SWAGPPMConfig
 from swagppm._engine import Net
+from swagppm._errors import ReleaseRefused
 from swagppm._models import public_name
 from swagppm._pooled import PooledClassifier, PooledClassifierConfig
 from swagppm._provenance import tensor_digest, versions
@@ -36,10 +37,6 @@ CAVEATS = (
 )
 RELEASE_NOISE = ("fresh operating-system entropy (128 bits from Python's secrets module) seeding the noise of this "
                  "one draw; the noise was never recorded and cannot be regenerated from anything stored")
-
-
-class ReleaseRefused(RuntimeError):
-    """The release would leak private data (e.g. a tokenizer fitted on the training texts)."""
 
 
 def check_release_dir(out_dir: str | Path, *, overwrite: bool, data_derived: bool, force: bool) -> Path:

@@ -1,0 +1,23 @@
+"""The errors swagppm raises for bad input, failed fits and refused releases.
+
+Kept in a module of their own, free of torch, so that a command line can catch
+them without importing the training stack.
+"""
+
+from __future__ import annotations
+
+
+class DataError(ValueError):
+    """The training data cannot be used as given; the message says where and why."""
+
+
+class TrainingFailure(RuntimeError):
+    """Training diverged (NaN/inf loss) or a callback stopped it: a catastrophic fit."""
+
+    def __init__(self, stage: str, epoch: int, reason: str) -> None:
+        super().__init__(f"{stage}, epoch {epoch}: {reason}")
+        self.stage, self.epoch, self.reason = stage, epoch, reason
+
+
+class ReleaseRefused(RuntimeError):
+    """The release would leak private data (e.g. a tokenizer fitted on the training texts)."""
