@@ -10,6 +10,7 @@ bulk with spikes) → well fit. Thresholds are calibrated by
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,6 +20,30 @@ Label = Literal["underfit", "well_fit", "overfit", "catastrophic"]
 Action = Literal["stop", "add_epochs", "lower_c", "restart_lower_lr", "revisit_targets"]
 
 CONSTRAINT_CAP = 10.0  # constraint values are clipped here; NaN/inf become this (Optuna needs finite numbers)
+
+
+@dataclass(frozen=True)
+class GuideSteps:
+    """The practical guide's procedure: where it starts and how it moves.
+
+    Start at (``start_c``, ``start_epochs``); when underfit add ``epochs_step``
+    epochs; when overfit, or well fit but above the ε target, lower c by ``c_step``
+    and restart at ``restart_epochs`` epochs.
+    """
+
+    start_c: float = 1.0
+    start_epochs: int = 7
+    epochs_step: int = 3
+    c_step: float = 0.15
+    restart_epochs: int = 7
+
+
+GUIDE = GuideSteps()
+
+
+def is_feasible(constraints: Mapping[str, float]) -> bool:
+    """Every constraint met (Optuna's convention: a value ≤ 0 is met); no constraint at all is not feasible."""
+    return bool(constraints) and all(value <= 0 for value in constraints.values())
 
 
 @dataclass(frozen=True)
@@ -180,9 +205,9 @@ def recommend(
     *,
     c: float | None = None,
     epochs: int | None = None,
-    epochs_step: int = 3,
-    c_step: float = 0.15,
-    restart_epochs: int = 7,
+    epochs_step: int = GUIDE.epochs_step,
+    c_step: float = GUIDE.c_step,
+    restart_epochs: int = GUIDE.restart_epochs,
 ) -> Recommendation:
     """The flowchart of the practical guide, from the current (c, epochs) when given.
 
@@ -196,17 +221,25 @@ def recommend(
     if diagnosis.label == "underfit":
         nxt = None if epochs is None else epochs + epochs_step
         return Recommendation("add_epochs", f"underfit: add {epochs_step} fine-tuning epochs", c, nxt)
-    lower_c = None if c is None else round(c - c_step, 10)
-    if lower_c is not None and lower_c <= 0 and (diagnosis.label == "overfit" or diagnosis.epsilon_ok is False):
-        return Recommendation("revisit_targets", f"c = {c:g} cannot be lowered by {c_step:g} (c must stay positive): "
-                              "the targets look out of reach; revisit them", c, epochs)
     if diagnosis.label == "overfit":
-        return Recommendation("lower_c", f"overfit: lower c by {c_step:g} and restart at {restart_epochs} epochs",
-                              lower_c, restart_epochs)
+        return recommend_lower_c("overfit", c=c, epochs=epochs, c_step=c_step, restart_epochs=restart_epochs)
     if diagnosis.epsilon_ok is False:
-        return Recommendation("lower_c", f"well fit but epsilon above target: lower c by {c_step:g} and restart at "
-                              f"{restart_epochs} epochs", lower_c, restart_epochs)
+        return recommend_lower_c("well fit but epsilon above target", c=c, epochs=epochs, c_step=c_step,
+                                 restart_epochs=restart_epochs)
     if diagnosis.utility_ok is False:
         return Recommendation("revisit_targets", "well fit and within epsilon, but utility misses its target: "
                               "the targets must be revisited", c, epochs)
     return Recommendation("stop", "well fit and every target met: stop here", c, epochs)
+
+
+def recommend_lower_c(
+    why: str, *, c: float | None, epochs: int | None, c_step: float = GUIDE.c_step,
+    restart_epochs: int = GUIDE.restart_epochs,
+) -> Recommendation:
+    """The guide's "lower c and restart" move, or "revisit the targets" when c cannot be lowered and stay positive."""
+    lower_c = None if c is None else round(c - c_step, 10)
+    if c is not None and lower_c is not None and lower_c <= 0:
+        return Recommendation("revisit_targets", f"c = {c:g} cannot be lowered by {c_step:g} (c must stay positive): "
+                              "the targets look out of reach; revisit them", c, epochs)
+    return Recommendation("lower_c", f"{why}: lower c by {c_step:g} and restart at {restart_epochs} epochs",
+                          lower_c, restart_epochs)

@@ -44,9 +44,11 @@ from optuna.artifacts import FileSystemArtifactStore
 
 import swagppm
 from swagppm import ConfigError, check_value
-from tuner._config import StudyConfig
+from scorers import GUIDE
+from tuner._config import StartPoint, StudyConfig
 from tuner._export import Chosen, export_trial, read_export, trials_run, write_export
 from tuner._outcome import judge
+from tuner._record import TrialRecord
 from tuner._report import write_report
 from tuner._storage import make_storage, masked_url, storage_file
 from tuner._study import (
@@ -106,8 +108,10 @@ def _parser() -> argparse.ArgumentParser:
     fit = verbs.add_parser("fit", help="one SWAG-PPM fit outside any study (the manual loop)")
     fit.add_argument("study", type=Path, nargs="?", help="study TOML file (or use --from)")
     fit.add_argument("--from", dest="source", type=Path, default=None, help="refit the configuration of an export JSON")
-    fit.add_argument("--c", type=float, default=None, help="weight slope c (default 1.0)")
-    fit.add_argument("--ft-epochs", type=int, default=None, help="weighted fine-tuning epochs (default 7)")
+    fit.add_argument("--c", type=float, default=None,
+                     help="weight slope c (default: the study's first start point, the guide's 1.0)")
+    fit.add_argument("--ft-epochs", type=int, default=None,
+                     help="weighted fine-tuning epochs (default: the study's first start point, the guide's 7)")
     fit.add_argument("--g", type=float, default=None, help="weight intercept g (default 0.0)")
     fit.add_argument("--stop-above-epsilon", type=float, default=None,
                      help="stop the privacy draws once one shows epsilon above this (epsilon is then a lower bound)")
@@ -247,8 +251,9 @@ def _fit_request(args: argparse.Namespace) -> _FitRequest:
         request = _FitRequest(config=chosen.config, c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, chosen=chosen)
     else:
         study = _study(args)
-        request = _FitRequest(config=study.fit, c=1.0 if args.c is None else args.c,
-                              ft_epochs=7 if args.ft_epochs is None else args.ft_epochs,
+        start = study.search.start[0] if study.search.start else StartPoint(GUIDE.start_c, GUIDE.start_epochs)
+        request = _FitRequest(config=study.fit, c=start.c if args.c is None else args.c,
+                              ft_epochs=start.ft_epochs if args.ft_epochs is None else args.ft_epochs,
                               g=study.search.g if args.g is None else args.g, study=study)
     check_value(request.c > 0 and math.isfinite(request.c), "--c", request.c, "positive and finite")
     check_value(request.ft_epochs >= 1, "--ft-epochs", request.ft_epochs, "at least 1")
@@ -361,18 +366,19 @@ def _status(args: argparse.Namespace) -> int:
         return EXIT_INFEASIBLE
     print(_best_line(best))
     if config.study.objective == "pareto":
-        front = ", ".join(f"#{t.number} (eps {t.user_attrs['epsilon']:.2f}, F1 {t.user_attrs['f1_macro_median']:.3f})"
-                          for t in pareto_front(study))
+        front = ", ".join(f"#{t.number} (eps {r.epsilon_or_inf:.2f}, F1 {r.f1_macro_median or 0.0:.3f})"
+                          for t in pareto_front(study) if (r := TrialRecord.of(t)) is not None)
         print(f"feasible Pareto front: {front}")
     return 0
 
 
 def _best_line(best: optuna.trial.FrozenTrial) -> str:
-    attrs = best.user_attrs
+    record = TrialRecord.of(best)
+    assert record is not None and record.f1_macro_median is not None and record.f1_weighted_median is not None
     return (f"best feasible: trial {best.number}: c = {best.params['c']:.4g}, {best.params['ft_epochs']} epochs, "
-            f"epsilon = {attrs['epsilon']:.3f}, F1 macro {attrs['f1_macro_median']:.3f} (baseline "
-            f"{attrs['baseline_f1_macro']:.3f}), weighted {attrs['f1_weighted_median']:.3f} (baseline "
-            f"{attrs['baseline_f1_weighted']:.3f})")
+            f"epsilon = {record.epsilon_or_inf:.3f}, F1 macro median {record.f1_macro_median:.3f} (baseline "
+            f"{record.baseline_f1_macro:.3f}), weighted {record.f1_weighted_median:.3f} (baseline "
+            f"{record.baseline_f1_weighted:.3f})")
 
 
 def _print_closest(study: optuna.Study) -> None:
@@ -381,10 +387,11 @@ def _print_closest(study: optuna.Study) -> None:
         print("no finished trial yet")
         return
     misses = ", ".join(f"{key} {value:+.3f}" for key, value in violated(closest).items())
+    record = TrialRecord.of(closest)
     print(f"no feasible trial; closest: trial {closest.number} (c = {closest.params['c']:.4g}, "
-          f"{closest.params['ft_epochs']} epochs, {closest.user_attrs.get('diagnosis', '?')}) violates: {misses}")
-    if closest.user_attrs.get("recommendation"):
-        print(f"  the guide's next move from there: {closest.user_attrs['recommendation']}")
+          f"{closest.params['ft_epochs']} epochs, {record.diagnosis if record else '?'}) violates: {misses}")
+    if record is not None:
+        print(f"  the guide's next move from there: {record.recommendation}")
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -393,7 +400,7 @@ def _export(args: argparse.Namespace) -> int:
     study = _existing_study(config)
     if args.trial is not None:
         matching = [t for t in study.get_trials(deepcopy=False) if t.number == args.trial and t.params]
-        if not matching or "epsilon" not in matching[0].user_attrs:
+        if not matching or TrialRecord.of(matching[0]) is None:
             raise ConfigError(f"--trial {args.trial}: no finished trial with that number in study "
                               f"{config.study.name!r}")
         trial = matching[0]
@@ -403,9 +410,11 @@ def _export(args: argparse.Namespace) -> int:
             _print_closest(study)
             print("nothing exported (use --trial N to export a specific trial anyway)", file=sys.stderr)
             return EXIT_INFEASIBLE
-    path = write_export(export_trial(study, trial, config), args.output)
+    document = export_trial(study, trial, config)
+    path = write_export(document, args.output)
+    epsilon = document["metrics"]["epsilon"]
     print(f"exported trial {trial.number} (c = {trial.params['c']:.4g}, {trial.params['ft_epochs']} epochs, "
-          f"epsilon = {trial.user_attrs['epsilon']:.3f}) to {path}")
+          f"epsilon = {'-' if epsilon is None else f'{epsilon:.3f}'}) to {path}")
     return 0
 
 

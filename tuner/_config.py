@@ -13,13 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from scorers import MIN_DRAWS
+from scorers import DEFAULT_SPIKE_Z, GUIDE, MIN_DRAWS, DiagnosisThresholds, Statistic
 from swagppm import ConfigError, SWAGPPMConfig, check_choice, check_value, config_from_table, load_toml
 from tuner._storage import JOURNAL, journal_path, masked_url, parse_url
 
 SamplerName = Literal["tpe", "gp", "nsga2", "random", "flowchart"]
 ObjectiveName = Literal["epsilon", "pareto"]
-Statistic = Literal["median", "q10"]
 
 _TABLES = ("study", "search", "targets", "data", "model", "swagppm")
 
@@ -112,10 +111,10 @@ class SearchSpace:
     g: float = 0.0
     g_min: float | None = None
     g_max: float | None = None
-    start: tuple[StartPoint, ...] = (StartPoint(1.0, 7),)
-    epochs_step: int = 3
-    c_step: float = 0.15
-    restart_epochs: int = 7
+    start: tuple[StartPoint, ...] = (StartPoint(GUIDE.start_c, GUIDE.start_epochs),)
+    epochs_step: int = GUIDE.epochs_step
+    c_step: float = GUIDE.c_step
+    restart_epochs: int = GUIDE.restart_epochs
 
     def __post_init__(self) -> None:
         _check_finite("search", self, ("c_min", "c_max", "g", "g_min", "g_max", "c_step"))
@@ -166,9 +165,9 @@ class Targets:
     max_f1_degradation: float = 0.10
     statistic: Statistic = "median"
     require_well_fit: bool = True
-    max_bulk_spread: float = 0.05
-    spike_z: float = 5.5
-    min_spikes: int = 1
+    max_bulk_spread: float = DiagnosisThresholds.max_bulk_spread
+    spike_z: float = DEFAULT_SPIKE_Z
+    min_spikes: int = DiagnosisThresholds.min_spikes
     early_stop: bool | None = None
     stuck_epochs: int = 3
 

@@ -13,6 +13,7 @@ from optuna.trial import FrozenTrial, TrialState
 import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
 from tuner._config import StudyConfig
+from tuner._record import TrialRecord
 from tuner._storage import masked_url
 from tuner._study import CAVEATS, definition_digest, is_feasible, violated
 
@@ -28,10 +29,12 @@ def trials_run(study: optuna.Study) -> dict[str, int]:
 
 def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -> dict[str, Any]:
     """The export document of one trial (aggregates only: no per-record value)."""
-    attrs = trial.user_attrs
+    record = TrialRecord.of(trial)
+    if record is None:
+        raise ConfigError(f"trial {trial.number} of study {study.study_name!r} has no judged fit to export")
     params = {"c": trial.params["c"], "ft_epochs": trial.params["ft_epochs"],
               "g": trial.params.get("g", config.search.g)}
-    metrics = {key: attrs.get(key) for key in (
+    metrics = {key: getattr(record, key) for key in (
         "epsilon", "epsilon_is_lower_bound", "f1_macro_median", "f1_macro_q10", "f1_weighted_median",
         "f1_weighted_q10", "baseline_f1_macro", "baseline_f1_weighted", "max_delta_median", "bulk_spread",
         "max_robust_z", "spike_count", "draws_privacy", "draws_skipped")}
@@ -49,14 +52,14 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "metrics": metrics,
         "constraints": dict(trial.constraints),
         "violated": violated(trial),
-        "diagnosis": {"label": attrs.get("diagnosis"), "reasons": attrs.get("reasons", []),
-                      "recommendation": attrs.get("recommendation")},
-        "timings": attrs.get("timings", {}),
+        "diagnosis": {"label": record.diagnosis, "reasons": list(record.reasons),
+                      "recommendation": record.recommendation},
+        "timings": record.timings,
         "trials_run": counts,
-        "data_hash": attrs.get("data_hash"),
-        "seeds": {"fit": attrs.get("seed"), "sampler": config.study.seed},
-        "device": attrs.get("device"),
-        "threads": attrs.get("threads"),
+        "data_hash": record.data_hash,
+        "seeds": {"fit": record.seed, "sampler": config.study.seed},
+        "device": record.device,
+        "threads": record.threads,
         "versions": swagppm.versions("optuna", "optuna-dashboard"),
         "caveats": list(CAVEATS) + [f"This configuration was selected from {counts['total']} trials "
                                     f"({counts['complete']} complete, {counts['pruned']} pruned, "

@@ -14,6 +14,7 @@ import scorers
 from scorers import MIN_DRAWS
 from swagppm import SWAGPPMResult
 from tuner._config import SearchSpace, Targets
+from tuner._record import TrialRecord
 
 CONSTRAINT_KEYS = ("epsilon", "f1_macro", "f1_weighted", "fit_spread", "fit_spikes")
 NOT_JUDGED = "not_judged"  # the label of a fit whose series was not judged: an early stop, or too few draws
@@ -46,7 +47,7 @@ class Outcome:
 
     @property
     def feasible(self) -> bool:
-        return all(value <= 0 for value in self.constraints.values())
+        return scorers.is_feasible(self.constraints)
 
     def objective_values(self, objective: str) -> float | tuple[float, float]:
         """ε (minimised) and, for ``"pareto"``, the macro-F1 statistic (maximised; 0 when not measured)."""
@@ -56,44 +57,33 @@ class Outcome:
         macro = self.utility.macro if self.utility is not None and math.isfinite(self.utility.macro) else 0.0
         return epsilon, macro
 
-    def attributes(self) -> dict[str, Any]:
-        """Every aggregate a person or the dashboard needs, JSON-ready; nothing per record."""
+    def record(self) -> TrialRecord:
+        """What a study stores about this fit (aggregates only, nothing per record)."""
         result, md = self.result, self.max_delta
-        attrs: dict[str, Any] = {
-            "feasible": self.feasible,
-            "diagnosis": self.label,
-            "reasons": list(self.reasons),
-            "recommendation": self.recommendation.sentence,
-            "next_action": self.recommendation.action,
-            "next_c": self.recommendation.c,
-            "next_ft_epochs": self.recommendation.epochs,
-            "epsilon": _finite_or_none(result.epsilon),
-            "epsilon_is_lower_bound": result.epsilon_is_lower_bound,
-            "draws_privacy": len(result.max_delta),
-            "draws_skipped": result.draws_skipped,
-            "failure": result.failure,
-            "max_delta_median": _finite_or_none(md.median),
-            "bulk_spread": _finite_or_none(md.bulk_spread),
-            "max_robust_z": _finite_or_none(md.max_robust_z),
-            "spike_count": md.spike_count,
-            "baseline_f1_macro": result.baseline_f1_macro,
-            "baseline_f1_weighted": result.baseline_f1_weighted,
-            "stage1_cache_hit": result.stage1_cache_hit,
-            "data_hash": result.data_hash,
-            "seed": result.seed,
-            "device": result.device,
-            "threads": result.threads,
-            "timings": {stage: round(seconds, 3) for stage, seconds in result.timings.items()},
-            "max_delta_series": [float(x) for x in result.max_delta],
-            "f1_macro_draws": list(result.f1_macro),
-            "f1_weighted_draws": list(result.f1_weighted),
-        }
-        for metric in ("f1_macro", "f1_weighted"):
-            for stat in ("median", "q10"):
-                value = getattr(result, f"{metric}_{stat}") if getattr(result, metric) else None
-                attrs[f"{metric}_{stat}"] = _finite_or_none(value)
-        attrs.update({f"constraint_{key}": value for key, value in self.constraints.items()})
-        return attrs
+        measured = bool(result.f1_macro)
+        return TrialRecord(
+            feasible=self.feasible, diagnosis=self.label, reasons=self.reasons,
+            recommendation=self.recommendation.sentence, next_action=self.recommendation.action,
+            next_c=self.recommendation.c, next_ft_epochs=self.recommendation.epochs,
+            epsilon=_finite_or_none(result.epsilon), epsilon_is_lower_bound=result.epsilon_is_lower_bound,
+            draws_privacy=len(result.max_delta), draws_skipped=result.draws_skipped, failure=result.failure,
+            max_delta_median=_finite_or_none(md.median), bulk_spread=_finite_or_none(md.bulk_spread),
+            max_robust_z=_finite_or_none(md.max_robust_z), spike_count=md.spike_count,
+            baseline_f1_macro=result.baseline_f1_macro, baseline_f1_weighted=result.baseline_f1_weighted,
+            f1_macro_median=_finite_or_none(result.f1_macro_median) if measured else None,
+            f1_macro_q10=_finite_or_none(result.f1_macro_q10) if measured else None,
+            f1_weighted_median=_finite_or_none(result.f1_weighted_median) if measured else None,
+            f1_weighted_q10=_finite_or_none(result.f1_weighted_q10) if measured else None,
+            stage1_cache_hit=result.stage1_cache_hit, data_hash=result.data_hash, seed=result.seed,
+            device=result.device, threads=result.threads,
+            timings={stage: round(seconds, 3) for stage, seconds in result.timings.items()},
+            max_delta_series=tuple(float(x) for x in result.max_delta), f1_macro_draws=tuple(result.f1_macro),
+            f1_weighted_draws=tuple(result.f1_weighted), constraints=dict(self.constraints),
+        )
+
+    def attributes(self) -> dict[str, Any]:
+        """The record as Optuna user attributes (``TrialRecord.attrs``)."""
+        return self.record().attrs()
 
     def line(self) -> str:
         """The one-line progress summary: c, epochs, ε, F1s, verdict, feasibility, time."""
@@ -159,15 +149,8 @@ def _stopped_early(result: SWAGPPMResult, md: scorers.MaxDeltaScores, targets: T
     drawn = len(result.max_delta)
     reasons = (f"privacy draws stopped after {drawn} of {drawn + result.draws_skipped}: epsilon >= "
                f"{result.epsilon:.2f} already exceeds the target {targets.epsilon:.2f}; fit and utility not measured",)
-    lower_c = round(result.c - steps["c_step"], 10)
-    if lower_c <= 0:
-        recommendation = scorers.Recommendation(
-            "revisit_targets", f"c = {result.c:g} cannot be lowered by {steps['c_step']:g}: the epsilon target looks "
-            "out of reach; revisit it", result.c, result.ft_epochs)
-    else:
-        recommendation = scorers.Recommendation(
-            "lower_c", f"epsilon above target: lower c by {steps['c_step']:g} and restart at "
-            f"{steps['restart_epochs']} epochs", lower_c, steps["restart_epochs"])
+    recommendation = scorers.recommend_lower_c("epsilon above target", c=result.c, epochs=result.ft_epochs,
+                                               c_step=steps["c_step"], restart_epochs=steps["restart_epochs"])
     return Outcome(result, md, None, NOT_JUDGED, reasons, constraints, recommendation)
 
 

@@ -11,6 +11,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner._config import SamplerName, SearchSpace
+from tuner._record import TrialRecord
 
 MOVES = ("add_epochs", "lower_c")  # the flowchart's actions that lead to another fit
 
@@ -38,11 +39,11 @@ def make_sampler(name: SamplerName, *, seed: int, search: SearchSpace, n_startup
     raise ValueError(f"unknown sampler {name!r}")
 
 
-def last_verdict(study: Study) -> FrozenTrial | None:
-    """The most recent finished trial carrying a recommendation (complete or pruned)."""
+def last_verdict(study: Study) -> tuple[FrozenTrial, TrialRecord] | None:
+    """The most recent finished trial carrying a recommendation (complete or pruned), with its record."""
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-    judged = [t for t in trials if "next_action" in t.user_attrs]
-    return max(judged, key=lambda t: t.number) if judged else None
+    judged = [(t, record) for t in trials if (record := TrialRecord.of(t)) is not None]
+    return max(judged, key=lambda pair: pair[0].number) if judged else None
 
 
 class FlowchartSampler(BaseSampler):
@@ -66,27 +67,28 @@ class FlowchartSampler(BaseSampler):
 
     def next_point(self, study: Study) -> dict[str, Any] | None:
         """The next (c, ft_epochs) of the procedure, or None when it has no move left."""
-        last = last_verdict(study)
-        if last is None:
+        verdict = last_verdict(study)
+        if verdict is None:
             start = self._search.start[0] if self._search.start else None
             c, epochs = (start.c, start.ft_epochs) if start else (1.0, self._search.restart_epochs)
-        elif last.user_attrs["next_action"] in MOVES:
-            c, epochs = last.user_attrs["next_c"], last.user_attrs["next_ft_epochs"]
+        elif verdict[1].next_action in MOVES:
+            c, epochs = verdict[1].next_c, verdict[1].next_ft_epochs
         else:
             return None
         search = self._search
         c = min(max(float(c), search.c_min), search.c_max)
         epochs = min(max(int(epochs), search.ft_epochs_min), search.ft_epochs_max)
-        if last is not None and (c, epochs) == (last.params.get("c"), last.params.get("ft_epochs")):
+        if verdict is not None and (c, epochs) == (verdict[0].params.get("c"), verdict[0].params.get("ft_epochs")):
             return None  # the move leaves the search ranges: the procedure is stuck
         return {"c": c, "ft_epochs": epochs}
 
     def end_reason(self, study: Study) -> str:
         """Why the procedure has no next fit (the last trial's verdict and, if stuck, the ranges)."""
-        last = last_verdict(study)
-        assert last is not None
-        reason = f"the flowchart stops after trial {last.number}: {last.user_attrs['recommendation']}"
-        if last.user_attrs["next_action"] in MOVES:
+        verdict = last_verdict(study)
+        assert verdict is not None
+        trial, record = verdict
+        reason = f"the flowchart stops after trial {trial.number}: {record.recommendation}"
+        if record.next_action in MOVES:
             reason += (f", which leaves the search ranges (c in [{self._search.c_min:g}, {self._search.c_max:g}], "
                        f"epochs in [{self._search.ft_epochs_min}, {self._search.ft_epochs_max}])")
         return reason

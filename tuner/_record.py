@@ -1,0 +1,95 @@
+"""One typed trial record: the only place that names what a study stores about a trial.
+
+A judged trial's aggregates go into Optuna user attributes (``TrialRecord.attrs``)
+and come back typed (``TrialRecord.of(trial)``); the other attributes a trial may
+carry are named here too (``WORKER``, ``FAILURE``, ...). Nothing is per record:
+hyperparameters, ε, the max-delta series, F1 per draw, scores, timings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from optuna.trial import FrozenTrial
+
+# Attributes a trial may carry besides its record.
+WORKER = "worker"  # which process ran it (host:pid)
+FAILURE = "failure"  # why a fit crashed (a FAIL trial)
+FIGURES_ERROR = "figures_error"  # why its figures could not be written (the record stands)
+RETRY_OF = "retry_of"  # the trial whose parameters it re-runs after that one's worker died
+
+_CONSTRAINT_PREFIX = "constraint_"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialRecord:
+    """Everything a study stores about one judged fit.
+
+    ``constraints`` follow Optuna's convention (≤ 0 met; see ``tuner.judge``);
+    ``diagnosis`` is the scorers' label or ``"not_judged"``. F1 statistics are
+    None when the utility draws did not run (an ε early stop, a failure).
+    """
+
+    feasible: bool
+    diagnosis: str
+    reasons: tuple[str, ...]
+    recommendation: str
+    next_action: str
+    next_c: float | None
+    next_ft_epochs: int | None
+    epsilon: float | None
+    epsilon_is_lower_bound: bool
+    draws_privacy: int
+    draws_skipped: int
+    failure: str | None
+    max_delta_median: float | None
+    bulk_spread: float | None
+    max_robust_z: float | None
+    spike_count: int
+    baseline_f1_macro: float
+    baseline_f1_weighted: float
+    f1_macro_median: float | None
+    f1_macro_q10: float | None
+    f1_weighted_median: float | None
+    f1_weighted_q10: float | None
+    stage1_cache_hit: bool
+    data_hash: str
+    seed: int
+    device: str
+    threads: int = 0  # absent from studies recorded before it was
+    timings: dict[str, float] = field(default_factory=dict)
+    max_delta_series: tuple[float, ...] = ()
+    f1_macro_draws: tuple[float, ...] = ()
+    f1_weighted_draws: tuple[float, ...] = ()
+    constraints: dict[str, float] = field(default_factory=dict)
+
+    def attrs(self) -> dict[str, Any]:
+        """JSON-ready user attributes (constraints flattened as ``constraint_<key>`` for the dashboard)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "constraints"}
+        values = {key: list(value) if isinstance(value, tuple) else value for key, value in values.items()}
+        return values | {f"{_CONSTRAINT_PREFIX}{key}": value for key, value in self.constraints.items()}
+
+    @classmethod
+    def from_attrs(cls, attrs: Mapping[str, Any]) -> TrialRecord | None:
+        """The record stored in ``attrs``, or None for a trial never judged (crashed, running, pruned early)."""
+        if "diagnosis" not in attrs:
+            return None
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {key: tuple(value) if isinstance(value, list) else value
+                  for key, value in attrs.items() if key in names}
+        constraints = {key[len(_CONSTRAINT_PREFIX):]: value for key, value in attrs.items()
+                       if key.startswith(_CONSTRAINT_PREFIX)}
+        return cls(**values, constraints=constraints)
+
+    @classmethod
+    def of(cls, trial: FrozenTrial) -> TrialRecord | None:
+        return cls.from_attrs(trial.user_attrs)
+
+    @property
+    def epsilon_or_inf(self) -> float:
+        """ε for sorting and comparing: infinite when not finite or not measured."""
+        return self.epsilon if self.epsilon is not None and math.isfinite(self.epsilon) else math.inf
