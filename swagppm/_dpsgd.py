@@ -3,7 +3,8 @@
 ``dpsgd_fit`` trains what the session's SWAG-PPM fits train, the way they run it
 (the session's ``Net`` on the session's training split: the head on cached
 features with ``trainable = "head"``, the top layers on cached states with a
-pooled ``"last_n_layers"``, else the model on tokens, frozen parts frozen), from
+pooled ``"last_n_layers"``, else the model on tokens, frozen parts frozen and
+LoRA adapters trained with ``"lora"``), from
 the same public starting values, with per-record gradient clipping, Gaussian
 noise and Poisson sampling (Opacus). It reports ε from Opacus's accountant for
 the steps actually taken, and test-set utility. The session is left as it was:
@@ -31,7 +32,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -41,9 +42,12 @@ from tqdm.auto import tqdm
 
 from swagppm import _rng
 from swagppm._config import check_choice, check_value
-from swagppm._engine import Net, Split, TrainingFailure
-from swagppm._pipeline import Session
+from swagppm._engine import Net, Split
+from swagppm._errors import TrainingFailure
 from swagppm._utility import class_report, f1_pair
+
+if TYPE_CHECKING:
+    from swagppm._pipeline import Session
 
 GradSampleMode = Literal["auto", "hooks", "functorch", "ghost"]
 Accountant = Literal["rdp", "prv"]
@@ -62,15 +66,27 @@ class DPSGDSettings:
     """One DP-SGD run: the privacy target and the paper's recipe (Adam, lr 1e-3, batch 512, 30 epochs).
 
     ``delta=None`` means 1/n (n training records). ``batch_size`` is the expected
-    Poisson batch size and is capped at n; the sample rate is then
-    1/ceil(n/batch_size), as Opacus derives it. ``grad_sample_mode="auto"`` uses
-    ghost clipping (per-record gradient norms without per-record gradients) unless
-    the model ties a trainable parameter across modules, which ghost clipping
-    cannot handle; then "hooks" (see ``resolve_mode``). ``accountant`` defaults to Opacus's PRV
-    accountant, the tighter one (least noise at the target, the strongest
-    baseline); "rdp" is faster. ``max_physical_batch_size`` splits each Poisson
-    batch into pieces of at most this many records (Opacus's
-    ``BatchMemoryManager``) without changing the result's privacy.
+    Poisson batch size, capped at n (a tiny data set then trains on full batches:
+    sample rate 1, no amplification by sampling); see ``Plan`` for the sample rate
+    and the steps. Adam at a constant learning rate, as in the paper: the noisy
+    gradient is averaged over the expected batch size, and Adam, unlike SGD,
+    needs no learning rate retuned to its scale.
+
+    ``grad_sample_mode``: "hooks" (Opacus's per-record gradients of Linear,
+    LayerNorm and Embedding), "functorch" (every per-record gradient by vmap),
+    "ghost" (ghost clipping: per-record gradient norms of Linear and Embedding
+    without per-record gradients, two backward passes; LayerNorm through its
+    per-record gradients). All three clip exactly alike (the tests check them
+    against per-record gradients computed one by one). "auto" is "ghost" unless
+    the model ties a trainable parameter across modules (ghost clipping cannot),
+    then "hooks": ghost clipping needs far less memory at real sizes (no
+    B×vocab×hidden embedding gradients), though on the tiny preset "hooks" is
+    faster.
+
+    ``accountant``: Opacus's PRV accountant by default, the tighter one (least
+    noise at the target: the strongest baseline); "rdp" is faster to search.
+    ``max_physical_batch_size`` splits each Poisson batch into pieces of at most
+    that many records (Opacus's ``BatchMemoryManager``): less memory, same result.
     """
 
     target_epsilon: float
@@ -202,9 +218,11 @@ class Plan:
         delta = 1.0 / n if settings.delta is None else settings.delta
         sample_rate = 1 / -(-n // batch_size)
         steps_per_epoch = int(1 / sample_rate)
-        sigma = get_noise_multiplier(target_epsilon=settings.target_epsilon, target_delta=delta,
-                                     sample_rate=sample_rate, steps=settings.epochs * steps_per_epoch,
-                                     accountant=settings.accountant)
+        with warnings.catch_warnings():  # the search tries extreme σ, where RDP's default orders are too few
+            warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
+            sigma = get_noise_multiplier(target_epsilon=settings.target_epsilon, target_delta=delta,
+                                         sample_rate=sample_rate, steps=settings.epochs * steps_per_epoch,
+                                         accountant=settings.accountant)
         return cls(n=n, batch_size=batch_size, delta=delta, sample_rate=sample_rate, steps_per_epoch=steps_per_epoch,
                    noise_multiplier=float(sigma))
 
