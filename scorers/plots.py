@@ -34,6 +34,7 @@ from scorers._scores import MIN_DRAWS, MaxDeltaScores, score_max_delta, spike_ma
 __all__ = [
     "LABEL_SYMBOLS",
     "NONFINITE_COLOR",
+    "f1_by_class_size_figure",
     "f1_violin_figure",
     "max_delta_figure",
     "search_grid_figure",
@@ -439,6 +440,29 @@ def tradeoff_figure(
         title={"text": f"privacy–utility trade-off<br><sup>{counts}</sup>"},
         xaxis={"title": {"text": "ε (lower is more private)"}},
         yaxis={"title": {"text": "macro-F1 (test set)"}},
+    )
+    return figure
+
+
+def f1_by_class_size_figure(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
+    """Macro-F1 of each method overall and on the top and bottom quartiles of classes by training-set size.
+
+    ``rows`` are mappings with ``method``, ``f1_macro``, ``f1_top_quartile`` and
+    ``f1_bottom_quartile`` (and optionally ``epsilon``, shown in the legend): one
+    trace per group of classes, one bar per method. The bottom quartile is where
+    down-weighting risky (rare) records costs utility.
+    """
+    methods = [f"{row['method']}" + (f" (ε {_fmt(row['epsilon'])})" if row.get("epsilon") is not None else "")
+               for row in rows]
+    figure = go.Figure()
+    for key, name in (("f1_macro", "all classes"), ("f1_top_quartile", "largest 25% of classes"),
+                      ("f1_bottom_quartile", "smallest 25% of classes")):
+        figure.add_trace(go.Bar(x=methods, y=[float(row[key]) for row in rows], name=name,
+                                hovertemplate="%{x}<br>" + name + ": %{y:.3f}<extra></extra>"))
+    figure.update_layout(
+        barmode="group", title={"text": "F1 by class size<br><sup>macro-F1 on the test set</sup>"},
+        yaxis={"title": {"text": "macro-F1"}, "range": [0, 1]},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.25, "x": 0.0},
     )
     return figure
 

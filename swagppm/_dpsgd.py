@@ -44,7 +44,6 @@ from swagppm import _rng
 from swagppm._config import check_choice, check_value
 from swagppm._engine import Net, Split
 from swagppm._errors import TrainingFailure
-from swagppm._utility import class_report, f1_pair
 
 if TYPE_CHECKING:
     from swagppm._pipeline import Session
@@ -178,7 +177,7 @@ def dpsgd_fit(session: Session, settings: DPSGDSettings, *, progress: bool = Fal
         _remove_opacus(model, private)
         steps = sum(count for _, _, count in private.engine.accountant.history)
         epsilon = float(private.engine.get_epsilon(plan.delta))
-        utility = _evaluate(session)
+        utility = session.test_scores()
     finally:
         _remove_opacus(model, None)
         session.bundle.reset(values)
@@ -423,17 +422,6 @@ def _remove_opacus(model: nn.Module, private: _Private | None) -> None:
             if hasattr(p, name):
                 delattr(p, name)
         p.grad = None
-
-
-def _evaluate(session: Session) -> dict[str, float]:
-    """Macro/weighted F1 and the top/bottom class-size quartiles' macro F1 on the test split."""
-    session.net.train(False)
-    data = session.data
-    preds = session.net.predict(session.test, session.config.eval_batch_size).cpu().numpy()
-    macro, weighted = f1_pair(data.test_labels, preds, data.num_classes)
-    report = class_report(data.test_labels, preds, class_names=data.label_names, train_counts=session.train_counts)
-    return {"f1_macro": macro, "f1_weighted": weighted, "f1_top_quartile": float(report["f1_top_quartile"]),
-            "f1_bottom_quartile": float(report["f1_bottom_quartile"])}
 
 
 @dataclass

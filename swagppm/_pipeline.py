@@ -44,7 +44,7 @@ from swagppm._privacy import epsilon_from_series, normalise_risk, privacy_weight
 from swagppm._provenance import code_digest, versions
 from swagppm._release import check_release_dir, write_release
 from swagppm._swag import SWAGPosterior
-from swagppm._utility import f1_pair, summarise
+from swagppm._utility import class_report, f1_pair, summarise
 
 # Settings that never change stage 1 (they act on stage 2, or on where things are kept).
 _NOT_STAGE1 = ("draws_privacy", "draws_utility", "stage2_init", "reweight_k", "cache_dir", "device")
@@ -385,6 +385,72 @@ class Session:
         result.timings = {**timer.seconds, "total": time.perf_counter() - start}
         return Fit(result=result, posterior=None if result.failure else posterior, weights=weights)
 
+    # --- evaluation for comparisons (class-level aggregates only) -------------------------------------
+
+    def test_scores(self) -> dict[str, float]:
+        """Macro/weighted F1 and the macro F1 of the top and bottom class-size quartiles, current parameters."""
+        self.net.train(False)
+        data = self.data
+        preds = self.net.predict(self.test, self.config.eval_batch_size).cpu().numpy()
+        macro, weighted = f1_pair(data.test_labels, preds, data.num_classes)
+        report = class_report(data.test_labels, preds, class_names=data.label_names, train_counts=self.train_counts)
+        return {"f1_macro": macro, "f1_weighted": weighted, "f1_top_quartile": float(report["f1_top_quartile"]),
+                "f1_bottom_quartile": float(report["f1_bottom_quartile"])}
+
+    @contextmanager
+    def _holding(self, state: dict[str, torch.Tensor] | None = None) -> Iterator[None]:
+        """Load ``state`` (or nothing) into the trainable parameters for a block and put the current ones back."""
+        saved = self.bundle.trainable_state()
+        try:
+            if state is not None:
+                self.bundle.reset(state)
+            yield
+        finally:
+            self.bundle.reset(saved)
+
+    def baseline_scores(self) -> dict[str, float]:
+        """``test_scores`` of the non-private stage-1 model (stage 1 from the cache)."""
+        stage1, _ = self._stage1(progress=False, timer=_Timer(self.device))
+        with self._holding(stage1["stage1_state"]):
+            return self.test_scores()
+
+    def non_private_scores(self, *, epochs: int, progress: bool = False) -> dict[str, float]:
+        """``test_scores`` after a plain (unweighted) fine-tune of ``epochs`` epochs from the base model."""
+        config = self.config
+        steps = epochs * math.ceil(len(self.train) / config.batch_size)
+        with self._holding(), _rng.seeded_global_rng(config.seed, "non-private", "dropout", device=self.device):
+            self.bundle.reset()
+            optimizer, scheduler = adamw(self.net, lr=config.learning_rates[0],
+                                         weight_decay=config.finetune_weight_decay, total_steps=steps)
+            train(self.net, self.train, stage="non-private fine-tune", epochs=epochs, optimizer=optimizer,
+                  scheduler=scheduler, batch_size=config.batch_size,  # type: ignore[arg-type]
+                  generator=_rng.generator(config.seed, "non-private", "shuffle"), progress=progress)
+            return self.test_scores()
+
+    def draw_scores(self, fit: Fit, *, draws: int, seed: int | None = None) -> list[dict[str, float]]:
+        """``test_scores`` of ``draws`` seeded posterior draws of ``fit`` (its own stream, not the utility one)."""
+        posterior = _posterior(fit)
+        generator = _rng.generator(fit.result.seed if seed is None else seed, "compare", device=self.device)
+        scores = []
+        try:
+            for _ in range(draws):
+                posterior.load_into(self.bundle.model, posterior.sample(generator))
+                scores.append(self.test_scores())
+        finally:
+            posterior.restore_mean(self.bundle.model)
+        return scores
+
+    def secret_draw_scores(self, fit: Fit) -> dict[str, float]:
+        """``test_scores`` of one draw with secret noise, as a release draws it (and, like it, never recorded)."""
+        posterior = _posterior(fit)
+        noise = (_rng.secret_normal(posterior.num_parameters, dtype=posterior.dtype),
+                 _rng.secret_normal(posterior.num_columns, dtype=posterior.dtype))
+        try:
+            posterior.load_into(self.bundle.model, posterior.draw(*noise))
+            return self.test_scores()
+        finally:
+            posterior.restore_mean(self.bundle.model)
+
     def release(self, fit: Fit, out_dir: str | Path, *, force: bool = False, overwrite: bool = False,
                 trials_run: int | None = None) -> Path:
         """Draw once from the fit's SWAG 2 with secret noise and save it as a Hugging Face model directory.
@@ -453,6 +519,12 @@ class Session:
             macro, weighted = f1_pair(data.test_labels, preds, data.num_classes)
             result.f1_macro.append(macro)
             result.f1_weighted.append(weighted)
+
+
+def _posterior(fit: Fit) -> SWAGPosterior:
+    if fit.posterior is None:
+        raise ValueError(f"the fit failed, it has no posterior: {fit.result.failure}")
+    return fit.posterior
 
 
 def _check_trial(*, c: float, ft_epochs: int, g: float, seed: int | None) -> None:

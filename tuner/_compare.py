@@ -1,0 +1,168 @@
+"""The paper's comparison on one study's data and model: non-private, SWAG-PPM, reweighted SWAG-PPM and DP-SGD.
+
+Every method trains on the study's own split, tokenizer, model and ``trainable``
+mode, and is scored on its test split: macro- and weighted-F1 and the macro-F1 of
+the largest and smallest quarter of classes by training-set size. Rows hold
+class-level aggregates only. SWAG-PPM's ε is the local, data-dependent bound (δ not
+quantified); DP-SGD's (ε, δ) comes from Opacus's accountant.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import swagppm
+from swagppm import ConfigError, SWAGPPMConfig
+
+NOT_QUANTIFIED = "not quantified"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparisonRow:
+    """One method's privacy terms and test-set F1 (overall and by class size)."""
+
+    method: str
+    epsilon: float | None
+    delta: float | str | None
+    f1_macro: float
+    f1_weighted: float
+    f1_top_quartile: float
+    f1_bottom_quartile: float
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareSettings:
+    """What to compare: the chosen (c, epochs, g), the variants, and DP-SGD's recipe (the paper's by default).
+
+    ``stricter_epsilon`` (default: half of SWAG-PPM's ε) gives DP-SGD a second,
+    stricter target; ``long_epochs`` adds a longer non-private fine-tune (the paper
+    used 30 epochs); ``delta=None`` is 1/n.
+    """
+
+    c: float
+    ft_epochs: int
+    g: float = 0.0
+    reweight_k: float = 0.95
+    long_epochs: int | None = None
+    stricter_epsilon: float | None = None
+    delta: float | None = None
+    dpsgd_batch_size: int = 512
+    dpsgd_learning_rate: float = 1e-3
+    dpsgd_max_grad_norm: float = 1.0
+    dpsgd_epochs: int = 30
+
+
+def _row(method: str, scores: dict[str, float], *, epsilon: float | None, delta: float | str | None,
+         note: str = "") -> ComparisonRow:
+    return ComparisonRow(method=method, epsilon=epsilon, delta=delta, note=note, **scores)
+
+
+def _percentile_row(method: str, draws: list[dict[str, float]], *, epsilon: float, q: float, note: str) -> ComparisonRow:
+    """Each score at quantile ``q`` over the draws (0.5: the median)."""
+    def at(key: str) -> float:
+        values = sorted(d[key] for d in draws)
+        return statistics.quantiles(values, n=10, method="inclusive")[0] if q == 0.1 else statistics.median(values)
+
+    return _row(method, {key: at(key) for key in draws[0]}, epsilon=epsilon, delta=NOT_QUANTIFIED, note=note)
+
+
+def _swagppm_rows(session: swagppm.Session, settings: CompareSettings, *, label: str) -> list[ComparisonRow]:
+    fit = session.fit(c=settings.c, ft_epochs=settings.ft_epochs, g=settings.g)
+    if fit.result.failure:
+        raise ConfigError(f"{label} at c = {settings.c:g}, {settings.ft_epochs} epochs failed: {fit.result.failure}")
+    epsilon, draws = fit.result.epsilon, session.draw_scores(fit, draws=session.config.draws_utility)
+    return [
+        _percentile_row(label, draws, epsilon=epsilon, q=0.5, note=f"median of {len(draws)} posterior draws"),
+        _percentile_row(f"{label} (10th percentile)", draws, epsilon=epsilon, q=0.1,
+                        note=f"10th percentile of {len(draws)} draws"),
+        _row(f"{label} (one released draw)", session.secret_draw_scores(fit), epsilon=epsilon, delta=NOT_QUANTIFIED,
+             note="one draw with secret noise, as release draws it"),
+    ]
+
+
+def _dpsgd_rows(session: swagppm.Session, settings: CompareSettings, targets: Sequence[float]) -> list[ComparisonRow]:
+    try:
+        from swagppm._dpsgd import DPSGDSettings, dpsgd_fit
+    except ModuleNotFoundError as error:
+        raise ConfigError(f"compare needs DP-SGD's library ({error.name}): pip install 'swagppm-tuner[compare]'") from None
+    rows = []
+    for target in targets:
+        result = dpsgd_fit(session, DPSGDSettings(
+            target_epsilon=target, delta=settings.delta, batch_size=settings.dpsgd_batch_size,
+            learning_rate=settings.dpsgd_learning_rate, max_grad_norm=settings.dpsgd_max_grad_norm,
+            epochs=settings.dpsgd_epochs, seed=session.config.seed))
+        scores = {key: getattr(result, key) for key in ("f1_macro", "f1_weighted", "f1_top_quartile",
+                                                         "f1_bottom_quartile")}
+        rows.append(_row("DP-SGD", scores, epsilon=result.epsilon, delta=result.delta,
+                         note=f"Opacus, {result.accountant} accountant, noise multiplier {result.noise_multiplier:.3g}, "
+                              f"{result.steps} steps"))
+    return rows
+
+
+def compare(config: SWAGPPMConfig, settings: CompareSettings, *,
+            echo: Callable[[str], None] = print) -> list[ComparisonRow]:
+    """Train and score every method on ``config``'s data and model; returns the table's rows."""
+    with swagppm.Session(config) as session:
+        echo("non-private baseline (stage 1) ...")
+        rows = [_row("non-private (stage 1)", session.baseline_scores(), epsilon=None, delta=None,
+                     note=f"{config.stage1_epochs} epochs")]
+        if settings.long_epochs is not None:
+            echo(f"non-private, {settings.long_epochs} epochs ...")
+            rows.append(_row(f"non-private ({settings.long_epochs} epochs)",
+                             session.non_private_scores(epochs=settings.long_epochs), epsilon=None, delta=None))
+        echo(f"SWAG-PPM at c = {settings.c:g}, {settings.ft_epochs} epochs ...")
+        rows += _swagppm_rows(session, settings, label="SWAG-PPM")
+        epsilon = rows[-1].epsilon
+        assert epsilon is not None
+        stricter = settings.stricter_epsilon or epsilon / 2
+        echo(f"DP-SGD at epsilon {epsilon:.3g} and {stricter:.3g} ...")
+        rows += _dpsgd_rows(session, settings, (epsilon, stricter))
+    with swagppm.Session(config.replace(reweight_k=settings.reweight_k)) as session:
+        echo(f"reweighted SWAG-PPM (k = {settings.reweight_k:g}) ...")
+        rows += _swagppm_rows(session, settings, label=f"reweighted SWAG-PPM k={settings.reweight_k:g}")
+    return rows
+
+
+def comparison_table(rows: Sequence[ComparisonRow]) -> str:
+    """The rows as fixed-width text."""
+    header = f"{'method':<50} {'epsilon':>8} {'delta':>14} {'F1 mac':>7} {'F1 wtd':>7} {'top 25%':>8} {'bottom 25%':>10}"
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        eps = "-" if row.epsilon is None else f"{row.epsilon:.3g}"
+        delta = "-" if row.delta is None else (row.delta if isinstance(row.delta, str) else f"{row.delta:.3g}")
+        lines.append(f"{row.method:<50} {eps:>8} {delta:>14} {row.f1_macro:>7.3f} {row.f1_weighted:>7.3f} "
+                     f"{row.f1_top_quartile:>8.3f} {row.f1_bottom_quartile:>10.3f}")
+    return "\n".join(lines)
+
+
+def write_comparison(rows: Sequence[ComparisonRow], folder: Path, *, about: dict[str, Any]) -> list[Path]:
+    """comparison.json (the rows and what was compared), comparison.csv and the F1-by-class-size figure (HTML)."""
+    import scorers.plots
+
+    folder.mkdir(parents=True, exist_ok=True)
+    records = [dataclasses.asdict(row) for row in rows]
+    paths = [folder / "comparison.json", folder / "comparison.csv", folder / "f1_by_class_size.html"]
+    paths[0].write_text(json.dumps({"about": about, "rows": records}, indent=2) + "\n")
+    with paths[1].open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows(records)
+    scorers.plots.write_html(scorers.plots.f1_by_class_size_figure(records), paths[2])
+    return paths
+
+
+def read_comparison(path: Path) -> list[ComparisonRow]:
+    """The rows of a comparison.json; errors name the file."""
+    try:
+        document = json.loads(path.read_text())
+        return [ComparisonRow(**row) for row in document["rows"]]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ConfigError(f"{path}: not a comparison written by `swagppm-tune compare` ({type(error).__name__})") from None
