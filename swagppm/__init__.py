@@ -35,7 +35,16 @@ if TYPE_CHECKING:
     from swagppm._data import PreparedData, load_records, prepare_data, synthetic_corpus
     from swagppm._engine import EpochInfo
     from swagppm._models import register_auto_classes
-    from swagppm._pipeline import Fit, Preparation, Session, SWAGPPMResult, prepare, release, run_fit
+    from swagppm._pipeline import (
+        Fit,
+        Preparation,
+        RecordLosses,
+        Session,
+        SWAGPPMResult,
+        prepare,
+        release,
+        run_fit,
+    )
     from swagppm._pooled import PooledClassifier, PooledClassifierConfig
     from swagppm._privacy import (
         epsilon_from_series,
@@ -55,7 +64,8 @@ _LAZY = {
     "swagppm._data": ("PreparedData", "load_records", "prepare_data", "synthetic_corpus"),
     "swagppm._engine": ("EpochInfo",),
     "swagppm._models": ("register_auto_classes",),
-    "swagppm._pipeline": ("Fit", "Preparation", "Session", "SWAGPPMResult", "prepare", "release", "run_fit"),
+    "swagppm._pipeline": ("Fit", "Preparation", "RecordLosses", "Session", "SWAGPPMResult", "prepare", "release",
+                          "run_fit"),
     "swagppm._pooled": ("PooledClassifier", "PooledClassifierConfig"),
     "swagppm._privacy": ("epsilon_from_series", "normalise_risk", "privacy_weights", "reweight", "weighted_delta",
                          "weighted_nll"),

@@ -137,6 +137,21 @@ class Fit:
     weights: torch.Tensor
 
 
+@dataclass(frozen=True, kw_only=True)
+class RecordLosses:
+    """Per-record losses for a membership-inference audit: PRIVATE, in memory only, never stored or printed.
+
+    ``members``: NLL of each training record; ``non_members``: of each test record;
+    the classes alongside (for a per-class calibrated attack). Only aggregates
+    computed from them (``scorers.membership_audit``) may leave the process.
+    """
+
+    members: np.ndarray
+    non_members: np.ndarray
+    member_classes: np.ndarray
+    non_member_classes: np.ndarray
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -427,6 +442,16 @@ class Session:
                   generator=_rng.generator(config.seed, "non-private", "shuffle"), progress=progress)
             return self.test_scores()
 
+    @contextmanager
+    def _secret_draw(self, fit: Fit) -> Iterator[None]:
+        """One draw of ``fit`` with secret noise in the model for a block (as a release draws it); the mean after."""
+        posterior = _posterior(fit)
+        try:
+            posterior.load_into(self.bundle.model, posterior.sample_secret())
+            yield
+        finally:
+            posterior.restore_mean(self.bundle.model)
+
     def draw_scores(self, fit: Fit, *, draws: int, seed: int | None = None) -> list[dict[str, float]]:
         """``test_scores`` of ``draws`` seeded posterior draws of ``fit`` (its own stream, not the utility one)."""
         posterior = _posterior(fit)
@@ -440,24 +465,38 @@ class Session:
             posterior.restore_mean(self.bundle.model)
         return scores
 
+    def record_losses(self) -> RecordLosses:
+        """Every training and test record's NLL under the current parameters, at float32 (see ``RecordLosses``)."""
+        batch = self.config.eval_batch_size
+        exact = Net(self.bundle.model, self.bundle.head, device=self.device, amp=False)
+        exact.train(False)
+        return RecordLosses(members=exact.per_record_nll(self.train, batch).cpu().numpy(),
+                            non_members=exact.per_record_nll(self.test, batch).cpu().numpy(),
+                            member_classes=self.data.train_labels, non_member_classes=self.data.test_labels)
+
+    def baseline_losses(self) -> RecordLosses:
+        """``record_losses`` of the non-private stage-1 model."""
+        stage1, _ = self._stage1(progress=False, timer=_Timer(self.device))
+        with self._holding(stage1["stage1_state"]):
+            return self.record_losses()
+
+    def secret_draw_losses(self, fit: Fit) -> RecordLosses:
+        """``record_losses`` of one draw with secret noise, as a release draws it (and never records)."""
+        with self._secret_draw(fit):
+            return self.record_losses()
+
     def secret_draw_scores(self, fit: Fit) -> dict[str, float]:
         """``test_scores`` of one draw with secret noise, as a release draws it (and, like it, never recorded)."""
-        posterior = _posterior(fit)
-        noise = (_rng.secret_normal(posterior.num_parameters, dtype=posterior.dtype),
-                 _rng.secret_normal(posterior.num_columns, dtype=posterior.dtype))
-        try:
-            posterior.load_into(self.bundle.model, posterior.draw(*noise))
+        with self._secret_draw(fit):
             return self.test_scores()
-        finally:
-            posterior.restore_mean(self.bundle.model)
 
     def release(self, fit: Fit, out_dir: str | Path, *, force: bool = False, overwrite: bool = False,
-                trials_run: int | None = None) -> Path:
+                trials_run: int | None = None, audit: Callable[[RecordLosses], dict[str, Any]] | None = None) -> Path:
         """Draw once from the fit's SWAG 2 with secret noise and save it as a Hugging Face model directory.
 
-        See ``swagppm.release``; the noise comes from fresh OS entropy and is never recorded.
+        See ``write_release``; the noise comes from fresh OS entropy and is never recorded.
         """
-        return write_release(self, fit, out_dir, force=force, overwrite=overwrite, trials_run=trials_run)
+        return write_release(self, fit, out_dir, force=force, overwrite=overwrite, trials_run=trials_run, audit=audit)
 
     # --- pieces of a fit ------------------------------------------------------------------------------
 

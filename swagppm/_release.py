@@ -13,10 +13,10 @@ from __future__ import annotations
 import copy
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from swagppm import _rng
 from swagppm._config import ConfigError, SWAGPPMConfig
 from swagppm._engine import Net
 from swagppm._errors import ReleaseRefused
@@ -26,7 +26,7 @@ from swagppm._provenance import tensor_digest, versions
 from swagppm._utility import class_report
 
 if TYPE_CHECKING:
-    from swagppm._pipeline import Fit, Session, SWAGPPMResult
+    from swagppm._pipeline import Fit, RecordLosses, Session, SWAGPPMResult
 
 CAVEATS = (
     "epsilon is a local, data-dependent bound (asymptotic differential privacy); "
@@ -65,12 +65,14 @@ def check_release_dir(out_dir: str | Path, *, overwrite: bool, data_derived: boo
 
 
 def write_release(session: Session, fit: Fit, out_dir: str | Path, *, force: bool, overwrite: bool,
-                  trials_run: int | None) -> Path:
+                  trials_run: int | None, audit: Callable[[RecordLosses], dict[str, Any]] | None = None) -> Path:
     """Draw once from ``fit``'s SWAG 2 with secret noise, check the undrawn parameters, and save model and card.
 
     Writes the weights, config and tokenizer (loadable with
     ``AutoModelForSequenceClassification.from_pretrained(out_dir)``) and
-    ``release_card.json``. The session's model holds the SWAG mean again afterwards.
+    ``release_card.json``. ``audit`` turns the released draw's per-record losses
+    (private) into aggregates for the card (a membership-inference audit). The
+    session's model holds the SWAG mean again afterwards.
     """
     config, bundle = session.config, session.bundle
     out = check_release_dir(out_dir, overwrite=overwrite, data_derived=bundle.data_derived, force=force)
@@ -78,15 +80,13 @@ def write_release(session: Session, fit: Fit, out_dir: str | Path, *, force: boo
     if posterior is None:
         raise ReleaseRefused(f"the fit failed, nothing to release: {fit.result.failure}")
     model = bundle.model
-    noise = (_rng.secret_normal(posterior.num_parameters, dtype=posterior.dtype),
-             _rng.secret_normal(posterior.num_columns, dtype=posterior.dtype))
-    posterior.load_into(model, posterior.draw(*noise))
-    del noise
+    posterior.load_into(model, posterior.sample_secret())
     try:
         _check_undrawn_are_public(model, set(posterior.parameter_names), bundle.public_digests)
         test_tokens = session.tokens[1]  # the released draw on tokens (not cached features): what users will run
         full = Net(model, None, device=session.device, amp=False)
         preds = full.predict(test_tokens, config.eval_batch_size).cpu().numpy()
+        audited = None if audit is None else audit(session.record_losses())
         if isinstance(model, PooledClassifier):
             PooledClassifierConfig.register_for_auto_class()
             PooledClassifier.register_for_auto_class("AutoModelForSequenceClassification")
@@ -98,6 +98,8 @@ def write_release(session: Session, fit: Fit, out_dir: str | Path, *, force: boo
                           train_counts=session.train_counts)
     card = _card(config, fit.result, report, drawn=posterior.parameter_names, trials_run=trials_run,
                  data_derived=bundle.data_derived)
+    if audited is not None:
+        card["audit"] = audited
     (out / "release_card.json").write_text(json.dumps(card, indent=2, allow_nan=True))
     (out / "README.md").write_text(model_card(card, labels=session.data.label_names))
     return out

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from swagppm._rng import secret_normal
+
 
 def in_modules(name: str, modules: Sequence[str]) -> bool:
     """Whether parameter ``name`` lies in one of the named submodules (or is one of them)."""
@@ -170,6 +172,11 @@ class SWAGPosterior:
         z1 = torch.randn(self.mean.shape, generator=generator, device=generator.device, dtype=self.dtype)
         z2 = torch.randn(self.num_columns, generator=generator, device=generator.device, dtype=self.dtype)
         return self.draw(z1, z2)
+
+    def sample_secret(self) -> torch.Tensor:
+        """One draw whose noise comes from fresh OS entropy (``_rng.secret_normal``): nothing can regenerate it."""
+        return self.draw(secret_normal(self.num_parameters, dtype=self.dtype),
+                         secret_normal(self.num_columns, dtype=self.dtype))
 
     def draw(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
         """θ = μ + σ ⊙ z₁ / √2 + D z₂ / √(2(K − 1)) for given standard-normal noise (z₂ in snapshot order).
