@@ -4,54 +4,61 @@ A study file (``StudyConfig.from_toml``) names the search ranges, the targets
 (ε and F1 within a fraction of the non-private baseline, a well-fit max-delta
 series) and the fit's settings. ``run_study`` proposes configurations with an
 Optuna sampler (``tpe`` by default, ``gp``, ``nsga2``, ``random`` or the guide's
-``flowchart``), runs ``swagppm.run_fit`` per trial, and records constraints,
-scores, the diagnosis and figures; ``best_feasible`` reads the choice back.
+``flowchart``), runs a SWAG-PPM fit per trial, and records constraints, scores,
+the diagnosis and figures (``TrialRecord``); ``best_feasible`` reads the choice
+back. Names load on first use, so the command line starts without the training
+stack.
 """
 
-from tuner._config import SearchSpace, StartPoint, StudyConfig, StudySettings, Targets
-from tuner._export import Chosen, export_trial, read_export, write_export
-from tuner._outcome import CONSTRAINT_KEYS, Outcome, judge
-from tuner._report import report_html, write_report
-from tuner._samplers import FlowchartSampler, make_sampler
-from tuner._storage import make_storage, masked_url
-from tuner._study import (
-    FitCrashed,
-    Objective,
-    RunSummary,
-    best_feasible,
-    closest_trial,
-    is_feasible,
-    open_study,
-    pareto_front,
-    run_study,
-)
+from __future__ import annotations
 
-__all__ = [
-    "CONSTRAINT_KEYS",
-    "Chosen",
-    "FitCrashed",
-    "FlowchartSampler",
-    "Objective",
-    "Outcome",
-    "RunSummary",
-    "SearchSpace",
-    "StartPoint",
-    "StudyConfig",
-    "StudySettings",
-    "Targets",
-    "best_feasible",
-    "closest_trial",
-    "export_trial",
-    "is_feasible",
-    "judge",
-    "make_sampler",
-    "make_storage",
-    "masked_url",
-    "open_study",
-    "pareto_front",
-    "read_export",
-    "report_html",
-    "run_study",
-    "write_export",
-    "write_report",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tuner._config import SearchSpace, StartPoint, StudyConfig, StudySettings, Targets
+    from tuner._export import Chosen, export_trial, read_export, write_export
+    from tuner._outcome import CONSTRAINT_KEYS, Outcome, judge
+    from tuner._record import TrialRecord
+    from tuner._report import report_html, write_report
+    from tuner._samplers import FlowchartSampler, make_sampler
+    from tuner._storage import make_storage, masked_url
+    from tuner._study import (
+        FitCrashed,
+        Objective,
+        RunSummary,
+        best_feasible,
+        closest_trial,
+        is_feasible,
+        open_study,
+        pareto_front,
+        run_study,
+    )
+
+_LAZY = {
+    "tuner._config": ("SearchSpace", "StartPoint", "StudyConfig", "StudySettings", "Targets"),
+    "tuner._export": ("Chosen", "export_trial", "read_export", "write_export"),
+    "tuner._outcome": ("CONSTRAINT_KEYS", "Outcome", "judge"),
+    "tuner._record": ("TrialRecord",),
+    "tuner._report": ("report_html", "write_report"),
+    "tuner._samplers": ("FlowchartSampler", "make_sampler"),
+    "tuner._storage": ("make_storage", "masked_url"),
+    "tuner._study": ("FitCrashed", "Objective", "RunSummary", "best_feasible", "closest_trial", "is_feasible",
+                     "open_study", "pareto_front", "run_study"),
+}
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tuner' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -34,17 +34,17 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
-import optuna_dashboard
-import torch
-from optuna.artifacts import FileSystemArtifactStore
 
 import swagppm
 from swagppm import ConfigError, check_value
 from scorers import GUIDE
+from tuner._audit import BASELINE, RELEASE, audit_fit, audit_losses, audit_text
+from tuner._compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
 from tuner._config import StartPoint, StudyConfig
 from tuner._export import Chosen, export_trial, read_export, trials_run, write_export
 from tuner._outcome import judge
@@ -153,14 +153,41 @@ def _parser() -> argparse.ArgumentParser:
     report = verbs.add_parser("report", help="write one self-contained HTML report of the study")
     study_arg(report)
     report.add_argument("-o", "--output", type=Path, required=True, help="HTML file to write")
+    report.add_argument("--comparison", type=Path, default=None,
+                        help="a comparison.json written by `compare`, to add its table and figure")
+    _compare_parser(verbs)
+    audit = verbs.add_parser("audit", help="membership inference against a release-like draw and the non-private "
+                                           "baseline (aggregates only)")
+    audit.add_argument("study", type=Path, nargs="?", help="study TOML file (its best feasible trial; or --from)")
+    audit.add_argument("--from", dest="source", type=Path, default=None, help="an export JSON file")
+    audit.add_argument("-o", "--output", type=Path, default=None, help="also write the audit as JSON")
 
-    for verb in (run, worker, fit, release):
+    for verb in (run, worker, fit, release, verbs.choices["compare"], audit):
         verb.add_argument("--data", default=None, help="the records' file or folder, instead of [data] source")
-    for verb in (run, worker, status, export, release, report, dashboard):
+    for verb in (run, worker, status, export, release, verbs.choices["compare"], audit, report, dashboard):
         verb.add_argument("--storage", default=None,
                           help=f"storage URL instead of ${STORAGE_ENV} or [study] storage (the variable keeps a "
                                "password out of the process list)")
     return parser
+
+
+def _compare_parser(verbs: Any) -> None:
+    compare = verbs.add_parser("compare", help="non-private vs SWAG-PPM vs reweighted SWAG-PPM vs DP-SGD on the "
+                                               "study's data and model (the paper's table)")
+    compare.add_argument("study", type=Path, nargs="?", help="study TOML file (its best feasible trial; or --from)")
+    compare.add_argument("--from", dest="source", type=Path, default=None, help="an export JSON file")
+    compare.add_argument("-o", "--output", type=Path, required=True,
+                         help="folder for comparison.json, comparison.csv and f1_by_class_size.html")
+    compare.add_argument("--reweight-k", type=float, default=0.95, help="the reweighted variant's k (default 0.95)")
+    compare.add_argument("--long-epochs", type=int, default=None,
+                         help="also a non-private fine-tune of this many epochs (the paper used 30)")
+    compare.add_argument("--stricter-epsilon", type=float, default=None,
+                         help="DP-SGD's second, stricter target (default: half of SWAG-PPM's epsilon)")
+    compare.add_argument("--delta", type=float, default=None, help="DP-SGD's delta (default 1/n)")
+    compare.add_argument("--dpsgd-epochs", type=int, default=30, help="DP-SGD epochs (default 30)")
+    compare.add_argument("--dpsgd-batch-size", type=int, default=512, help="DP-SGD expected batch size (default 512)")
+    compare.add_argument("--dpsgd-lr", type=float, default=1e-3, help="DP-SGD Adam learning rate (default 1e-3)")
+    compare.add_argument("--dpsgd-clip", type=float, default=1.0, help="DP-SGD clipping norm (default 1)")
 
 
 def format_result(result: swagppm.SWAGPPMResult) -> str:
@@ -276,6 +303,8 @@ def _fit(args: argparse.Namespace) -> int:
         swagppm.check_release_dir(args.release, overwrite=args.overwrite, data_derived=request.config.model.is_tiny,
                           force=args.force)
     if request.chosen is not None and request.chosen.threads:
+        import torch  # only here: the command line starts without the training stack
+
         torch.set_num_threads(request.chosen.threads)
         print(f"using {request.chosen.threads} CPU thread(s), as the exported trial did (on a CPU, epsilon depends "
               "on the thread count in its last digits)")
@@ -304,7 +333,7 @@ def _print_fit(result: swagppm.SWAGPPMResult, request: _FitRequest) -> str | Non
     for reason in outcome.reasons:
         print(f"  - {reason}")
     print(f"  next: {outcome.recommendation.sentence}", flush=True)
-    return figures_html(outcome.attributes(), study, title=f"Fit c = {request.c:g}, {request.ft_epochs} epochs")
+    return figures_html(outcome.record(), study, title=f"Fit c = {request.c:g}, {request.ft_epochs} epochs")
 
 
 def _write(path: Path, text: str, what: str) -> int:
@@ -344,12 +373,27 @@ def _suspects(result: swagppm.SWAGPPMResult, chosen: Chosen) -> str:
 
 def _release_fit(session: swagppm.Session, fit: swagppm.Fit, args: argparse.Namespace, request: _FitRequest) -> int:
     """``fit --release``: one draw of the fit just printed, written with the checks made before it."""
+    trials = None if request.chosen is None else request.chosen.trials_run
+    return _write_release(session, fit, args.release, args=args, trials_run=trials)
+
+
+def _write_release(session: swagppm.Session, fit: swagppm.Fit, out: Path, *, args: argparse.Namespace,
+                   trials_run: int | None) -> int:
+    """One secret draw of ``fit`` written to ``out``, its card carrying the membership-inference audit."""
     if fit.result.failure:
         print(f"nothing released: the fit failed ({fit.result.failure})", file=sys.stderr)
         return EXIT_FIT_FAILED
-    trials = None if request.chosen is None else request.chosen.trials_run
-    out = session.release(fit, args.release, force=args.force, overwrite=args.overwrite, trials_run=trials)
-    print(f"released one draw of this fit to {out}")
+    baseline = audit_losses(session.baseline_losses())
+    audits: dict[str, Any] = {}
+
+    def audit(losses: swagppm.RecordLosses) -> dict[str, Any]:
+        audits.update({BASELINE: baseline, RELEASE: audit_losses(losses)})
+        return audits
+
+    path = session.release(fit, out, force=args.force, overwrite=args.overwrite, trials_run=trials_run, audit=audit)
+    print(f"released one draw of c = {fit.result.c:.4g}, {fit.result.ft_epochs} epochs to {path}")
+    print("membership-inference audit (members: training records, non-members: test records):")
+    print(audit_text(audits))
     return 0
 
 
@@ -418,24 +462,72 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _release(args: argparse.Namespace) -> int:
+def _chosen_configuration(args: argparse.Namespace, what: str) -> Chosen | None:
+    """The configuration ``--from EXPORT.json`` names, else the study's best feasible trial (None: there is none)."""
     _one_source(args)
     if args.source is not None:
-        chosen = _chosen(args)
-        config, c, epochs, g, count = chosen.config, chosen.c, chosen.ft_epochs, chosen.g, chosen.trials_run
-    else:
-        study_config = _study(args)
-        study = _existing_study(study_config)
-        best = best_feasible(study)
-        if best is None:
-            _print_closest(study)
-            print("nothing released: the study has no feasible trial", file=sys.stderr)
-            return EXIT_INFEASIBLE
-        config, c, epochs = study_config.fit, best.params["c"], best.params["ft_epochs"]
-        g, count = best.params.get("g", study_config.search.g), len(study.get_trials(deepcopy=False))
-    out = swagppm.release(config, c=c, ft_epochs=epochs, g=g, out_dir=args.output, trials_run=count,
-                          force=args.force, overwrite=args.overwrite, progress=True)
-    print(f"released one draw of c = {c:.4g}, {epochs} epochs to {out}")
+        return _chosen(args)
+    study_config = _study(args)
+    study = _existing_study(study_config)
+    best = best_feasible(study)
+    if best is None:
+        _print_closest(study)
+        print(f"nothing {what}: the study has no feasible trial", file=sys.stderr)
+        return None
+    record = TrialRecord.of(best)
+    return Chosen(config=study_config.fit, c=best.params["c"], ft_epochs=best.params["ft_epochs"],
+                  g=best.params.get("g", study_config.search.g), epsilon=record.epsilon if record else None,
+                  trials_run=len(study.get_trials(deepcopy=False)), path=study_config.path)
+
+
+def _release(args: argparse.Namespace) -> int:
+    chosen = _chosen_configuration(args, "released")
+    if chosen is None:
+        return EXIT_INFEASIBLE
+    swagppm.check_release_dir(args.output, overwrite=args.overwrite, data_derived=chosen.config.model.is_tiny,
+                              force=args.force)
+    with swagppm.Session(chosen.config) as session:
+        fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, progress=True)
+        return _write_release(session, fit, args.output, args=args, trials_run=chosen.trials_run)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    if args.output is not None:
+        _check_output(args.output, "-o")
+    chosen = _chosen_configuration(args, "audited")
+    if chosen is None:
+        return EXIT_INFEASIBLE
+    with swagppm.Session(chosen.config) as session:
+        fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, progress=True)
+        if fit.result.failure:
+            print(f"nothing audited: the fit failed ({fit.result.failure})", file=sys.stderr)
+            return EXIT_FIT_FAILED
+        audit = audit_fit(session, fit)
+    print(f"membership-inference audit of c = {chosen.c:.4g}, {chosen.ft_epochs} epochs (epsilon "
+          f"{fit.result.epsilon:.3g}; members: training records, non-members: test records):")
+    print(audit_text(audit))
+    if args.output is not None:
+        args.output.write_text(json.dumps({"c": chosen.c, "ft_epochs": chosen.ft_epochs, "g": chosen.g,
+                                           "epsilon": fit.result.epsilon, "audit": audit}, indent=2) + "\n")
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    _check_output(args.output, "-o", folder=True)
+    chosen = _chosen_configuration(args, "compared")
+    if chosen is None:
+        return EXIT_INFEASIBLE
+    settings = CompareSettings(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, reweight_k=args.reweight_k,
+                               long_epochs=args.long_epochs, stricter_epsilon=args.stricter_epsilon, delta=args.delta,
+                               dpsgd_batch_size=args.dpsgd_batch_size, dpsgd_learning_rate=args.dpsgd_lr,
+                               dpsgd_max_grad_norm=args.dpsgd_clip, dpsgd_epochs=args.dpsgd_epochs)
+    rows = compare(chosen.config, settings)
+    print(comparison_table(rows))
+    about = {"configuration": dataclasses.asdict(settings), "swagppm": chosen.config.to_dict(),
+             "data_note": "scored on the study's own test split; class-level aggregates only"}
+    for path in write_comparison(rows, args.output, about=about):
+        print(f"wrote {path}")
     return 0
 
 
@@ -443,7 +535,8 @@ def _report(args: argparse.Namespace) -> int:
     config = _study(args)
     _check_output(args.output, "-o")
     study = _existing_study(config)
-    path = write_report(study, config, args.output)
+    comparison = None if args.comparison is None else read_comparison(args.comparison)
+    path = write_report(study, config, args.output, comparison=comparison)
     print(f"report of {finished_count(study)} finished trials written to {path}")
     return 0
 
@@ -525,6 +618,9 @@ def _dashboard(args: argparse.Namespace) -> int:
     storage = make_storage(config.storage_url, connect_timeout=config.study.connect_timeout)
     print(f"optuna-dashboard on http://{args.host}:{args.port}/dashboard/ (study {study.study_name!r} in "
           f"{masked_url(config.storage_url)}); Ctrl-C stops it", flush=True)
+    import optuna_dashboard
+    from optuna.artifacts import FileSystemArtifactStore
+
     optuna_dashboard.run_server(storage, host=args.host, port=args.port,
                                 artifact_store=FileSystemArtifactStore(config.artifact_dir))
     return 0
@@ -545,7 +641,7 @@ def _clean(args: argparse.Namespace) -> int:
 
 
 _VERBS = {"run": _run, "worker": _worker, "fit": _fit, "status": _status, "export": _export, "release": _release,
-          "report": _report, "dashboard": _dashboard, "clean": _clean}
+          "compare": _compare, "audit": _audit, "report": _report, "dashboard": _dashboard, "clean": _clean}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

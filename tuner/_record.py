@@ -2,7 +2,7 @@
 
 A judged trial's aggregates go into Optuna user attributes (``TrialRecord.attrs``)
 and come back typed (``TrialRecord.of(trial)``); the other attributes a trial may
-carry are named here too (``WORKER``, ``FAILURE``, ...). Nothing is per record:
+carry are named here too (``RAN_BY``, ``FAILURE``, ...). Nothing is per record:
 hyperparameters, ε, the max-delta series, F1 per draw, scores, timings.
 """
 
@@ -17,7 +17,8 @@ from typing import Any
 from optuna.trial import FrozenTrial
 
 # Attributes a trial may carry besides its record.
-WORKER = "worker"  # which process ran it (host:pid)
+RAN_BY = "worker"  # which process ran it (host:pid)
+HEARTBEAT = "heartbeat"  # when its process last said it is alive (storages without Optuna's heartbeats)
 FAILURE = "failure"  # why a fit crashed (a FAIL trial)
 FIGURES_ERROR = "figures_error"  # why its figures could not be written (the record stands)
 RETRY_OF = "retry_of"  # the trial whose parameters it re-runs after that one's worker died

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
+from collections.abc import Sequence
 from pathlib import Path
 
 import optuna
 
+import scorers.plots
+from tuner._compare import ComparisonRow
 from tuner._config import StudyConfig
-from tuner._storage import masked_url
 from tuner._export import trials_run
+from tuner._record import TrialRecord
+from tuner._storage import masked_url
 from tuner._study import CAVEATS, FINISHED, best_feasible, closest_trial, study_figures, trial_figures, trial_rows, violated
 
 _STYLE = """
@@ -27,8 +32,9 @@ def _number(value: object, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "–"
 
 
-def report_html(study: optuna.Study, config: StudyConfig) -> str:
-    """The report as one HTML string (plotly.js embedded once; opens offline)."""
+def report_html(study: optuna.Study, config: StudyConfig, *,
+                comparison: Sequence[ComparisonRow] | None = None) -> str:
+    """The report as one HTML string (plotly.js embedded once; opens offline), with ``compare``'s table if given."""
     esc = html.escape
     counts = trials_run(study)
     best = best_feasible(study)
@@ -41,10 +47,12 @@ def report_html(study: optuna.Study, config: StudyConfig) -> str:
              f"within {config.targets.max_f1_degradation:.0%} of the non-private baseline"
              f"{', a well-fit max-delta series' if config.targets.require_well_fit else ''}.</p>"]
     if best is not None:
+        chosen = TrialRecord.of(best)
+        assert chosen is not None  # a feasible trial was judged
         parts.append(f"<p><b>Chosen configuration:</b> trial {best.number}, c = {best.params['c']:.4g}, "
-                     f"{best.params['ft_epochs']} fine-tuning epochs, ε = {best.user_attrs['epsilon']:.3f}, "
-                     f"macro-F1 {_number(best.user_attrs.get('f1_macro_median'))}, weighted-F1 "
-                     f"{_number(best.user_attrs.get('f1_weighted_median'))}.</p>")
+                     f"{best.params['ft_epochs']} fine-tuning epochs, ε = {_number(chosen.epsilon)}, "
+                     f"macro-F1 {_number(chosen.f1_macro_median)}, weighted-F1 "
+                     f"{_number(chosen.f1_weighted_median)}.</p>")
     else:
         closest = closest_trial(study)
         text = "<p><b>No feasible configuration yet.</b>"
@@ -59,19 +67,21 @@ def report_html(study: optuna.Study, config: StudyConfig) -> str:
     parts.append("<h2>Search grid</h2>" + figures["search-grid"].to_html(full_html=False, include_plotlyjs=True))
     parts.append("<h2>Privacy–utility trade-off</h2>" + figures["tradeoff"].to_html(full_html=False,
                                                                                     include_plotlyjs=False))
+    if comparison:
+        parts.append(_comparison_section(comparison))
     parts.append("<h2>Trials</h2>" + _table(study))
     parts.append("<h2>Each trial's max-delta series and F1</h2>")
     for trial in study.get_trials(deepcopy=False, states=FINISHED):
-        if "diagnosis" not in trial.user_attrs:
+        record = TrialRecord.of(trial)
+        if record is None:
             continue
-        attrs = trial.user_attrs
         summary = (f"Trial {trial.number}: c = {trial.params['c']:.4g}, {trial.params['ft_epochs']} epochs — "
-                   f"{attrs['diagnosis'].replace('_', ' ')}, {'feasible' if attrs.get('feasible') else 'not feasible'}")
-        reasons = "".join(f"<li>{esc(r)}</li>" for r in attrs.get("reasons", []))
-        body = "".join(f.to_html(full_html=False, include_plotlyjs=False) for f in trial_figures(attrs, config))
+                   f"{record.diagnosis.replace('_', ' ')}, {'feasible' if record.feasible else 'not feasible'}")
+        reasons = "".join(f"<li>{esc(r)}</li>" for r in record.reasons)
+        body = "".join(f.to_html(full_html=False, include_plotlyjs=False) for f in trial_figures(record, config))
         parts.append(f"<details{' open' if best is not None and trial.number == best.number else ''}>"
                      f"<summary>{esc(summary)}</summary><ul>{reasons}</ul>"
-                     f"<p>Next: {esc(attrs.get('recommendation', ''))}</p>{body}</details>")
+                     f"<p>Next: {esc(record.recommendation)}</p>{body}</details>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -95,9 +105,25 @@ def _table(study: optuna.Study) -> str:
     return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>")
 
 
-def write_report(study: optuna.Study, config: StudyConfig, path: str | Path) -> Path:
+def _comparison_section(rows: Sequence[ComparisonRow]) -> str:
+    """The paper's comparison: one row per method, and the F1-by-class-size figure."""
+    esc = html.escape
+    head = ("method", "ε", "δ", "macro-F1", "weighted-F1", "largest 25% of classes", "smallest 25% of classes", "")
+    body = "".join(
+        f"<tr><td class='text'>{esc(r.method)}</td><td>{_number(r.epsilon)}</td>"
+        f"<td>{esc(r.delta) if isinstance(r.delta, str) else _number(r.delta, 6) if r.delta else '–'}</td>"
+        f"<td>{_number(r.f1_macro)}</td><td>{_number(r.f1_weighted)}</td><td>{_number(r.f1_top_quartile)}</td>"
+        f"<td>{_number(r.f1_bottom_quartile)}</td><td class='text'>{esc(r.note)}</td></tr>" for r in rows)
+    figure = scorers.plots.f1_by_class_size_figure([dataclasses.asdict(r) for r in rows])
+    return ("<h2>Comparison with DP-SGD and the non-private model</h2><table><tr>"
+            + "".join(f"<th>{esc(h)}</th>" for h in head) + f"</tr>{body}</table>"
+            + figure.to_html(full_html=False, include_plotlyjs=False))
+
+
+def write_report(study: optuna.Study, config: StudyConfig, path: str | Path, *,
+                 comparison: Sequence[ComparisonRow] | None = None) -> Path:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(report_html(study, config), encoding="utf-8")
+    target.write_text(report_html(study, config, comparison=comparison), encoding="utf-8")
     return target
 

@@ -5,11 +5,20 @@ judges the fit with ``scorers`` and records constraints (``trial.set_constraint`
 the same numbers as user attributes, the diagnosis as a note and its figures as
 an artifact. Feasibility and "best" are computed here from the stored
 constraints, so they read the same from every worker and every command.
+
+A trial whose process died (SIGKILL, a lost machine) is failed and re-enqueued
+with its parameters, a bounded number of times: on SQLite, which one process at a
+time may run (a lock file beside the database), every running trial found when a
+run starts; on a journal, one whose heartbeat (a user attribute) is older than the
+grace period; on a server database, Optuna's heartbeats; and at once, any trial of
+a worker process seen to exit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import math
@@ -19,24 +28,29 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
-import optuna_dashboard
+import plotly.utils
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
 from optuna.study import MaxTrialsCallback
-from optuna.trial import FrozenTrial, Trial, TrialState
+from optuna.trial import FrozenTrial, Trial, TrialState, create_trial
 
 import scorers.plots
 import swagppm
-from swagppm import ConfigError, EpochInfo
+from swagppm import ConfigError
+
+if TYPE_CHECKING:
+    from swagppm import EpochInfo
 from tuner._config import StudyConfig
 from tuner._outcome import CONSTRAINT_KEYS, Outcome, judge
+from tuner._record import FAILURE, FIGURES_ERROR, HEARTBEAT, RAN_BY, RETRY_OF, TrialRecord
 from tuner._samplers import FlowchartSampler, make_sampler
-from tuner._storage import describe_error, is_connection_error, make_storage, masked_url
+from tuner._storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 DEFINITION_ATTR = "definition"
@@ -44,7 +58,15 @@ CAVEATS = (*swagppm.CAVEATS,
            "The released model is one draw from the SWAG posterior; its own F1 varies around the medians reported "
            "here.")
 MAX_CONSECUTIVE_CRASHES = 3
-WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which process ran a trial (no private data)
+OWN_HEARTBEATS = ("journal", "redis")  # storages without Optuna's heartbeats that several processes share
+
+
+def worker_id(pid: int) -> str:
+    """Which process ran a trial (the ``worker`` user attribute; no private data)."""
+    return f"{socket.gethostname()}:{pid}"
+
+
+WORKER = worker_id(os.getpid())
 
 
 class FitCrashed(RuntimeError):
@@ -120,15 +142,33 @@ class StuckDetector:
 
 
 class Objective:
-    """One trial: suggest, fit, judge, record. Catastrophic fits are pruned after recording."""
+    """One trial: suggest, fit, judge, record. Catastrophic fits are pruned after recording.
+
+    Every trial fits in one ``swagppm.Session`` (data, model and stage 1 loaded
+    once), created on first use; ``close()`` frees it.
+    """
 
     def __init__(self, config: StudyConfig, *, on_outcome: Callable[[int, Outcome], None] | None = None,
-                 progress: bool = False) -> None:
+                 progress: bool = False, echo: Callable[[str], None] = print) -> None:
         self.config = config
         self.on_outcome = on_outcome
         self.progress = progress
+        self.echo = echo
         config.artifact_dir.mkdir(parents=True, exist_ok=True)
         self.artifacts = FileSystemArtifactStore(config.artifact_dir)
+        self._session: swagppm.Session | None = None
+        self.lines: dict[int, str] = {}  # each judged trial's progress line, until the run prints it
+
+    @property
+    def session(self) -> swagppm.Session:
+        if self._session is None:
+            self._session = swagppm.Session(self.config.fit)
+        return self._session
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
     def suggest(self, trial: Trial) -> tuple[float, int, float]:
         search = self.config.search
@@ -138,24 +178,32 @@ class Objective:
         return c, epochs, g
 
     def __call__(self, trial: Trial) -> float | tuple[float, float]:
-        config = self.config
         c, epochs, g = self.suggest(trial)
-        stop_above = config.targets.epsilon / 2 if config.early_stop else None
-        trial.set_user_attr("worker", WORKER)
+        trial.set_user_attr(RAN_BY, WORKER)
+        beats = kind(self.config.storage_url) in OWN_HEARTBEATS
+        with heartbeat(trial, interval=self.config.study.heartbeat_interval) if beats else contextlib.nullcontext():
+            return self._fit(trial, c, epochs, g)
+
+    def _fit(self, trial: Trial, c: float, epochs: int, g: float) -> float | tuple[float, float]:
+        config = self.config
+        stop_above_epsilon = config.targets.epsilon if config.early_stop else None
         try:
-            result = swagppm.run_fit(config.fit, c=c, ft_epochs=epochs, g=g, stop_above=stop_above,
-                                     on_epoch=StuckDetector(config.targets.stuck_epochs), progress=self.progress)
+            result = self.session.fit(c=c, ft_epochs=epochs, g=g, stop_above_epsilon=stop_above_epsilon,
+                                      on_epoch=StuckDetector(config.targets.stuck_epochs),
+                                      progress=self.progress).result
         except (swagppm.ConfigError, swagppm.DataError):
             raise
         except KeyboardInterrupt:
-            trial.set_user_attr("failure", "interrupted (Ctrl-C)")
+            trial.set_user_attr(FAILURE, "interrupted (Ctrl-C)")
             raise
         except Exception as error:
-            trial.set_user_attr("failure", f"{type(error).__name__}: {error}")
-            raise FitCrashed(f"trial {trial.number} (c={c:g}, epochs={epochs}): {type(error).__name__}: {error}") from error
+            trial.set_user_attr(FAILURE, f"{type(error).__name__}: {error}")
+            raise FitCrashed(f"trial {trial.number} (c={c:g}, epochs={epochs}): "
+                             f"{type(error).__name__}: {error}") from error
         self._check_data(trial, result.data_hash)
         outcome = judge(result, targets=config.targets, search=config.search)
-        record(trial, outcome, self.artifacts, config)
+        record(trial, outcome, self.artifacts, config, echo=self.echo)
+        self.lines[trial.number] = outcome.line()
         if self.on_outcome is not None:
             self.on_outcome(trial.number, outcome)
         if outcome.catastrophic:
@@ -182,14 +230,52 @@ def record_outcome(trial: Trial, outcome: Outcome) -> dict[str, Any]:
     return attrs
 
 
-def record(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, config: StudyConfig) -> None:
-    """Constraints, user attributes, the diagnosis note and the trial's figures (aggregates only)."""
-    attrs = record_outcome(trial, outcome)
-    optuna_dashboard.save_note(trial, trial_note(trial.number, outcome))
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / f"trial-{trial.number}-figures.html"
-        path.write_text(figures_html(attrs, config, title=f"Trial {trial.number}"))
-        upload_artifact(artifact_store=artifacts, file_path=str(path), study_or_trial=trial, mimetype="text/html")
+@contextlib.contextmanager
+def heartbeat(trial: Trial, *, interval: float) -> Iterator[None]:
+    """Stamps the trial's ``heartbeat`` attribute now and every ``interval`` seconds while the block runs.
+
+    Journal storages have no heartbeats of their own; this one lets another
+    process tell a trial whose worker died (``stale_trials``).
+    """
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(interval):
+            with contextlib.suppress(Exception):  # a missed beat only brings the retry closer
+                trial.set_user_attr(HEARTBEAT, time.time())
+
+    trial.set_user_attr(HEARTBEAT, time.time())
+    thread = threading.Thread(target=beat, name=f"heartbeat-trial-{trial.number}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def record(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, config: StudyConfig, *,
+           echo: Callable[[str], None] = print) -> None:
+    """Constraints and user attributes first, then the diagnosis note and the figures (aggregates only).
+
+    The fit is what cost the time: a note or figures that cannot be written (an
+    unwritable artifact folder, a full disk) leave a ``figures_error`` attribute and
+    one line, and the trial keeps its value.
+    """
+    record_outcome(trial, outcome)
+    try:
+        import optuna_dashboard
+
+        optuna_dashboard.save_note(trial, trial_note(trial.number, outcome))
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / f"trial-{trial.number}-figures.json"
+            path.write_text(figures_json(outcome.record(), config))
+            upload_artifact(artifact_store=artifacts, file_path=str(path), study_or_trial=trial,
+                            mimetype="application/json")
+    except OSError as error:
+        reason = f"{type(error).__name__}: {error}".splitlines()[0]
+        trial.set_user_attr(FIGURES_ERROR, reason)
+        echo(f"trial {trial.number:>3}  figures not written ({reason}); the fit is kept")
 
 
 def trial_note(number: int, outcome: Outcome) -> str:
@@ -201,26 +287,30 @@ def trial_note(number: int, outcome: Outcome) -> str:
     return "\n".join(lines)
 
 
-def figures_html(attrs: dict[str, Any], config: StudyConfig, *, title: str, include_plotlyjs: bool | str = True) -> str:
-    """A trial's max-delta plot and F1 violins as one HTML page (plotly.js embedded once)."""
-    parts = []
-    for index, figure in enumerate(trial_figures(attrs, config)):
-        parts.append(figure.to_html(full_html=False, include_plotlyjs=include_plotlyjs if index == 0 else False))
+def figures_html(record: TrialRecord, config: StudyConfig, *, title: str) -> str:
+    """A trial's max-delta plot and F1 violins as one HTML page (plotly.js embedded once: it opens offline)."""
+    parts = [figure.to_html(full_html=False, include_plotlyjs=index == 0)
+             for index, figure in enumerate(trial_figures(record, config))]
     return f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head><body>" \
            f"<h1>{title}</h1>{''.join(parts)}</body></html>"
 
 
-def trial_figures(attrs: dict[str, Any], config: StudyConfig) -> list[Any]:
-    """The max-delta figure and, when the utility draws ran, the F1 violins of one trial's attributes."""
+def figures_json(record: TrialRecord, config: StudyConfig) -> str:
+    """A trial's figures as plotly JSON (a few kB; no plotly.js): the artifact every trial stores."""
+    return json.dumps([figure.to_plotly_json() for figure in trial_figures(record, config)],
+                      cls=plotly.utils.PlotlyJSONEncoder)
+
+
+def trial_figures(record: TrialRecord, config: StudyConfig) -> list[Any]:
+    """The max-delta figure and, when the utility draws ran, the F1 violins of one trial."""
     targets = config.targets
     figures = [scorers.plots.max_delta_figure(
-        attrs.get("max_delta_series", []),
-        epsilon_target=targets.epsilon, epsilon_is_lower_bound=bool(attrs.get("epsilon_is_lower_bound")),
-        title=f"{attrs.get('diagnosis', '').replace('_', ' ')} fit")]
-    if attrs.get("f1_macro_draws"):
+        record.max_delta_series, epsilon_target=targets.epsilon, epsilon_is_lower_bound=record.epsilon_is_lower_bound,
+        title=record.diagnosis.replace("_", " "))]
+    if record.f1_macro_draws:
         figures.append(scorers.plots.f1_violin_figure(
-            attrs["f1_macro_draws"], attrs["f1_weighted_draws"], baseline_macro=attrs["baseline_f1_macro"],
-            baseline_weighted=attrs["baseline_f1_weighted"], max_degradation=targets.max_f1_degradation))
+            record.f1_macro_draws, record.f1_weighted_draws, baseline_macro=record.baseline_f1_macro,
+            baseline_weighted=record.baseline_f1_weighted, max_degradation=targets.max_f1_degradation))
     return figures
 
 
@@ -228,9 +318,8 @@ def trial_figures(attrs: dict[str, Any], config: StudyConfig) -> list[Any]:
 
 
 def is_feasible(trial: FrozenTrial) -> bool:
-    """A completed trial whose every constraint is met (≤ 0)."""
-    constraints = trial.constraints
-    return trial.state == TrialState.COMPLETE and bool(constraints) and all(v <= 0 for v in constraints.values())
+    """A completed trial whose every constraint is met (``scorers.is_feasible``)."""
+    return trial.state == TrialState.COMPLETE and scorers.is_feasible(trial.constraints)
 
 
 def violation(trial: FrozenTrial) -> float:
@@ -244,8 +333,7 @@ def best_feasible(study: optuna.Study) -> FrozenTrial | None:
     feasible = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
     if not feasible:
         return None
-    return min(feasible, key=lambda t: (t.user_attrs.get("epsilon", math.inf),
-                                        -(t.user_attrs.get("f1_macro_median") or 0.0), t.number))
+    return min(feasible, key=lambda t: (*_point(t), t.number))
 
 
 def closest_trial(study: optuna.Study) -> FrozenTrial | None:
@@ -259,11 +347,20 @@ def pareto_front(study: optuna.Study) -> list[FrozenTrial]:
     feasible = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
 
     def point(t: FrozenTrial) -> tuple[float, float]:
-        return t.user_attrs.get("epsilon") or math.inf, t.user_attrs.get("f1_macro_median") or 0.0
+        epsilon, minus_f1 = _point(t)
+        return epsilon, -minus_f1
 
     return sorted((t for t in feasible if not any(
         point(o)[0] <= point(t)[0] and point(o)[1] >= point(t)[1] and point(o) != point(t) for o in feasible)),
         key=lambda t: point(t))
+
+
+def _point(trial: FrozenTrial) -> tuple[float, float]:
+    """(ε, −macro-F1 median) for ordering; an unjudged or unmeasured trial sorts last."""
+    record = TrialRecord.of(trial)
+    if record is None:
+        return math.inf, 0.0
+    return record.epsilon_or_inf, -(record.f1_macro_median or 0.0)
 
 
 def violated(trial: FrozenTrial) -> dict[str, float]:
@@ -274,9 +371,8 @@ def violated(trial: FrozenTrial) -> dict[str, float]:
 def fits_for_figures(study: optuna.Study) -> list[dict[str, Any]]:
     """One mapping per finished trial, as ``scorers.plots`` grid and trade-off figures take them."""
     return [{"number": t.number, "c": t.params.get("c"), "ft_epochs": t.params.get("ft_epochs"),
-             "epsilon": t.user_attrs.get("epsilon"), "f1_macro": t.user_attrs.get("f1_macro_median"),
-             "label": t.user_attrs.get("diagnosis"), "feasible": is_feasible(t)}
-            for t in study.get_trials(deepcopy=False, states=FINISHED) if "diagnosis" in t.user_attrs]
+             "epsilon": r.epsilon, "f1_macro": r.f1_macro_median, "label": r.diagnosis, "feasible": is_feasible(t)}
+            for t in study.get_trials(deepcopy=False, states=FINISHED) if (r := TrialRecord.of(t)) is not None]
 
 
 def study_figures(study: optuna.Study, config: StudyConfig) -> dict[str, Any]:
@@ -324,6 +420,121 @@ def enqueue_start_points(study: optuna.Study, config: StudyConfig) -> None:
         study.enqueue_trial(params, skip_if_exists=True)
 
 
+@contextlib.contextmanager
+def study_lock(config: StudyConfig) -> Iterator[None]:
+    """On SQLite, this process's exclusive claim on the study (``<db>.lock``, released on exit); elsewhere nothing.
+
+    SQLite takes one process at a time: a second ``run`` would run the start
+    points again and overshoot ``n_trials``, so it is refused with what to use.
+    """
+    database = storage_file(config.storage_url) if kind(config.storage_url) == "sqlite" else None
+    if database is None:
+        yield
+        return
+    lock = database.with_name(database.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                f"{config.path} [study]: the SQLite study {database} is being run by another process (it holds "
+                f"{lock}); SQLite takes one process at a time: wait for it, or for several processes set storage = "
+                f"\"journal:{config.path.stem}.log\" or a PostgreSQL URL") from None
+        yield
+
+
+def stale_trials(study: optuna.Study, config: StudyConfig, *, gone: Collection[str] | None = None) -> list[FrozenTrial]:
+    """The running trials that no live process runs any more.
+
+    ``gone``: the ``worker`` names of processes seen to exit; their trials only.
+    Otherwise by the storage: on SQLite every running trial (call it holding
+    ``study_lock``, so that no other process can run one); on a journal, a trial
+    whose heartbeat (or start) is older than ``grace_period``; on a server database
+    none here (Optuna's heartbeats, see ``recover_stale_trials``).
+    """
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    if gone is not None:
+        return [t for t in running if t.user_attrs.get(RAN_BY) in gone]
+    storage_kind = kind(config.storage_url)
+    if storage_kind == "sqlite":
+        return running
+    if storage_kind in OWN_HEARTBEATS:
+        silent_since = time.time() - config.study.grace_period
+        return [t for t in running if _last_sign_of_life(t) < silent_since]
+    return []
+
+
+def _last_sign_of_life(trial: FrozenTrial) -> float:
+    started = trial.datetime_start.timestamp() if trial.datetime_start else 0.0
+    return max(float(trial.user_attrs.get(HEARTBEAT, 0.0)), started)
+
+
+def recover_stale_trials(study: optuna.Study, config: StudyConfig, *, echo: Callable[[str], None] = print,
+                         gone: Collection[str] | None = None) -> None:
+    """Fail the ``stale_trials`` and re-enqueue each with its parameters, at most ``[study] max_retries`` times.
+
+    Without ``gone`` a server database also fails the trials whose heartbeat is
+    older than the grace period (Optuna's ``fail_stale_trials``, which re-enqueues
+    them through the storage's retry callback).
+    """
+    if gone is None:
+        with warnings.catch_warnings():  # fail_stale_trials is still marked experimental
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+    for trial in stale_trials(study, config, gone=gone):
+        try:
+            study.tell(trial.number, state=TrialState.FAIL)
+        except (ValueError, UpdateFinishedTrialError):  # another process finished or failed it first
+            continue
+        max_retries = config.study.max_retries
+        params = retry(study, trial, max_retries=max_retries)
+        done = (f"not retried (max_retries = {max_retries} reached)" if params is None else
+                f"re-enqueued with {', '.join(f'{k}={v:g}' for k, v in params.items()) or 'new parameters'}")
+        echo(f"trial {trial.number:>3}  was left running by a process that is gone: failed; {done}")
+
+
+def retry(study: optuna.Study, trial: FrozenTrial, *, max_retries: int) -> dict[str, Any] | None:
+    """Re-enqueue a failed trial's parameters (so a start point is still evaluated); None past ``max_retries``.
+
+    The retry carries ``retry_of`` (the failed trial) and Optuna's own retry
+    attributes, so retries by heartbeat and by this function count together.
+    """
+    history = [*trial.system_attrs.get("retry_history", []), trial.number]
+    if len(history) > max_retries:
+        return None
+    params = {**trial.system_attrs.get("fixed_params", {}), **trial.params}
+    study.add_trial(create_trial(
+        state=TrialState.WAITING, user_attrs={RETRY_OF: trial.number},
+        system_attrs={"fixed_params": params, "failed_trial": history[0], "retry_history": history}))
+    return params
+
+
+def check_artifact_dir(config: StudyConfig) -> None:
+    """The artifact folder can be created and written, checked before the first (expensive) fit, not after it."""
+    folder = config.artifact_dir
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ConfigError(f"{config.path} [study] artifacts {folder}: cannot be written, so no trial's figures "
+                          f"could be kept ({type(error).__name__}: {error.strerror or error})") from None
+
+
+@contextlib.contextmanager
+def run_settings(config: StudyConfig, echo: Callable[[str], None]) -> Iterator[None]:
+    """Optuna's log level and the heartbeat-error hook for the run only; both restored after it."""
+    verbosity, hook = optuna.logging.get_verbosity(), threading.excepthook
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # our own line per trial replaces Optuna's log
+    threading.excepthook = _quiet_heartbeat_errors(config, echo)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+        threading.excepthook = hook
+
+
 def run_study(
     config: StudyConfig,
     *,
@@ -339,14 +550,24 @@ def run_study(
     study, so a resumed run only adds what is missing; the stop rules read the
     storage after every trial, so they hold for every process sharing the study.
     A ``worker`` (its name) joins an existing study without enqueuing its start
-    points, with a sampler seeded for it. A
+    points, with a sampler seeded for it. Trials left running by dead processes
+    are failed and retried (``recover_stale_trials``) when the run starts and
+    after every trial. An SQLite study is locked for the run (``study_lock``). A
     storage that goes away is reconnected with backoff; ``StorageLost`` after the
     last attempt. Ctrl-C propagates as ``KeyboardInterrupt`` after Optuna marks the
-    running trial failed.
+    running trial failed. Optuna's log level and ``threading.excepthook`` are
+    restored on return.
     """
-    optuna.logging.set_verbosity(optuna.logging.ERROR)  # our own line per trial replaces Optuna's log
+    with study_lock(config), run_settings(config, echo):
+        return _run(config, n_trials=n_trials, timeout=timeout, progress_fit=progress_fit, worker=worker,
+                    echo=echo)
+
+
+def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, progress_fit: bool,
+         worker: str | None, echo: Callable[[str], None]) -> RunSummary:
     settings = config.study
     study = open_study(config, create=worker is None, worker=worker)
+    recover_stale_trials(study, config, echo=echo)
     n_trials = settings.n_trials if n_trials is None else n_trials
     timeout = settings.timeout if timeout is None else timeout
     before = finished_count(study)
@@ -369,7 +590,24 @@ def run_study(
     echo(f"study {settings.name!r} in {masked_url(config.storage_url)}: {before} finished trial(s); "
          f"sampler {settings.sampler}, target epsilon <= {config.targets.epsilon:g}, F1 within "
          f"{config.targets.max_f1_degradation:.0%} of the baseline ({config.targets.statistic})")
-    prep = swagppm.prepare(config.fit, progress=progress_fit)  # under the cache lock: once per study
+    check_artifact_dir(config)
+    objective = Objective(config, progress=progress_fit, echo=echo)
+    try:
+        reason, study = _optimize(study, objective, config, worker=worker, n_trials=n_trials, timeout=timeout,
+                                  echo=echo)
+    finally:
+        objective.close()
+    return finish(reason)
+
+
+def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, *, worker: str | None,
+              n_trials: int | None, timeout: float | None, echo: Callable[[str], None]) -> tuple[str, optuna.Study]:
+    """Stage 1 (once, under the cache lock), the start points, then trials until a stop rule holds.
+
+    Returns why it stopped and the study (reopened if the storage was lost meanwhile).
+    """
+    settings, sampler = config.study, study.sampler
+    prep = objective.session.prepare(progress=objective.progress)
     study.set_user_attr("baseline_f1_macro", prep.baseline_f1_macro)
     study.set_user_attr("baseline_f1_weighted", prep.baseline_f1_weighted)
     echo(f"data: {prep.num_train} training / {prep.num_test} test records, {prep.num_classes} classes; "
@@ -381,18 +619,18 @@ def run_study(
 
     reason = {"text": ""}
     crashes = {"run": 0}
-    lines: dict[int, str] = {}
-
-    def keep_line(number: int, outcome: Outcome) -> None:
-        lines[number] = outcome.line()
+    lines = objective.lines
 
     def after_trial(study: optuna.Study, trial: FrozenTrial) -> None:
         """Print the finished trial (once it is stored), save the study figures, apply the stop rules."""
+        import optuna_dashboard  # here, not at the top: the command line's read-only verbs start without it
+
         if trial.number in lines:
             echo(f"trial {trial.number:>3}  {lines.pop(trial.number)}")
+        recover_stale_trials(study, config, echo=echo)
         if trial.state == TrialState.FAIL:
             crashes["run"] += 1
-            echo(f"trial {trial.number:>3}  FAILED: {trial.user_attrs.get('failure', 'interrupted')}")
+            echo(f"trial {trial.number:>3}  FAILED: {trial.user_attrs.get(FAILURE, 'interrupted')}")
             if crashes["run"] >= MAX_CONSECUTIVE_CRASHES:
                 reason["text"] = f"{crashes['run']} trials in a row crashed; see the errors above"
                 study.stop()
@@ -410,8 +648,6 @@ def run_study(
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [after_trial]
     if n_trials is not None:
         callbacks.append(MaxTrialsCallback(n_trials, states=FINISHED))
-    objective = Objective(config, on_outcome=keep_line, progress=progress_fit)
-    threading.excepthook = _quiet_heartbeat_errors(config, echo)
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
@@ -430,7 +666,7 @@ def run_study(
             reason["text"] = f"the timeout ({timeout:g}s) was reached"
         else:
             reason["text"] = f"the study has {finished_count(study)} finished trials (n_trials = {n_trials})"
-    return finish(reason["text"])
+    return reason["text"], study
 
 
 def _quiet_heartbeat_errors(config: StudyConfig, echo: Callable[[str], None]) -> Callable[[Any], None]:
@@ -479,15 +715,14 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
     """One row per trial for tables: number, state, params, ε, F1s, verdict, feasibility, time."""
     rows = []
     for t in study.get_trials(deepcopy=False):
-        attrs = t.user_attrs
+        r = TrialRecord.of(t)
         rows.append({
             "number": t.number, "state": t.state.name, "c": t.params.get("c"), "ft_epochs": t.params.get("ft_epochs"),
-            "g": t.params.get("g"), "epsilon": attrs.get("epsilon"),
-            "epsilon_is_lower_bound": attrs.get("epsilon_is_lower_bound", False),
-            "f1_macro": attrs.get("f1_macro_median"), "f1_weighted": attrs.get("f1_weighted_median"),
-            "f1_macro_q10": attrs.get("f1_macro_q10"), "f1_weighted_q10": attrs.get("f1_weighted_q10"),
-            "diagnosis": attrs.get("diagnosis") or attrs.get("failure") or "", "feasible": is_feasible(t),
-            "seconds": (attrs.get("timings") or {}).get("total"),
+            "g": t.params.get("g"), "epsilon": r and r.epsilon, "epsilon_is_lower_bound": bool(r and r.epsilon_is_lower_bound),
+            "f1_macro": r and r.f1_macro_median, "f1_weighted": r and r.f1_weighted_median,
+            "f1_macro_q10": r and r.f1_macro_q10, "f1_weighted_q10": r and r.f1_weighted_q10,
+            "diagnosis": r.diagnosis if r else t.user_attrs.get(FAILURE, ""), "feasible": is_feasible(t),
+            "seconds": r.timings.get("total") if r else None,
         })
     return rows
 
@@ -495,7 +730,9 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
 def format_table(rows: Sequence[dict[str, Any]], *, statistic: str = "median") -> str:
     """The trial table as fixed-width text."""
     def num(value: Any, width: int, digits: int = 3) -> str:
-        return f"{value:>{width}.{digits}f}" if isinstance(value, (int, float)) and math.isfinite(value) else " " * (width - 1) + "-"
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            return f"{value:>{width}.{digits}f}"
+        return " " * (width - 1) + "-"
 
     header = f"{'#':>4} {'state':<8} {'c':>6} {'ep':>3} {'epsilon':>9} {'F1 mac':>7} {'F1 wtd':>7} {'diagnosis':<12} " \
              f"{'feasible':<8} {'time':>7}"

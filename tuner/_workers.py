@@ -4,7 +4,8 @@ Each worker is ``swagppm-tune worker STUDY.toml`` in its own process; the storag
 URL travels in the environment (``STORAGE_ENV``), never on a command line that
 ``ps`` would show. The parent creates the study and its start points first, so the
 workers only join; stage 1 is computed by the first worker under the private
-cache's lock and read by the others.
+cache's lock and read by the others. A worker seen to exit leaves no trial
+running: its trial is failed and re-enqueued at once, for the others to run.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -21,10 +23,11 @@ import optuna
 
 from swagppm import ConfigError
 from tuner._config import StudyConfig
-from tuner._storage import masked_url, supports_workers
-from tuner._study import enqueue_start_points, open_study
+from tuner._storage import describe_error, is_connection_error, masked_url, supports_workers
+from tuner._study import enqueue_start_points, open_study, recover_stale_trials, study_lock, worker_id
 
 STORAGE_ENV = "SWAGPPM_TUNE_STORAGE"
+POLL_SECONDS = 0.5
 
 
 def worker_command(study_path: Path, *, name: str, n_trials: int | None, timeout: float | None,
@@ -52,8 +55,9 @@ def run_workers(
     """Start ``workers`` processes on the study and wait for them; returns each worker's exit status.
 
     Workers get ``CUDA_VISIBLE_DEVICES`` round-robin from ``gpus`` (several per GPU
-    allowed). A worker that dies (even by SIGKILL) leaves its trial to the
-    heartbeat: it is failed after the grace period and retried by the others.
+    allowed). A worker that dies (even by SIGKILL) has its running trial failed
+    and re-enqueued with its parameters as soon as it is seen gone, so the others
+    run it; workers on other machines are covered by heartbeats.
     """
     url = config.storage_url
     if workers > 1 and not supports_workers(url):
@@ -61,8 +65,9 @@ def run_workers(
             f"{config.path} [study]: storage {masked_url(url)} is SQLite, which one process at a time can use; "
             f"for {workers} local workers set storage = \"journal:{config.path.stem}.log\" (a journal file beside "
             "the study) or a PostgreSQL/MySQL URL (several machines)")
-    study = open_study(config)
-    enqueue_start_points(study, config)
+    with study_lock(config):
+        study = open_study(config)
+        enqueue_start_points(study, config)
     echo(f"starting {workers} workers on study {config.study.name!r} in {masked_url(url)}"
          + (f", GPUs {', '.join(gpus)} round-robin" if gpus else ""))
     processes: dict[str, subprocess.Popen[str]] = {}
@@ -82,8 +87,13 @@ def run_workers(
         reader = threading.Thread(target=_relay, args=(name, process, echo, lock), daemon=True)
         reader.start()
         readers.append(reader)
+
+    def locked_echo(line: str) -> None:
+        with lock:
+            echo(line)
+
     try:
-        codes = {name: process.wait() for name, process in processes.items()}
+        codes = _wait(processes, study, config, locked_echo)
     except KeyboardInterrupt:
         for process in processes.values():
             if process.poll() is None:
@@ -94,14 +104,36 @@ def run_workers(
         raise
     for reader in readers:
         reader.join(timeout=5)
-    for name, code in codes.items():
-        if code < 0:
-            echo(f"[{name}] died ({signal.Signals(-code).name}); a trial it was running is failed after the grace "
-                 f"period ({config.study.grace_period}s) and retried by another worker")
-        elif code not in (0, 1):
-            echo(f"[{name}] exited with status {code}")
-    _fail_stale(study)
     return codes
+
+
+def _wait(processes: dict[str, subprocess.Popen[str]], study: optuna.Study, config: StudyConfig,
+          echo: Callable[[str], None]) -> dict[str, int]:
+    """Each worker's exit status; a worker that exits has its running trial failed and re-enqueued at once."""
+    codes: dict[str, int] = {}
+    while len(codes) < len(processes):
+        time.sleep(POLL_SECONDS)
+        for name, process in processes.items():
+            if name in codes or process.poll() is None:
+                continue
+            codes[name] = process.returncode
+            if process.returncode < 0:
+                echo(f"[{name}] died ({signal.Signals(-process.returncode).name})")
+            elif process.returncode not in (0, 1):
+                echo(f"[{name}] exited with status {process.returncode}")
+            _recover(study, config, echo, name=name, pid=process.pid)
+    return codes
+
+
+def _recover(study: optuna.Study, config: StudyConfig, echo: Callable[[str], None], *, name: str, pid: int) -> None:
+    """Fail and re-enqueue what the exited worker left running; a storage that is away leaves it to heartbeats."""
+    try:
+        recover_stale_trials(study, config, echo=lambda line: echo(f"[{name}] {line}"), gone={worker_id(pid)})
+    except Exception as error:
+        if not is_connection_error(error):
+            raise
+        echo(f"[{name}] could not check its trials: lost the study storage {masked_url(config.storage_url)} "
+             f"({describe_error(error, config.storage_url)})")
 
 
 def _relay(name: str, process: subprocess.Popen[str], echo: Callable[[str], None], lock: threading.Lock) -> None:
@@ -109,9 +141,3 @@ def _relay(name: str, process: subprocess.Popen[str], echo: Callable[[str], None
     for line in process.stdout:
         with lock:
             echo(f"[{name}] {line.rstrip()}")
-
-
-def _fail_stale(study: optuna.Study) -> None:
-    """After the workers: fail (and re-queue) trials whose worker died and whose grace period is over."""
-    if study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        optuna.storages.fail_stale_trials(study)

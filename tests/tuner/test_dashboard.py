@@ -112,4 +112,4 @@ def test_a_trial_page_shows_its_note_constraints_and_figures(dashboard: tuple[st
     assert trial.user_attrs["recommendation"] in text
     for key in ("constraint_epsilon", "constraint_f1_macro", "constraint_fit_spread", "feasible", "epsilon"):
         assert key in text
-    assert f"trial-{trial.number}-figures.html" in text
+    assert f"trial-{trial.number}-figures.json" in text

@@ -25,6 +25,7 @@ import swagppm
 from tests.tuner.conftest import merged, write_study
 from tuner import CONSTRAINT_KEYS, StudyConfig, best_feasible, closest_trial, open_study
 from tuner._cli import main
+from tuner._record import TrialRecord
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +48,6 @@ def finished(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> tu
     """A three-trial study run through the command line; its file and the run's output."""
     folder = tmp_path_factory.mktemp("finished")
     path = study_at(folder, shared_cache)
-    swagppm._pipeline._SESSION.clear()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = main(["run", str(path)])
@@ -83,8 +83,9 @@ def test_trials_carry_constraints_attributes_notes_and_figures(finished: tuple[P
         note = optuna_dashboard_note(study, trial)
         assert f"Trial {trial.number}" in note and attrs["recommendation"] in note
         metas = get_all_artifact_meta(trial, storage=study._storage)
-        assert [m.filename for m in metas] == [f"trial-{trial.number}-figures.html"]
-        assert (config.artifact_dir / metas[0].artifact_id).stat().st_size > 100_000  # plotly.js embedded
+        assert [m.filename for m in metas] == [f"trial-{trial.number}-figures.json"]
+        size = (config.artifact_dir / metas[0].artifact_id).stat().st_size
+        assert 1_000 < size < 200_000  # plotly JSON of the figures, without plotly.js
     system = study._storage.get_study_system_attrs(study._study_id)
     assert any(key.startswith("dashboard:plot_data:search-grid") for key in system)
     assert any(key.startswith("dashboard:plot_data:tradeoff") for key in system)
@@ -117,7 +118,6 @@ def test_status_export_refit_and_report(finished: tuple[Path, str], tmp_path: Pa
     assert any("asymptotic" in caveat for caveat in document["caveats"])
     assert all(v <= 0 for v in document["constraints"].values()) and document["violated"] == {}
 
-    swagppm._pipeline._SESSION.clear()  # a fresh process's view: rebuild model and data, stage 1 from the cache
     assert main(["fit", "--from", str(exported), "--json", str(tmp_path / "refit.json")]) == 0
     assert "reproduces the export exactly" in capsys.readouterr().out
     assert json.loads((tmp_path / "refit.json").read_text())["epsilon"] == document["metrics"]["epsilon"]
@@ -142,7 +142,8 @@ def test_release_from_the_study_or_an_export(finished: tuple[Path, str], tmp_pat
     assert "give a study TOML file or --from" in capsys.readouterr().err
 
 
-def test_rerunning_a_finished_study_adds_nothing(finished: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_rerunning_a_finished_study_adds_nothing(finished: tuple[Path, str],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", str(finished[0])]) == 0
     assert "already has 3 finished trials" in capsys.readouterr().out
     assert len(load(finished[0])[1].trials) == 3
@@ -224,7 +225,13 @@ def synthetic_trial(number: int, *, epsilon: float, f1: float, constraints: dict
         params={"c": 1.0 - 0.1 * number, "ft_epochs": 7},
         distributions={"c": optuna.distributions.FloatDistribution(0.1, 1.5),
                        "ft_epochs": optuna.distributions.IntDistribution(1, 16)},
-        user_attrs={"epsilon": epsilon, "f1_macro_median": f1},
+        user_attrs=TrialRecord(
+            feasible=all(v <= 0 for v in constraints.values()), diagnosis="well_fit", reasons=(), recommendation="",
+            next_action="stop", next_c=None, next_ft_epochs=None, epsilon=epsilon, epsilon_is_lower_bound=False,
+            draws_privacy=8, draws_skipped=0, failure=None, max_delta_median=None, bulk_spread=None,
+            max_robust_z=None, spike_count=0, baseline_f1_macro=f1, baseline_f1_weighted=f1, f1_macro_median=f1,
+            f1_macro_q10=f1, f1_weighted_median=f1, f1_weighted_q10=f1, stage1_cache_hit=True, data_hash="",
+            seed=0, device="cpu", constraints=constraints).attrs(),
         system_attrs={f"constraints:{k}": v for k, v in constraints.items()},
     )
 
@@ -232,7 +239,8 @@ def synthetic_trial(number: int, *, epsilon: float, f1: float, constraints: dict
 def test_best_feasible_is_the_lowest_epsilon_among_feasible_trials() -> None:
     study = optuna.create_study()
     ok = dict.fromkeys(CONSTRAINT_KEYS, -0.1)
-    study.add_trial(synthetic_trial(0, epsilon=2.0, f1=0.9, constraints={**ok, "f1_macro": 0.3}))  # lowest ε, infeasible
+    # the lowest ε, but infeasible
+    study.add_trial(synthetic_trial(0, epsilon=2.0, f1=0.9, constraints={**ok, "f1_macro": 0.3}))
     study.add_trial(synthetic_trial(1, epsilon=6.0, f1=0.9, constraints=ok))
     study.add_trial(synthetic_trial(2, epsilon=4.0, f1=0.8, constraints=ok))
     study.add_trial(synthetic_trial(3, epsilon=4.0, f1=0.85, constraints=ok))  # same ε, better F1
@@ -275,7 +283,6 @@ def test_an_interrupted_run_keeps_finished_trials_and_resumes(tmp_path: Path, sh
     first, *rest = study.trials
     assert first.state == TrialState.COMPLETE and [t.state for t in rest] == [TrialState.FAIL]
 
-    swagppm._pipeline._SESSION.clear()
     assert main(["run", str(path)]) == 0
     _, study = load(path)
     assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
@@ -305,16 +312,16 @@ def test_a_crashing_fit_fails_its_trial_and_the_study_goes_on(tmp_path: Path, sh
                                                                monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     """Out of memory (simulated) in one fit: that trial FAILs with the reason, the next one runs."""
-    real_fit = swagppm.run_fit
+    real_fit = swagppm.Session.fit
     calls = {"n": 0}
 
-    def out_of_memory_once(*args: Any, **kwargs: Any) -> swagppm.SWAGPPMResult:
+    def out_of_memory_once(*args: Any, **kwargs: Any) -> swagppm.Fit:
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(swagppm, "run_fit", out_of_memory_once)
+    monkeypatch.setattr(swagppm.Session, "fit", out_of_memory_once)
     path = study_at(tmp_path, shared_cache, name="crash", study={"n_trials": 1})
     assert main(["run", str(path)]) == 0
     assert "trial   0  FAILED: RuntimeError: CUDA out of memory" in capsys.readouterr().out
@@ -323,10 +330,10 @@ def test_a_crashing_fit_fails_its_trial_and_the_study_goes_on(tmp_path: Path, sh
     assert failed.state == TrialState.FAIL and done.state == TrialState.COMPLETE
     assert failed.user_attrs["failure"].startswith("RuntimeError: CUDA out of memory")
 
-    def always_crash(*args: Any, **kwargs: Any) -> swagppm.SWAGPPMResult:
+    def always_crash(*args: Any, **kwargs: Any) -> swagppm.Fit:
         raise RuntimeError("device-side assert triggered")
 
-    monkeypatch.setattr(swagppm, "run_fit", always_crash)
+    monkeypatch.setattr(swagppm.Session, "fit", always_crash)
     path = study_at(tmp_path, shared_cache, name="crashes", study={"n_trials": 5})
     assert main(["run", str(path)]) == 1
     assert "3 trials in a row crashed" in capsys.readouterr().out
@@ -335,7 +342,9 @@ def test_a_crashing_fit_fails_its_trial_and_the_study_goes_on(tmp_path: Path, sh
 
 def test_a_missing_gpu_is_a_configuration_error(study_file: Callable[..., Path],
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    if swagppm._pipeline.torch.cuda.is_available():
+    import torch
+
+    if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     path = study_file(swagppm={**merged()["swagppm"], "device": "cuda"})
     assert main(["run", str(path)]) == 2

@@ -1,0 +1,298 @@
+"""Faults a study must survive: a worker killed by SIGKILL, two runs on one SQLite file, figures that cannot be written.
+
+Processes are real (``swagppm-tune run`` and ``worker`` in subprocesses) and so are
+the signals and the storages: SQLite, a journal file and, when it is running, the
+PostgreSQL server on this machine (skipped with the reason otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from swagppm import ConfigError
+from tests.tuner.conftest import merged, write_study
+from tuner import StudyConfig, make_storage, open_study, run_study
+from tuner._cli import main
+from tuner._study import enqueue_start_points, recover_stale_trials, study_lock
+
+REPO = Path(__file__).resolve().parents[2]
+PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+START = {"c": 1.0, "ft_epochs": 6}  # the small study's start point
+RECOVERED = "was left running by a process that is gone: failed; re-enqueued with c=1, ft_epochs=6"
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def postgres() -> str:
+    try:
+        socket.create_connection(("127.0.0.1", 5432), timeout=2).close()
+    except OSError as error:
+        pytest.skip(f"PostgreSQL is not running: 127.0.0.1:5432 not reachable ({error})")
+    return PG_URL
+
+
+@pytest.fixture
+def cleanup() -> Iterator[list[StudyConfig]]:
+    """Studies deleted from their (server) storage after the test."""
+    configs: list[StudyConfig] = []
+    yield configs
+    for config in configs:
+        optuna.delete_study(study_name=config.study.name, storage=make_storage(config.storage_url))
+
+
+def fault_study(folder: Path, cache: Path, storage: str, *, name: str = "faults", **changes: Any) -> Path:
+    """The small study in ``storage`` with fast heartbeats and fits slow enough (~1 s) to be killed in."""
+    study = {"name": name, "storage": storage, "heartbeat_interval": 1, "grace_period": 2,
+             **changes.pop("study", {})}
+    swag = {**merged()["swagppm"], "cache_dir": str(cache), "draws_privacy": 200, **changes.pop("swagppm", {})}
+    return write_study(folder / f"{name}.toml", merged(study=study, swagppm=swag, **changes))
+
+
+def stored(path: Path) -> optuna.Study:
+    return open_study(StudyConfig.from_toml(path), create=False)
+
+
+def start_until(args: list[str], marker: str) -> tuple[subprocess.Popen[str], list[str]]:
+    """``swagppm-tune ARGS`` in a subprocess, and its output up to the line holding ``marker``."""
+    process = subprocess.Popen([sys.executable, "-m", "tuner._cli", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if marker in line:
+            return process, lines
+    raise AssertionError(f"the process ended before {marker!r}:\n{''.join(lines)}")
+
+
+def kill_the_start_point(process: subprocess.Popen[str], path: Path, *, timeout: float = 90) -> int:
+    """SIGKILL the process whose trial of the start point is RUNNING in the storage; that trial's number."""
+    study = stored(path)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the process ended before its start point ran"
+        for trial in study.get_trials(states=(TrialState.RUNNING,)):
+            if trial.system_attrs.get("fixed_params") == START and "worker" in trial.user_attrs:
+                os.kill(int(trial.user_attrs["worker"].rsplit(":", 1)[1]), signal.SIGKILL)
+                return trial.number
+        time.sleep(0.2)
+    raise AssertionError("the start point never ran")
+
+
+def assert_recovered(path: Path, killed: int, *, n_trials: int, overshoot: int = 0) -> None:
+    """Nothing left running, the killed trial failed, its retry evaluated the start point, n_trials held."""
+    trials = {t.number: t for t in stored(path).get_trials()}
+    assert [t.number for t in trials.values() if t.state == TrialState.RUNNING] == []
+    assert trials[killed].state == TrialState.FAIL
+    retries = [t for t in trials.values() if t.user_attrs.get("retry_of") == killed]
+    assert [(t.state, t.params) for t in retries] == [(TrialState.COMPLETE, START)]
+    assert n_trials <= sum(t.state in FINISHED for t in trials.values()) <= n_trials + overshoot
+
+
+def test_a_run_killed_mid_trial_on_sqlite_is_recovered_when_resumed(tmp_path: Path, cache: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    path = fault_study(tmp_path, cache, "sqlite:///faults.db", study={"n_trials": 2})
+    process, _ = start_until(["run", str(path)], "finished trial(s)")
+    killed = kill_the_start_point(process, path)
+    process.communicate(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    assert main(["run", str(path)]) in (0, 1)  # one process on SQLite: whatever is running is stale
+    assert_recovered(path, killed, n_trials=2)
+    assert f"trial {killed:>3}  {RECOVERED}" in capsys.readouterr().out
+
+
+def test_a_run_killed_mid_trial_on_a_journal_is_recovered_once_its_heartbeat_is_stale(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = fault_study(tmp_path, cache, "journal:faults.log", study={"n_trials": 2})
+    process, _ = start_until(["run", str(path)], "finished trial(s)")
+    killed = kill_the_start_point(process, path)
+    process.communicate(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    time.sleep(3)  # the grace period (2 s) after the last heartbeat
+    assert main(["run", str(path)]) in (0, 1)
+    assert_recovered(path, killed, n_trials=2)
+    assert f"trial {killed:>3}  {RECOVERED}" in capsys.readouterr().out
+
+
+def run_workers_and_kill_one(path: Path) -> tuple[int, str]:
+    """``run --workers 2`` with the worker running the start point killed; the trial and the whole output."""
+    parent, lines = start_until(["run", str(path), "--workers", "2"], "starting 2 workers")
+    killed = kill_the_start_point(parent, path)
+    out, _ = parent.communicate(timeout=180)
+    output = "".join(lines) + out
+    assert parent.returncode in (0, 1), output
+    return killed, output
+
+
+def test_a_worker_killed_on_a_journal_has_its_trial_retried_at_once_without_warnings(tmp_path: Path,
+                                                                                     cache: Path) -> None:
+    """The grace period outlasts the run: only the parent, which sees the worker die, can retry its trial."""
+    path = fault_study(tmp_path, cache, "journal:faults.log", study={"n_trials": 4, "grace_period": 120})
+    killed, out = run_workers_and_kill_one(path)
+    assert_recovered(path, killed, n_trials=4, overshoot=1)
+    assert "ExperimentalWarning" not in out and "Traceback" not in out, out
+    assert "died (SIGKILL)" in out and f"trial {killed:>3}  {RECOVERED}" in out
+
+
+def test_a_worker_killed_on_postgres_has_its_trial_retried_at_once_without_warnings(
+    postgres: str, tmp_path: Path, cache: Path, cleanup: list[StudyConfig]
+) -> None:
+    path = fault_study(tmp_path, cache, postgres, name=f"faults-{uuid.uuid4().hex[:10]}",
+                       study={"n_trials": 4, "grace_period": 120})
+    cleanup.append(StudyConfig.from_toml(path))
+    killed, out = run_workers_and_kill_one(path)
+    assert_recovered(path, killed, n_trials=4, overshoot=1)
+    assert "ExperimentalWarning" not in out and "Traceback" not in out, out
+    assert "died (SIGKILL)" in out and f"trial {killed:>3}  {RECOVERED}" in out
+    assert main(["run", str(path)]) in (0, 1)  # a re-run at the same n_trials finds nothing to clean
+    assert not stored(path).get_trials(states=(TrialState.RUNNING,))
+
+
+def test_a_run_on_postgres_fails_trials_with_a_stale_heartbeat_even_with_n_trials_reached(
+    postgres: str, tmp_path: Path, cache: Path, cleanup: list[StudyConfig], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A worker dies in the start point; another reaches n_trials; a later run still fails and retries it."""
+    name = f"faults-{uuid.uuid4().hex[:10]}"
+    path = fault_study(tmp_path, cache, postgres, name=name, study={"n_trials": 1, "grace_period": 120})
+    config = StudyConfig.from_toml(path)
+    cleanup.append(config)
+    enqueue_start_points(open_study(config), config)
+    worker, _ = start_until(["worker", str(path)], "finished trial(s)")
+    killed = kill_the_start_point(worker, path)
+    worker.communicate(timeout=30)
+    assert main(["worker", str(path)]) == 0  # within its grace period the killed trial is left alone
+    time.sleep(2.5)
+    path = fault_study(tmp_path, cache, postgres, name=name, study={"n_trials": 1})  # a grace period of 2 s
+    assert main(["run", str(path)]) in (0, 1)
+    assert "already has 1 finished trials" in capsys.readouterr().out
+    trials = stored(path).get_trials()
+    assert [t.state for t in trials if t.number == killed] == [TrialState.FAIL]
+    assert [(t.state, t.params) for t in trials if t.system_attrs.get("failed_trial") == killed] == \
+        [(TrialState.WAITING, START)]
+    assert main(["run", str(path), "--n-trials", "2"]) in (0, 1)
+    trials = stored(path).get_trials()
+    assert [t.state for t in trials if t.system_attrs.get("failed_trial") == killed] == [TrialState.COMPLETE]
+    assert sum(t.state in FINISHED for t in trials) == 2
+
+
+def test_retries_of_a_stale_trial_stop_at_max_retries(tmp_path: Path, cache: Path) -> None:
+    path = fault_study(tmp_path, cache, "sqlite:///bounded.db", study={"max_retries": 1})
+    config = StudyConfig.from_toml(path)
+    lines: list[str] = []
+    with study_lock(config):
+        study = open_study(config)
+        enqueue_start_points(study, config)
+        for _ in range(2):
+            study.ask()  # pops the waiting start point (then its retry) and leaves it running, as a killed run does
+            recover_stale_trials(study, config, echo=lines.append)
+    first, second = study.get_trials()
+    assert first.state == second.state == TrialState.FAIL
+    assert second.user_attrs["retry_of"] == 0 and second.system_attrs["fixed_params"] == START
+    assert lines == [f"trial   0  {RECOVERED}",
+                     "trial   1  was left running by a process that is gone: failed; not retried "
+                     "(max_retries = 1 reached)"]
+
+
+def test_a_second_run_on_one_sqlite_study_is_refused(tmp_path: Path, cache: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    path = fault_study(tmp_path, cache, "sqlite:///locked.db", study={"n_trials": 2})
+    first, _ = start_until(["run", str(path)], "finished trial(s)")
+    study = stored(path)
+    while not study.get_trials(states=(TrialState.RUNNING,)):
+        assert first.poll() is None
+        time.sleep(0.2)
+    second = subprocess.run([sys.executable, "-m", "tuner._cli", "run", str(path)], capture_output=True, text=True,
+                            cwd=REPO, timeout=60)
+    assert second.returncode == 2, second.stdout + second.stderr
+    (line,) = second.stderr.splitlines()
+    assert str(path.resolve()) in line and str(tmp_path.resolve() / "locked.db") in line
+    assert 'storage = "journal:faults.log"' in line and "PostgreSQL" in line
+    for verb in (["status"], ["export", "-o", str(tmp_path / "best.json")], ["report", "-o", str(tmp_path / "r.html")]):
+        assert main([verb[0], str(path), *verb[1:]]) != 2  # reading the study takes no lock
+    first.communicate(timeout=120)
+    assert first.returncode in (0, 1)
+    trials = stored(path).get_trials()
+    assert len(trials) == 2 and all(t.state in FINISHED for t in trials)  # n_trials held, nothing ran twice
+    assert [t.params for t in trials].count(START) == 1
+    capsys.readouterr()
+    main(["status", str(path)])
+    assert "\n2 trials: " in capsys.readouterr().out
+
+
+def test_figures_that_cannot_be_written_do_not_lose_the_fit(tmp_path: Path, cache: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The artifact folder becomes a file after the first trial: the second keeps its ε and says why."""
+    path = fault_study(tmp_path, cache, "sqlite:///figures.db", study={"n_trials": 2}, swagppm={"draws_privacy": 12},
+                       search={"start": [START, {"c": 0.9, "ft_epochs": 6}]})  # two fits known to complete
+    config = StudyConfig.from_toml(path)
+    lines: list[str] = []
+
+    def echo(line: str) -> None:
+        lines.append(line)
+        if line.startswith("trial   0  "):
+            shutil.rmtree(config.artifact_dir)
+            config.artifact_dir.write_text("a file where the folder was")
+
+    run_study(config, echo=echo)
+    first, second = stored(path).get_trials()
+    assert first.state == second.state == TrialState.COMPLETE and "figures_error" not in first.user_attrs
+    assert second.value == second.user_attrs["epsilon"]
+    assert second.user_attrs["figures_error"].startswith("NotADirectoryError: ")
+    assert [line for line in lines if "figures not written" in line] == [
+        f"trial   1  figures not written ({second.user_attrs['figures_error']}); the fit is kept"]
+    assert main(["status", str(path)]) == 0
+    assert "2 trials: 2 complete" in capsys.readouterr().out
+
+
+def test_an_unwritable_artifact_folder_is_refused_before_the_first_fit(tmp_path: Path, cache: Path) -> None:
+    path = fault_study(tmp_path, cache, "sqlite:///blocked.db")
+    config = StudyConfig.from_toml(path)
+    config.artifact_dir.write_text("a file where the folder should be")
+    with pytest.raises(ConfigError) as refused:
+        run_study(config, echo=lambda line: None)
+    assert f"[study] artifacts {config.artifact_dir}: cannot be written" in str(refused.value)
+    assert stored(path).get_trials() == []
+
+
+def test_run_study_restores_the_log_level_and_the_thread_excepthook(tmp_path: Path, cache: Path) -> None:
+    def hook(args: threading.ExceptHookArgs) -> None:
+        threading.__excepthook__(args)
+
+    path = fault_study(tmp_path, cache, "sqlite:///restore.db", study={"n_trials": 1},
+                       swagppm={"draws_privacy": 12})
+    blocked = fault_study(tmp_path, cache, "sqlite:///blocked.db", name="blocked",
+                          study={"artifacts": str(path)})  # a file: run_study raises
+    saved = optuna.logging.get_verbosity(), threading.excepthook
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    threading.excepthook = hook
+    try:
+        run_study(StudyConfig.from_toml(path), echo=lambda line: None)
+        assert (optuna.logging.get_verbosity(), threading.excepthook) == (optuna.logging.INFO, hook)
+        with pytest.raises(ConfigError, match="artifacts"):
+            run_study(StudyConfig.from_toml(blocked), echo=lambda line: None)
+        assert (optuna.logging.get_verbosity(), threading.excepthook) == (optuna.logging.INFO, hook)
+    finally:
+        optuna.logging.set_verbosity(saved[0])
+        threading.excepthook = saved[1]
