@@ -29,6 +29,7 @@ from swagppm._config import (
     load_toml,
 )
 from swagppm._errors import DataError, ReleaseRefused, TrainingFailure
+from swagppm._statement import CAVEATS
 
 if TYPE_CHECKING:
     from swagppm._cache import clear_cache, default_cache_dir
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
         weighted_nll,
     )
     from swagppm._provenance import versions
-    from swagppm._release import CAVEATS, check_release_dir
+    from swagppm._release import check_release_dir
     from swagppm._swag import SWAGPosterior
 
 # Where each name that needs torch, transformers or pandas lives; loaded on first use.
@@ -70,7 +71,7 @@ _LAZY = {
     "swagppm._privacy": ("epsilon_from_series", "normalise_risk", "privacy_weights", "reweight", "weighted_delta",
                          "weighted_nll"),
     "swagppm._provenance": ("versions",),
-    "swagppm._release": ("CAVEATS", "check_release_dir"),
+    "swagppm._release": ("check_release_dir",),
     "swagppm._swag": ("SWAGPosterior",),
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
@@ -78,7 +79,7 @@ _HOME = {name: module for module, names in _LAZY.items() for name in names}
 __version__ = "0.1.0"
 
 __all__ = sorted([
-    "ConfigError", "DEFAULT_LEARNING_RATES", "DataConfig", "DataError", "ModelConfig", "ReleaseRefused",
+    "CAVEATS", "ConfigError", "DEFAULT_LEARNING_RATES", "DataConfig", "DataError", "ModelConfig", "ReleaseRefused",
     "SWAGPPMConfig", "TrainingFailure", "check_choice", "check_value", "config_from_table", "load_toml", *_HOME,
 ])
 

@@ -35,7 +35,7 @@ CACHE_FORMAT = 2
 MARKER = ".swagppm-private-cache"
 SUBFOLDER = "swagppm-private"
 _MARKER_TEXT = "Private working cache of swagppm (per-record values). `swagppm-tune clean` deletes it.\n"
-_OWN_FILE = re.compile(r"^(\.?[a-z0-9]+-[0-9a-f]{40}(\.pt|\.lock|-.*\.tmp))$")
+_OWN_FILE = re.compile(r"^(\.?[a-z0-9]+-[0-9a-f]{40}(\.pt|\.json|\.lock|-.*\.tmp))$")
 
 
 def default_cache_dir() -> Path:

@@ -12,7 +12,7 @@ import dataclasses
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -491,12 +491,14 @@ class Session:
             return self.test_scores()
 
     def release(self, fit: Fit, out_dir: str | Path, *, force: bool = False, overwrite: bool = False,
-                trials_run: int | None = None, audit: Callable[[RecordLosses], dict[str, Any]] | None = None) -> Path:
+                trials_run: int | None = None, audit: Callable[[RecordLosses], dict[str, Any]] | None = None,
+                tuning: Mapping[str, Any] | None = None) -> Path:
         """Draw once from the fit's SWAG 2 with secret noise and save it as a Hugging Face model directory.
 
         See ``write_release``; the noise comes from fresh OS entropy and is never recorded.
         """
-        return write_release(self, fit, out_dir, force=force, overwrite=overwrite, trials_run=trials_run, audit=audit)
+        return write_release(self, fit, out_dir, force=force, overwrite=overwrite, trials_run=trials_run, audit=audit,
+                             tuning=tuning)
 
     # --- pieces of a fit ------------------------------------------------------------------------------
 

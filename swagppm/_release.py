@@ -12,32 +12,24 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from swagppm._cache import cache_key
 from swagppm._config import ConfigError, SWAGPPMConfig
 from swagppm._engine import Net
 from swagppm._errors import ReleaseRefused
 from swagppm._models import public_name
 from swagppm._pooled import PooledClassifier, PooledClassifierConfig
 from swagppm._provenance import tensor_digest, versions
+from swagppm._statement import CAVEATS, RELEASE_NOISE
 from swagppm._utility import class_report
 
 if TYPE_CHECKING:
     from swagppm._pipeline import Fit, RecordLosses, Session, SWAGPPMResult
-
-CAVEATS = (
-    "epsilon is a local, data-dependent bound (asymptotic differential privacy); "
-    "delta is not quantified for finite samples.",
-    "Choosing hyperparameters by looking at epsilon and utility on the private data is itself data-dependent; "
-    "report how many configurations were tried.",
-    "A tokenizer or vocabulary fitted on the private texts leaks them.",
-)
-RELEASE_NOISE = ("fresh operating-system entropy (128 bits from Python's secrets module) seeding the noise of this "
-                 "one draw; the noise was never recorded and cannot be regenerated from anything stored")
-
 
 def check_release_dir(out_dir: str | Path, *, overwrite: bool, data_derived: bool, force: bool) -> Path:
     """Refuse what would leak or destroy before any work: a data-derived tokenizer, a non-empty folder, no access."""
@@ -65,14 +57,20 @@ def check_release_dir(out_dir: str | Path, *, overwrite: bool, data_derived: boo
 
 
 def write_release(session: Session, fit: Fit, out_dir: str | Path, *, force: bool, overwrite: bool,
-                  trials_run: int | None, audit: Callable[[RecordLosses], dict[str, Any]] | None = None) -> Path:
+                  trials_run: int | None, audit: Callable[[RecordLosses], dict[str, Any]] | None = None,
+                  tuning: Mapping[str, Any] | None = None) -> Path:
     """Draw once from ``fit``'s SWAG 2 with secret noise, check the undrawn parameters, and save model and card.
 
     Writes the weights, config and tokenizer (loadable with
-    ``AutoModelForSequenceClassification.from_pretrained(out_dir)``) and
-    ``release_card.json``. ``audit`` turns the released draw's per-record losses
-    (private) into aggregates for the card (a membership-inference audit). The
-    session's model holds the SWAG mean again afterwards.
+    ``AutoModelForSequenceClassification.from_pretrained(out_dir)``), the public
+    ``release_card.json`` and a ``README.md`` model card. The public card holds
+    overall figures only: no paths, no count or score of an individual class, no
+    confusion matrix. The per-class evaluation of the released draw is a private
+    report in the owner-only cache folder (``private_report_path``), never in the
+    model folder. ``audit`` turns the released draw's per-record losses (private)
+    into aggregates for the card; ``tuning`` adds what choosing the configuration
+    cost (trials run, the largest trial ε, an accounted total). The session's model
+    holds the SWAG mean again afterwards.
     """
     config, bundle = session.config, session.bundle
     out = check_release_dir(out_dir, overwrite=overwrite, data_derived=bundle.data_derived, force=force)
@@ -98,11 +96,33 @@ def write_release(session: Session, fit: Fit, out_dir: str | Path, *, force: boo
                           train_counts=session.train_counts)
     card = _card(config, fit.result, report, drawn=posterior.parameter_names, trials_run=trials_run,
                  data_derived=bundle.data_derived)
-    if audited is not None:
-        card["audit"] = audited
+    card |= {"tuning": dict(tuning or {"trials_run": trials_run})} | ({"audit": audited} if audited else {})
     (out / "release_card.json").write_text(json.dumps(card, indent=2, allow_nan=True))
     (out / "README.md").write_text(model_card(card, labels=session.data.label_names))
+    _write_private(private_report_path(session, card), {"released_draw_on_the_test_split": report})
     return out
+
+
+def private_report_path(session: Session, card: Mapping[str, Any]) -> Path:
+    """Where a release's private evaluation goes: the owner-only cache folder, named by a digest of its card."""
+    return session.cache.directory / f"release-{cache_key(card)}.json"
+
+
+def _write_private(path: Path, document: dict[str, Any]) -> None:
+    """An owner-only (0600) JSON file: per-class supports and the confusion matrix are private-data output."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(document, handle, indent=2)
+
+
+def public_config(config: SWAGPPMConfig) -> dict[str, Any]:
+    """The configuration without what only the private side knows: paths of the data, the cache, a local model."""
+    values = config.to_dict()
+    values.pop("cache_dir")
+    values["data"].pop("source")
+    name = values["model"]["name_or_path"]
+    values["model"]["name_or_path"] = "tiny" if name == "tiny" else _public_base(name)  # None: a local folder
+    return values
 
 
 def _releasable(model: Any) -> Any:
@@ -130,7 +150,7 @@ def _public_base(name: str) -> str | None:
 def model_card(card: dict[str, Any], *, labels: tuple[str, ...]) -> str:
     """The model directory's README.md: Hugging Face metadata, how to use it, and its privacy terms."""
     config = card["config"]
-    base = _public_base(config["model"]["name_or_path"])
+    base = config["model"]["name_or_path"] if config["model"]["name_or_path"] != "tiny" else None
     meta = ["---", "library_name: transformers", "pipeline_tag: text-classification",
             "tags:", "- text-classification", "- differential-privacy", "- swag-ppm"]
     meta += [f"base_model: {base}"] if base else []
@@ -179,7 +199,10 @@ def _card(config: SWAGPPMConfig, result: SWAGPPMResult, report: dict[str, Any], 
             "f1_macro_median": result.f1_macro_median, "f1_macro_q10": result.f1_macro_q10,
             "f1_weighted_median": result.f1_weighted_median, "f1_weighted_q10": result.f1_weighted_q10,
             "baseline_f1_macro": result.baseline_f1_macro, "baseline_f1_weighted": result.baseline_f1_weighted,
-            "released_draw": report,
+            "released_draw": {"f1_macro": report["per_class"]["macro avg"]["f1-score"],
+                              "f1_weighted": report["per_class"]["weighted avg"]["f1-score"],
+                              "f1_top_quartile": report["f1_top_quartile"],
+                              "f1_bottom_quartile": report["f1_bottom_quartile"]},
         },
         "seeds": {"stage1": config.seed, "trial": result.seed},
         "release_noise": RELEASE_NOISE,
@@ -188,7 +211,7 @@ def _card(config: SWAGPPMConfig, result: SWAGPPMResult, report: dict[str, Any], 
         "private_parameters": {"trainable": config.model.trainable, "count": len(drawn), "names": list(drawn),
                                "all_others": "bit-identical to the public pretrained model (checked before writing)"},
         "tokenizer_data_derived": data_derived,
-        "config": config.to_dict(),
+        "config": public_config(config),
         "trials_run": trials_run,
         "reproducibility": {"device": result.device, "cpu_threads": result.threads},
         "versions": versions(),
