@@ -155,7 +155,12 @@ def model_card(card: dict[str, Any], *, labels: tuple[str, ...]) -> str:
             "tags:", "- text-classification", "- differential-privacy", "- swag-ppm"]
     meta += [f"base_model: {base}"] if base else []
     private = card["private_parameters"]
-    trials = "not reported" if card["trials_run"] is None else str(card["trials_run"])
+    tuning = card.get("tuning") or {}
+    trials = tuning.get("trials_run", card["trials_run"])
+    cost = f"{trials} configuration(s) tried on the private data before this one was chosen" \
+        if trials is not None else "the number of configurations tried was not reported"
+    if tuning.get("statement"):
+        cost += f"; {tuning['statement']}"
     lines = [
         *meta, "---", "", "# A text classifier released under SWAG-PPM", "",
         "One draw from a SWAG posterior fitted with privacy weights (SWAG-PPM): records whose loss is risky "
@@ -171,7 +176,7 @@ def model_card(card: dict[str, Any], *, labels: tuple[str, ...]) -> str:
         f"- Private (drawn) parameters: {private['count']} tensors (`trainable = \"{private['trainable']}\"`); "
         "every other parameter is the public pretrained value.",
         f"- Release noise: {card['release_noise']}.",
-        f"- Configurations tried on the private data before this one was chosen: {trials}.",
+        f"- Tuning: {cost}.",
         *(f"- {caveat}" for caveat in card["caveats"]), "",
         f"## Labels ({len(labels)} classes)", "", ", ".join(labels), "",
         "`release_card.json` beside this file holds the figures above and the library versions.", "",

@@ -51,6 +51,7 @@ from tuner._outcome import judge
 from tuner._record import TrialRecord
 from tuner._report import write_report
 from tuner._storage import make_storage, masked_url, storage_file
+from tuner._tuning import tuning_cost, tuning_line
 from tuner._study import (
     WORKER,
     StorageLost,
@@ -373,12 +374,13 @@ def _suspects(result: swagppm.SWAGPPMResult, chosen: Chosen) -> str:
 
 def _release_fit(session: swagppm.Session, fit: swagppm.Fit, args: argparse.Namespace, request: _FitRequest) -> int:
     """``fit --release``: one draw of the fit just printed, written with the checks made before it."""
-    trials = None if request.chosen is None else request.chosen.trials_run
-    return _write_release(session, fit, args.release, args=args, trials_run=trials)
+    chosen = request.chosen
+    return _write_release(session, fit, args.release, args=args, trials_run=chosen and chosen.trials_run,
+                          tuning=chosen and chosen.tuning)
 
 
 def _write_release(session: swagppm.Session, fit: swagppm.Fit, out: Path, *, args: argparse.Namespace,
-                   trials_run: int | None) -> int:
+                   trials_run: int | None, tuning: dict[str, Any] | None = None) -> int:
     """One secret draw of ``fit`` written to ``out``, its card carrying the membership-inference audit."""
     if fit.result.failure:
         print(f"nothing released: the fit failed ({fit.result.failure})", file=sys.stderr)
@@ -390,7 +392,8 @@ def _write_release(session: swagppm.Session, fit: swagppm.Fit, out: Path, *, arg
         audits.update({BASELINE: baseline, RELEASE: audit_losses(losses)})
         return audits
 
-    path = session.release(fit, out, force=args.force, overwrite=args.overwrite, trials_run=trials_run, audit=audit)
+    path = session.release(fit, out, force=args.force, overwrite=args.overwrite, trials_run=trials_run, audit=audit,
+                           tuning=tuning)
     print(f"released one draw of c = {fit.result.c:.4g}, {fit.result.ft_epochs} epochs to {path}")
     print("membership-inference audit (members: training records, non-members: test records):")
     print(audit_text(audits))
@@ -404,6 +407,7 @@ def _status(args: argparse.Namespace) -> int:
     counts = trials_run(study)
     print(f"\n{counts['total']} trials: {counts['complete']} complete, {counts['pruned']} pruned, "
           f"{counts['fail']} failed")
+    print(tuning_line(tuning_cost(study, config)))
     best = best_feasible(study)
     if best is None:
         _print_closest(study)
@@ -477,7 +481,8 @@ def _chosen_configuration(args: argparse.Namespace, what: str) -> Chosen | None:
     record = TrialRecord.of(best)
     return Chosen(config=study_config.fit, c=best.params["c"], ft_epochs=best.params["ft_epochs"],
                   g=best.params.get("g", study_config.search.g), epsilon=record.epsilon if record else None,
-                  trials_run=len(study.get_trials(deepcopy=False)), path=study_config.path)
+                  trials_run=len(study.get_trials(deepcopy=False)), path=study_config.path,
+                  tuning=tuning_cost(study, study_config))
 
 
 def _release(args: argparse.Namespace) -> int:
@@ -488,7 +493,8 @@ def _release(args: argparse.Namespace) -> int:
                               force=args.force)
     with swagppm.Session(chosen.config) as session:
         fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, progress=True)
-        return _write_release(session, fit, args.output, args=args, trials_run=chosen.trials_run)
+        return _write_release(session, fit, args.output, args=args, trials_run=chosen.trials_run,
+                              tuning=chosen.tuning)
 
 
 def _audit(args: argparse.Namespace) -> int:

@@ -43,6 +43,14 @@ class StudySettings:
     ``reconnect_wait`` seconds and doubling. ``n_trials`` counts finished
     trials of the whole study, resumed runs included. ``objective = "epsilon"``
     minimises ε under the constraints; ``"pareto"`` also maximises macro-F1.
+
+    ``accounted = true`` makes the cost of tuning computable (Papernot & Steinke):
+    random search (``sampler = "random"``), no ε early stop, and a number of trials
+    K drawn once, from fresh OS entropy, from a truncated negative binomial with
+    shape ``trials_shape`` (η: 1 geometric, 0 logarithmic, ``inf`` Poisson) and mean
+    ``trials_mean``; ``n_trials`` is then ignored. The total ε of the selected
+    configuration is computed with dp-accounting at ``accounting_delta`` (default
+    1/n, n training records).
     """
 
     name: str
@@ -61,9 +69,13 @@ class StudySettings:
     connect_timeout: int = 5
     reconnect_attempts: int = 5
     reconnect_wait: float = 2.0
+    accounted: bool = False
+    trials_mean: float = 10.0
+    trials_shape: float = 1.0
+    accounting_delta: float | None = None
 
     def __post_init__(self) -> None:
-        _check_finite("study", self, ("timeout", "reconnect_wait"))
+        _check_finite("study", self, ("timeout", "reconnect_wait", "trials_mean"))
         check_value(bool(re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name)), "study.name", self.name,
                "letters, digits, '.', '_' or '-'")
         check_choice("study.sampler", self.sampler, SamplerName)
@@ -80,6 +92,14 @@ class StudySettings:
         check_value(self.connect_timeout >= 1, "study.connect_timeout", self.connect_timeout, "at least 1 (seconds)")
         check_value(self.reconnect_attempts >= 0, "study.reconnect_attempts", self.reconnect_attempts, "0 or more")
         check_value(self.reconnect_wait > 0, "study.reconnect_wait", self.reconnect_wait, "positive (seconds)")
+        check_value(self.trials_mean >= 1, "study.trials_mean", self.trials_mean, "at least 1")
+        check_value(self.trials_shape >= 0, "study.trials_shape", self.trials_shape, "0 or more (or inf for Poisson)")
+        delta = self.accounting_delta
+        check_value(delta is None or 0 < delta < 1, "study.accounting_delta", delta, "in (0, 1)")
+        if self.accounted and self.sampler != "random":
+            raise ConfigError(f"study.accounted = true needs study.sampler = 'random' (got {self.sampler!r}): the "
+                              "tuning cost can be accounted for random search only; adaptive samplers are reported "
+                              "as unaccounted")
         if self.sampler == "flowchart" and self.objective == "pareto":
             raise ConfigError("study.sampler = 'flowchart' follows one fit at a time and cannot run "
                               "study.objective = 'pareto'; use 'nsga2', 'tpe' or 'random'")
@@ -214,6 +234,9 @@ class StudyConfig:
             search_table["start"] = _start_points(search_table["start"], path)
         search = config_from_table(SearchSpace, search_table, f"{path} [search]")
         targets = config_from_table(Targets, document.get("targets", {}), f"{path} [targets]")
+        if study.accounted and targets.early_stop:
+            raise ConfigError(f"{path} [targets]: early_stop = true cannot be used with study.accounted = true "
+                              "(the accounting needs every trial's exact epsilon); remove it")
         if study.sampler == "flowchart" and targets.early_stop:
             raise ConfigError(f"{path} [targets]: early_stop = true cannot be used with study.sampler = 'flowchart' "
                               "(the guide reads whole max-delta series); remove it or pick another sampler")
@@ -243,7 +266,7 @@ class StudyConfig:
         """Whether privacy draws stop once ε exceeds its target (default: yes, except for the flowchart)."""
         if self.targets.early_stop is not None:
             return self.targets.early_stop
-        return self.study.sampler != "flowchart"
+        return self.study.sampler != "flowchart" and not self.study.accounted
 
     @property
     def storage_url(self) -> str:

@@ -14,6 +14,7 @@ import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
 from tuner._config import StudyConfig
 from tuner._record import TrialRecord
+from tuner._tuning import tuning_cost
 from tuner._storage import masked_url
 from tuner._study import CAVEATS, definition_digest, is_feasible, violated
 
@@ -56,6 +57,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
                       "recommendation": record.recommendation},
         "timings": record.timings,
         "trials_run": counts,
+        "tuning": tuning_cost(study, config),
         "data_hash": record.data_hash,
         "seeds": {"fit": record.seed, "sampler": config.study.seed},
         "device": record.device,
@@ -92,6 +94,7 @@ class Chosen:
     device: str | None = None
     threads: int | None = None
     versions: dict[str, str] | None = None
+    tuning: dict[str, Any] | None = None  # what choosing it cost (tuner._tuning.tuning_cost)
 
 
 def read_export(path: str | Path) -> Chosen:
@@ -117,5 +120,5 @@ def read_export(path: str | Path) -> Chosen:
     return Chosen(config=config, c=c, ft_epochs=ft_epochs, g=g, epsilon=epsilon,
                   trials_run=(document.get("trials_run") or {}).get("total"), path=path,
                   device=document.get("device"), threads=threads if isinstance(threads, int) and threads > 0 else None,
-                  versions=document.get("versions"))
+                  versions=document.get("versions"), tuning=document.get("tuning"))
 

@@ -15,6 +15,7 @@ from tuner._config import StudyConfig
 from tuner._export import trials_run
 from tuner._record import TrialRecord
 from tuner._storage import masked_url
+from tuner._tuning import tuning_cost, tuning_line
 from tuner._study import CAVEATS, FINISHED, best_feasible, closest_trial, study_figures, trial_figures, trial_rows, violated
 
 _STYLE = """
@@ -60,9 +61,10 @@ def report_html(study: optuna.Study, config: StudyConfig, *,
             misses = ", ".join(f"{k} {v:+.3f}" for k, v in violated(closest).items())
             text += f" Closest: trial {closest.number} (violates {esc(misses)})."
         parts.append(text + "</p>")
-    parts.append("<div class='caveats'><h2>Caveats</h2><ul>"
-                 + "".join(f"<li>{esc(c)}</li>" for c in CAVEATS)
-                 + f"<li>This study ran {counts['total']} trials on the private data.</li></ul></div>")
+    cost = tuning_cost(study, config)
+    parts.append("<div class='caveats'><h2>Privacy of the procedure and caveats</h2><ul>"
+                 + f"<li>{esc(tuning_line(cost))}.</li><li>{esc(cost['statement'])}.</li>"
+                 + "".join(f"<li>{esc(c)}</li>" for c in CAVEATS) + "</ul></div>")
     figures = study_figures(study, config)
     parts.append("<h2>Search grid</h2>" + figures["search-grid"].to_html(full_html=False, include_plotlyjs=True))
     parts.append("<h2>Privacy–utility trade-off</h2>" + figures["tradeoff"].to_html(full_html=False,

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from swagppm import EpochInfo
 from tuner._config import StudyConfig
 from tuner._outcome import CONSTRAINT_KEYS, Outcome, judge
+from tuner._tuning import ACCOUNTED_TRIALS, NUM_TRAIN, draw_trial_count
 from tuner._record import FAILURE, FIGURES_ERROR, HEARTBEAT, RAN_BY, RETRY_OF, TrialRecord
 from tuner._samplers import FlowchartSampler, make_sampler
 from tuner._storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
@@ -106,6 +107,8 @@ def open_study(config: StudyConfig, *, create: bool = True, worker: str | None =
     if stored is None:
         study.set_user_attr(DEFINITION_ATTR, definition)
         study.set_user_attr("caveats", list(CAVEATS))
+        if config.study.accounted:
+            study.set_user_attr(ACCOUNTED_TRIALS, draw_trial_count(config))
         with warnings.catch_warnings():  # set_metric_names is still marked experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(["epsilon"] if len(directions) == 1 else ["epsilon", "f1_macro"])
@@ -569,6 +572,11 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
     study = open_study(config, create=worker is None, worker=worker)
     recover_stale_trials(study, config, echo=echo)
     n_trials = settings.n_trials if n_trials is None else n_trials
+    if settings.accounted:  # exactly the K drawn when the study was created
+        n_trials = int(study.user_attrs[ACCOUNTED_TRIALS])
+        if n_trials == 0:
+            return RunSummary(0, 0, "the accounted study drew 0 trials (Poisson): nothing runs, nothing is released",
+                              None, None)
     timeout = settings.timeout if timeout is None else timeout
     before = finished_count(study)
     summary = RunSummary(before, 0, "", None, None)
@@ -608,6 +616,7 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, *,
     """
     settings, sampler = config.study, study.sampler
     prep = objective.session.prepare(progress=objective.progress)
+    study.set_user_attr(NUM_TRAIN, prep.num_train)
     study.set_user_attr("baseline_f1_macro", prep.baseline_f1_macro)
     study.set_user_attr("baseline_f1_weighted", prep.baseline_f1_weighted)
     echo(f"data: {prep.num_train} training / {prep.num_test} test records, {prep.num_classes} classes; "

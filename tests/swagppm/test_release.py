@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -82,8 +83,8 @@ def test_release_card_has_aggregates_caveats_and_no_records(release_run: dict[st
     assert card["private_parameters"]["trainable"] == "all"
     assert len(card["caveats"]) == 3 and "asymptotic" in card["caveats"][0]
     report = card["utility"]["released_draw"]
-    assert len(report["confusion_matrix"]) == 4
-    assert 0 <= report["f1_bottom_quartile"] <= 1 and 0 <= report["f1_top_quartile"] <= 1
+    assert set(report) == {"f1_macro", "f1_weighted", "f1_top_quartile", "f1_bottom_quartile"}
+    assert all(0 <= value <= 1 for value in report.values())
     assert card["versions"]["torch"] == torch.__version__
     texts, _ = swagppm.synthetic_corpus(config.data.synthetic_size, num_classes=4, seed=config.seed)
     text = (released / "release_card.json").read_text()
@@ -172,3 +173,16 @@ def test_offline_alias_resolves_to_the_packaged_copy() -> None:
     assert resolve_model_name("sentence-transformers/all-MiniLM-L6-v2") == str(minilm.get_model_path())
     assert resolve_model_name("distilroberta-base") == "distilroberta-base"
     assert public_name("all-MiniLM-L6-v2") == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_the_model_folder_holds_no_path_and_no_class_count(release_run: dict[str, Any]) -> None:
+    """Per-class supports and the confusion matrix go to an owner-only private report in the cache folder."""
+    released, config = release_run["out"], release_run["config"]
+    published = "".join(p.read_text(errors="ignore") for p in released.iterdir() if p.suffix in (".json", ".md"))
+    assert str(released.parent) not in published and "cache" not in json.loads(
+        (released / "release_card.json").read_text())["config"]
+    for word in ('"confusion_matrix"', '"support"', '"per_class"'):
+        assert word not in published
+    private = list(Path(config.cache_dir).glob("*/release-*.json")) + list(Path(config.cache_dir).glob("release-*.json"))
+    assert private and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in private)
+    assert "confusion_matrix" in private[0].read_text()
