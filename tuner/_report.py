@@ -62,7 +62,7 @@ def report_html(study: optuna.Study, config: StudyConfig, *,
             text += f" Closest: trial {closest.number} (violates {esc(misses)})."
         parts.append(text + "</p>")
     cost = tuning_cost(study, config)
-    parts.append("<div class='caveats'><h2>Privacy of the procedure and caveats</h2><ul>"
+    parts.append("<div class='caveats'><h2>Caveats and the privacy of the procedure</h2><ul>"
                  + f"<li>{esc(tuning_line(cost))}.</li><li>{esc(cost['statement'])}.</li>"
                  + "".join(f"<li>{esc(c)}</li>" for c in CAVEATS) + "</ul></div>")
     figures = study_figures(study, config)
