@@ -25,7 +25,7 @@ from swagppm._errors import ReleaseRefused
 from swagppm._models import public_name
 from swagppm._pooled import PooledClassifier, PooledClassifierConfig
 from swagppm._provenance import tensor_digest, versions
-from swagppm._statement import CAVEATS, RELEASE_NOISE
+from swagppm._statement import CAVEATS, RELEASE_NOISE, privacy_statement
 from swagppm._utility import class_report
 
 if TYPE_CHECKING:
@@ -97,6 +97,9 @@ def write_release(session: Session, fit: Fit, out_dir: str | Path, *, force: boo
     card = _card(config, fit.result, report, drawn=posterior.parameter_names, trials_run=trials_run,
                  data_derived=bundle.data_derived)
     card |= {"tuning": dict(tuning or {"trials_run": trials_run})} | ({"audit": audited} if audited else {})
+    card["privacy_statement"] = privacy_statement(
+        epsilon=fit.result.epsilon, trainable=config.model.trainable, private_parameters=len(posterior.parameter_names),
+        release_noise=RELEASE_NOISE, tuning=card["tuning"], audit=audited)
     (out / "release_card.json").write_text(json.dumps(card, indent=2, allow_nan=True))
     (out / "README.md").write_text(model_card(card, labels=session.data.label_names))
     _write_private(private_report_path(session, card), {"released_draw_on_the_test_split": report})
@@ -154,13 +157,6 @@ def model_card(card: dict[str, Any], *, labels: tuple[str, ...]) -> str:
     meta = ["---", "library_name: transformers", "pipeline_tag: text-classification",
             "tags:", "- text-classification", "- differential-privacy", "- swag-ppm"]
     meta += [f"base_model: {base}"] if base else []
-    private = card["private_parameters"]
-    tuning = card.get("tuning") or {}
-    trials = tuning.get("trials_run", card["trials_run"])
-    cost = f"{trials} configuration(s) tried on the private data before this one was chosen" \
-        if trials is not None else "the number of configurations tried was not reported"
-    if tuning.get("statement"):
-        cost += f"; {tuning['statement']}"
     lines = [
         *meta, "---", "", "# A text classifier released under SWAG-PPM", "",
         "One draw from a SWAG posterior fitted with privacy weights (SWAG-PPM): records whose loss is risky "
@@ -171,13 +167,9 @@ def model_card(card: dict[str, Any], *, labels: tuple[str, ...]) -> str:
         f"Inputs are truncated to {config['data']['max_length']} tokens, the length used in training "
         "(pass `truncation=True`).", "",
         "## Privacy", "",
-        f"- epsilon = {card['epsilon']:.4g} for one record (c = {card['hyperparameters']['c']:.4g}, "
-        f"{card['hyperparameters']['ft_epochs']} fine-tuning epochs), a local, data-dependent bound.",
-        f"- Private (drawn) parameters: {private['count']} tensors (`trainable = \"{private['trainable']}\"`); "
-        "every other parameter is the public pretrained value.",
-        f"- Release noise: {card['release_noise']}.",
-        f"- Tuning: {cost}.",
-        *(f"- {caveat}" for caveat in card["caveats"]), "",
+        f"Configuration: c = {card['hyperparameters']['c']:.4g}, g = {card['hyperparameters']['g']:.4g}, "
+        f"{card['hyperparameters']['ft_epochs']} fine-tuning epochs.", "",
+        *(f"- {line}" for line in card["privacy_statement"]), "",
         f"## Labels ({len(labels)} classes)", "", ", ".join(labels), "",
         "`release_card.json` beside this file holds the figures above and the library versions.", "",
     ]

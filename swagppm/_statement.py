@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 CAVEATS = (
     "epsilon is a local, data-dependent bound (asymptotic differential privacy); "
     "delta is not quantified for finite samples.",
@@ -11,3 +14,47 @@ CAVEATS = (
 )
 RELEASE_NOISE = ("fresh operating-system entropy (128 bits from Python's secrets module) seeding the noise of this "
                  "one draw; the noise was never recorded and cannot be regenerated from anything stored")
+
+MECHANISM = ("SWAG-PPM: records with a risky loss were down-weighted (w = clip(c·(1−f)+g, 0, 1)) before "
+             "fine-tuning, and the released parameters are one draw from a SWAG Gaussian posterior fitted on the "
+             "weighted loss")
+
+
+def privacy_statement(*, epsilon: float | None, epsilon_is_lower_bound: bool = False, trainable: str,
+                      private_parameters: int | None = None, release_noise: str | None = None,
+                      tuning: Mapping[str, Any] | None = None, audit: Mapping[str, Any] | None = None) -> list[str]:
+    """The privacy statement of a configuration or a release, one sentence a line: the same wherever it appears.
+
+    Used by the release card, the model's README, the export and the report, so a
+    review board reads one text: mechanism, unit of privacy, ε and what kind of bound
+    it is, δ, which parameters were private, how the release noise was drawn, what
+    tuning cost, selection, the audit's figures and the caveats.
+    """
+    if epsilon is None:
+        bound = "epsilon: not measured"
+    else:
+        bound = f"epsilon {'>=' if epsilon_is_lower_bound else '='} {epsilon:.4g} for the release of one draw"
+    drawn = f"{private_parameters} tensors" if private_parameters is not None else "the trainable parameters"
+    lines = [
+        f"Mechanism: {MECHANISM}.",
+        "Unit of privacy: one training record.",
+        f"Bound: {bound}; a local, data-dependent bound (asymptotic differential privacy); delta is not quantified "
+        "for finite samples.",
+        f"Private parameters: {drawn} (trainable = '{trainable}'), all drawn from the posterior; every other "
+        "parameter is the public pretrained value (checked bit for bit before a release is written).",
+        f"Release noise: {release_noise or 'drawn at release time from fresh operating-system entropy and never recorded'}.",
+        f"Tuning: {tuning['statement'] if tuning and tuning.get('statement') else 'not reported'}"
+        + (f" ({tuning['trials_run']} trials run, largest trial epsilon {_number(tuning.get('max_trial_epsilon'))})"
+           if tuning else "") + ".",
+        "Selection of the released draw: none (one draw, not chosen by its utility).",
+    ]
+    if audit:
+        lines.append("Empirical audit (membership inference, members = training records, non-members = test records): "
+                     + "; ".join(f"{model.replace('_', ' ')}: AUC {attacks['loss_threshold']['auc']:.3f}, empirical "
+                                 f"epsilon lower bound {attacks['loss_threshold']['epsilon_lower_bound']:.3f}"
+                                 for model, attacks in audit.items()) + ".")
+    return lines + [f"Caveat: {caveat}" for caveat in CAVEATS]
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"

@@ -14,6 +14,7 @@ import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
 from tuner._config import StudyConfig
 from tuner._record import TrialRecord
+from swagppm._statement import privacy_statement
 from tuner._tuning import tuning_cost
 from tuner._storage import masked_url
 from tuner._study import CAVEATS, definition_digest, is_feasible, violated
@@ -40,6 +41,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "f1_weighted_q10", "baseline_f1_macro", "baseline_f1_weighted", "max_delta_median", "bulk_spread",
         "max_robust_z", "spike_count", "draws_privacy", "draws_skipped")}
     counts = trials_run(study)
+    tuning = tuning_cost(study, config)
     return {
         "format": FORMAT,
         "study": {"name": study.study_name, "storage": masked_url(config.storage_url), "file": str(config.path),
@@ -57,7 +59,9 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
                       "recommendation": record.recommendation},
         "timings": record.timings,
         "trials_run": counts,
-        "tuning": tuning_cost(study, config),
+        "tuning": tuning,
+        "privacy_statement": privacy_statement(epsilon=record.epsilon, epsilon_is_lower_bound=record.epsilon_is_lower_bound,
+                                               trainable=config.fit.model.trainable, tuning=tuning),
         "data_hash": record.data_hash,
         "seeds": {"fit": record.seed, "sampler": config.study.seed},
         "device": record.device,

@@ -15,6 +15,7 @@ from tuner._config import StudyConfig
 from tuner._export import trials_run
 from tuner._record import TrialRecord
 from tuner._storage import masked_url
+from swagppm._statement import privacy_statement
 from tuner._tuning import tuning_cost, tuning_line
 from tuner._study import CAVEATS, FINISHED, best_feasible, closest_trial, study_figures, trial_figures, trial_rows, violated
 
@@ -50,10 +51,14 @@ def report_html(study: optuna.Study, config: StudyConfig, *,
     if best is not None:
         chosen = TrialRecord.of(best)
         assert chosen is not None  # a feasible trial was judged
+        statement = privacy_statement(epsilon=chosen.epsilon, trainable=config.fit.model.trainable,
+                                      tuning=tuning_cost(study, config))
         parts.append(f"<p><b>Chosen configuration:</b> trial {best.number}, c = {best.params['c']:.4g}, "
                      f"{best.params['ft_epochs']} fine-tuning epochs, ε = {_number(chosen.epsilon)}, "
                      f"macro-F1 {_number(chosen.f1_macro_median)}, weighted-F1 "
-                     f"{_number(chosen.f1_weighted_median)}.</p>")
+                     f"{_number(chosen.f1_weighted_median)}.</p>"
+                     "<h2>Privacy statement</h2><ul>" + "".join(f"<li>{esc(line)}</li>" for line in statement)
+                     + "</ul>")
     else:
         closest = closest_trial(study)
         text = "<p><b>No feasible configuration yet.</b>"

@@ -10,7 +10,7 @@ import swagppm
 from swagppm import DEFAULT_LEARNING_RATES, ConfigError, DataConfig, ModelConfig, SWAGPPMConfig
 from tests.swagppm.conftest import error_naming
 
-DEMO_STUDY = Path(__file__).resolve().parents[2] / "studies" / "demo.toml"
+DEMO_STUDY = Path(__file__).resolve().parents[2] / "studies" / "demo_tiny.toml"
 
 
 def _study(tmp_path, text, name="study.toml"):

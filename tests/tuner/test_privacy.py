@@ -72,11 +72,11 @@ def assert_nothing_per_record(path: Path, tmp_path: Path, *, texts: tuple[str, .
 @pytest.fixture
 def demo_study(tmp_path: Path) -> Path:
     """The shipped demo study, shortened to two trials, with its files in ``tmp_path``."""
-    document = swagppm.load_toml(REPO / "studies" / "demo.toml")
+    document = swagppm.load_toml(REPO / "studies" / "demo_tiny.toml")
     document["study"]["n_trials"] = 2
     document["swagppm"] |= {"cache_dir": str(tmp_path / "private"), "swag_epochs": 4, "draws_risk": 20,
                             "draws_privacy": 30, "draws_utility": 5}
-    return write_study(tmp_path / "demo.toml", document)
+    return write_study(tmp_path / "demo_tiny.toml", document)
 
 
 def test_the_demo_study_shares_nothing_per_record(demo_study: Path, tmp_path: Path) -> None:
