@@ -35,7 +35,7 @@ class EpochInfo:
     majority_rate: float
 
 
-EpochCallback = Callable[[EpochInfo], "bool | None"]
+EpochCallback = Callable[[EpochInfo], "bool | str | None"]  # True or a reason (str) stops the fit
 
 
 class Split:
@@ -230,8 +230,10 @@ def train(
         history.append(info)
         if not math.isfinite(info.mean_loss):
             raise TrainingFailure(stage, epoch, f"non-finite training loss ({info.mean_loss})")
-        if on_epoch is not None and on_epoch(info):
-            raise TrainingFailure(stage, epoch, f"stopped by the epoch callback (loss {info.mean_loss:.4g}, "
+        verdict = on_epoch(info) if on_epoch is not None else None
+        if verdict:
+            why = verdict if isinstance(verdict, str) else "stopped by the epoch callback"
+            raise TrainingFailure(stage, epoch, f"{why} (loss {info.mean_loss:.4g}, "
                                                 f"training accuracy {info.train_accuracy:.3f})")
     net.train(False)
     return history

@@ -34,15 +34,15 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import optuna
 
 import swagppm
-from swagppm import ConfigError, check_value
 from scorers import GUIDE
+from swagppm import ConfigError, check_value
 from tuner._audit import BASELINE, RELEASE, audit_fit, audit_losses, audit_text
 from tuner._compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
 from tuner._config import StartPoint, StudyConfig
@@ -51,7 +51,6 @@ from tuner._outcome import judge
 from tuner._record import TrialRecord
 from tuner._report import write_report
 from tuner._storage import make_storage, masked_url, storage_file
-from tuner._tuning import tuning_cost, tuning_line
 from tuner._study import (
     WORKER,
     StorageLost,
@@ -66,6 +65,7 @@ from tuner._study import (
     trial_rows,
     violated,
 )
+from tuner._tuning import tuning_cost, tuning_line
 from tuner._workers import STORAGE_ENV, run_workers
 
 EXIT_INFEASIBLE = 1
@@ -413,11 +413,26 @@ def _status(args: argparse.Namespace) -> int:
         _print_closest(study)
         return EXIT_INFEASIBLE
     print(_best_line(best))
+    _warn_at_edge(best, config)
     if config.study.objective == "pareto":
         front = ", ".join(f"#{t.number} (eps {r.epsilon_or_inf:.2f}, F1 {r.f1_macro_median or 0.0:.3f})"
                           for t in pareto_front(study) if (r := TrialRecord.of(t)) is not None)
         print(f"feasible Pareto front: {front}")
     return 0
+
+
+def _warn_at_edge(best: optuna.trial.FrozenTrial, config: StudyConfig) -> None:
+    """Say so when the choice sits on the edge of the search ranges: a target may be met further out."""
+    search, c, epochs = config.search, best.params["c"], best.params["ft_epochs"]
+    near = 0.01 * (search.c_max - search.c_min)
+    checks = ((c - search.c_min <= near, f"c = {c:.4g} at c_min = {search.c_min:g}"),
+              (search.c_max - c <= near, f"c = {c:.4g} at c_max = {search.c_max:g}"),
+              (epochs == search.ft_epochs_min, f"{epochs} epochs at ft_epochs_min"),
+              (epochs == search.ft_epochs_max, f"{epochs} epochs at ft_epochs_max"))
+    edges = [text for at_edge, text in checks if at_edge]
+    if edges:
+        print(f"warning: the chosen configuration sits at the edge of the search ranges ({'; '.join(edges)}): a "
+              f"better one may lie further out; widen [search] in {config.path} and run again", file=sys.stderr)
 
 
 def _best_line(best: optuna.trial.FrozenTrial) -> str:
@@ -590,6 +605,7 @@ def _summary(config: StudyConfig, path: Path) -> int:
         _print_closest(study)
         return EXIT_INFEASIBLE
     print(_best_line(best))
+    _warn_at_edge(best, config)
     force = " --force" if config.fit.model.is_tiny else ""
     print(f"next: swagppm-tune export {path} -o best.json; swagppm-tune release --from best.json -o released/{force}")
     if force:

@@ -98,11 +98,13 @@ class Outcome:
         bound = ">=" if result.epsilon_is_lower_bound else "="
         text = f"{head}  eps{bound}{result.epsilon:7.3f}"
         if self.utility is not None and result.f1_macro:
-            text += (f"  F1 macro {self.utility.macro:.3f}/{result.baseline_f1_macro:.3f}"
-                     f"  weighted {self.utility.weighted:.3f}/{result.baseline_f1_weighted:.3f}")
+            text += (f"  F1 macro {self.utility.statistic} {self.utility.macro:.3f} (baseline "
+                     f"{result.baseline_f1_macro:.3f}), weighted {self.utility.weighted:.3f} (baseline "
+                     f"{result.baseline_f1_weighted:.3f})")
         else:
             text += f"  F1 not measured ({result.draws_skipped} privacy draws skipped)"
-        text += f"  {self.label:<12}  {'FEASIBLE' if self.feasible else 'infeasible'}"
+        missed = [key for key, value in self.constraints.items() if value > 0]
+        text += f"  {self.label:<12}  " + ("FEASIBLE" if self.feasible else f"infeasible ({', '.join(missed)})")
         text += f"  {result.timings.get('total', 0.0):.1f}s"
         return text + ("  [stage 1 cached]" if result.stage1_cache_hit else "")
 

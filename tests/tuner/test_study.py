@@ -193,7 +193,7 @@ def test_a_fit_stuck_at_the_majority_class_is_pruned_cheaply(tmp_path: Path, sha
     (trial,) = study.trials
     assert trial.state == TrialState.PRUNED
     assert trial.user_attrs["diagnosis"] == "catastrophic"
-    assert "stopped by the epoch callback" in trial.user_attrs["failure"]
+    assert "training stuck at the majority-class rate" in trial.user_attrs["failure"]
     assert trial.constraints == dict.fromkeys(CONSTRAINT_KEYS, scorers.CONSTRAINT_CAP)
     assert trial.user_attrs["timings"]["total"] < 10 and "privacy" not in trial.user_attrs["timings"]
 

@@ -12,8 +12,8 @@ from swagppm import ConfigError
 from tuner import StudyConfig
 from tuner._accounting import TrialCountDistribution, tuning_epsilon
 from tuner._cli import main
-from tuner._tuning import ACCOUNTED_TRIALS, tuning_cost
 from tuner._study import open_study
+from tuner._tuning import ACCOUNTED_TRIALS, tuning_cost
 
 
 def test_accounting_needs_random_search_and_no_early_stop(study_file: Callable[..., Path]) -> None:
@@ -55,3 +55,11 @@ def test_an_adaptive_study_says_it_is_unaccounted(study_file: Callable[..., Path
     main(["status", str(path)])
     out = capsys.readouterr().out
     assert "tuning: 1 trials run, largest trial epsilon" in out and "unaccounted (tpe sampler)" in out
+
+
+def test_a_choice_on_the_edge_of_the_ranges_is_flagged(study_file: Callable[..., Path],
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file(search={"c_min": 1.0, "c_max": 1.2, "start": [{"c": 1.0, "ft_epochs": 6}]},
+                      study={"n_trials": 1})
+    assert main(["run", str(path)]) == 0
+    assert "sits at the edge of the search ranges (c = 1 at c_min = 1)" in capsys.readouterr().err
