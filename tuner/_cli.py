@@ -42,10 +42,11 @@ import optuna
 
 import swagppm
 from scorers import GUIDE
-from swagppm import ConfigError, check_value
+from swagppm import ConfigError, check_value, config_from_table
 from tuner._audit import BASELINE, RELEASE, audit_fit, audit_losses, audit_text
 from tuner._compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
-from tuner._config import StartPoint, StudyConfig
+from tuner._config import StartPoint, StudyConfig, Targets
+from tuner._rejudge import rejudge
 from tuner._export import Chosen, export_trial, read_export, trials_run, write_export
 from tuner._outcome import judge
 from tuner._record import TrialRecord
@@ -157,6 +158,15 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--comparison", type=Path, default=None,
                         help="a comparison.json written by `compare`, to add its table and figure")
     _compare_parser(verbs)
+    rejudge = verbs.add_parser("rejudge", help="judge the finished fits against other targets into a new study "
+                                               "(instant: nothing is refitted)")
+    study_arg(rejudge)
+    rejudge.add_argument("--name", required=True, help="name of the new study (same storage)")
+    rejudge.add_argument("--epsilon", type=float, default=None, help="new epsilon target")
+    rejudge.add_argument("--max-f1-degradation", type=float, default=None, help="new allowed F1 degradation")
+    rejudge.add_argument("--statistic", choices=("median", "q10"), default=None, help="F1 statistic of the draws")
+    rejudge.add_argument("--require-well-fit", action=argparse.BooleanOptionalAction, default=None,
+                         help="whether the max-delta series must look well fit")
     audit = verbs.add_parser("audit", help="membership inference against a release-like draw and the non-private "
                                            "baseline (aggregates only)")
     audit.add_argument("study", type=Path, nargs="?", help="study TOML file (its best feasible trial; or --from)")
@@ -534,6 +544,25 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rejudge(args: argparse.Namespace) -> int:
+    config = _study(args)
+    _existing_study(config)
+    changes = {key: value for key, value in (("epsilon", args.epsilon), ("max_f1_degradation", args.max_f1_degradation),
+                                             ("statistic", args.statistic), ("require_well_fit", args.require_well_fit))
+               if value is not None}
+    targets = config_from_table(Targets, {**dataclasses.asdict(config.targets), **changes}, "rejudge")
+    study = rejudge(config, targets, name=args.name)
+    print(f"study {args.name!r}: {len(study.trials)} fits of {config.study.name!r} judged against "
+          + ", ".join(f"{key} = {value}" for key, value in changes.items()))
+    print(format_table(trial_rows(study), statistic=targets.statistic))
+    best = best_feasible(study)
+    if best is None:
+        _print_closest(study)
+        return EXIT_INFEASIBLE
+    print(_best_line(best))
+    return 0
+
+
 def _compare(args: argparse.Namespace) -> int:
     _check_output(args.output, "-o", folder=True)
     chosen = _chosen_configuration(args, "compared")
@@ -663,7 +692,7 @@ def _clean(args: argparse.Namespace) -> int:
 
 
 _VERBS = {"run": _run, "worker": _worker, "fit": _fit, "status": _status, "export": _export, "release": _release,
-          "compare": _compare, "audit": _audit, "report": _report, "dashboard": _dashboard, "clean": _clean}
+          "compare": _compare, "audit": _audit, "rejudge": _rejudge, "report": _report, "dashboard": _dashboard, "clean": _clean}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

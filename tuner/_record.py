@@ -62,6 +62,7 @@ class TrialRecord:
     seed: int
     device: str
     threads: int = 0  # absent from studies recorded before it was
+    majority_rate: float = 0.0  # the majority class's share of the training set (the collapse reference)
     timings: dict[str, float] = field(default_factory=dict)
     max_delta_series: tuple[float, ...] = ()
     f1_macro_draws: tuple[float, ...] = ()
@@ -80,8 +81,8 @@ class TrialRecord:
         if "diagnosis" not in attrs:
             return None
         names = {f.name for f in dataclasses.fields(cls)}
-        values = {key: tuple(value) if isinstance(value, list) else value
-                  for key, value in attrs.items() if key in names}
+        values: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value
+                                  for key, value in attrs.items() if key in names}
         constraints = {key[len(_CONSTRAINT_PREFIX):]: value for key, value in attrs.items()
                        if key.startswith(_CONSTRAINT_PREFIX)}
         return cls(**values, constraints=constraints)

@@ -63,3 +63,21 @@ def test_a_choice_on_the_edge_of_the_ranges_is_flagged(study_file: Callable[...,
                       study={"n_trials": 1})
     assert main(["run", str(path)]) == 0
     assert "sits at the edge of the search ranges (c = 1 at c_min = 1)" in capsys.readouterr().err
+
+
+def test_rejudge_judges_stored_fits_against_new_targets_without_refitting(
+        study_file: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file(study={"n_trials": 2})
+    main(["run", str(path)])
+    config = StudyConfig.from_toml(path)
+    source = open_study(config, create=False)
+    capsys.readouterr()
+    assert main(["rejudge", str(path), "--name", "strict", "--epsilon", "0.001"]) == 1  # nothing meets it
+    assert "judged against epsilon = 0.001" in capsys.readouterr().out
+    from dataclasses import replace
+
+    strict = open_study(replace(config, study=replace(config.study, name="strict")), create=False)
+    assert [t.params for t in strict.trials] == [t.params for t in source.trials if t.state.is_finished()]
+    assert all(t.constraints["epsilon"] > 0 for t in strict.trials)
+    assert [t.user_attrs["epsilon"] for t in strict.trials] == [t.user_attrs["epsilon"] for t in source.trials]
+    assert main(["rejudge", str(path), "--name", "loose", "--epsilon", "1000"]) == 0
