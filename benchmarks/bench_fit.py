@@ -282,7 +282,8 @@ def stage_rows(fits: Sequence[swagppm.SWAGPPMResult], work: Workload, s: Setting
     rows = []
     for key, label in (("setup", "setup"), ("stage1", "stage 1"), ("stage1_finetune", "  1: fine-tune"),
                        ("stage1_swag", "  1: SWAG"), ("stage1_risk", "  1: risk draws"), ("finetune", "fine-tune"),
-                       ("swag", "SWAG"), ("privacy", "privacy draws"), ("utility", "utility draws"), ("total", "total")):
+                       ("swag", "SWAG"), ("privacy", "privacy draws"), ("utility", "utility draws"),
+                       ("total", "total")):
         amount, unit = rates.get(key, (None, ""))
         seconds = first.get(key) if key.startswith("stage1_") else trial.get(key)  # stage-1 parts: fit 1 only
         rows.append({

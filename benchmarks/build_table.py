@@ -5,7 +5,8 @@ JSON table (default ``benchmarks/tables/osha_grid.json``) whose entries carry ea
 fit's ε, full max-delta series, F1 per utility draw, baseline F1, majority rate and
 per-stage timings (the first fit of each model also times stage 1, as the cache
 starts empty). The table is rewritten after every fit (``metadata.partial`` is true
-until the grid is done), so an interrupted build keeps its finished fits. ``benchmarks/bench_samplers.py`` replays tuner studies on the table;
+until the grid is done), so an interrupted build keeps its finished fits.
+``benchmarks/bench_samplers.py`` replays tuner studies on the table;
 an earlier 40-fit grid of this script (c in {1.0, 0.7, 0.4} / {1.0, 0.55}) is the
 real calibration set of the scorers (``tables/real_max_delta_series.json``).
 

@@ -89,7 +89,8 @@ def synthetic_shapes() -> list[Shape]:
     shapes += [Shape(f"gaussian sd {s:.0%}", "underfit", gaussian(s)) for s in (0.07, 0.1, 0.15, 0.25)]
     for k in (1, 3, 10, 25):
         for h in (6, 8, 12, 20, 50):
-            shapes += [Shape(f"spikes k={k} h={h} sd {s:.0%}", "overfit", with_spikes(s, k, h), k) for s in (0.01, 0.03)]
+            shapes += [Shape(f"spikes k={k} h={h} sd {s:.0%}", "overfit", with_spikes(s, k, h), k)
+                       for s in (0.01, 0.03)]
     shapes += [Shape(f"t(df={df}) scale {s:.0%}", "well_fit", student_t(df, s)) for df in (5, 10) for s in (0.01, 0.02)]
     shapes += [Shape(f"t(df={df}) scale {s:.0%}", "underfit", student_t(df, s)) for df in (5, 10) for s in (0.08, 0.15)]
     shapes += [Shape(f"gumbel scale {s:.0%}", "well_fit", gumbel(s)) for s in (0.01, 0.02)]
@@ -179,7 +180,8 @@ def real_fits(path: Path) -> Iterator[dict]:
 
 def print_real(path: Path, thresholds: scorers.DiagnosisThresholds) -> None:
     if not path.exists():
-        print(f"\nReal series: {path} not found (made by an earlier grid of benchmarks/build_table.py: python benchmarks/build_table.py --cs 1.0 0.7 0.4 --out ...)")
+        print(f"\nReal series: {path} not found (made by an earlier grid of benchmarks/build_table.py: "
+              "python benchmarks/build_table.py --cs 1.0 0.7 0.4 --out ...)")
         return
     fits = list(real_fits(path))
     print(f"\nReal series: {len(fits)} SWAG-PPM fits on the OSHA sample ({path.name})")

@@ -134,8 +134,8 @@ def diagnose(
     elif max_delta.spike_count >= thresholds.min_spikes:
         label = "overfit"
         reasons.append(f"{max_delta.spike_count} spike(s) above {max_delta.spike_z:g} robust SDs (largest "
-                       f"{max_delta.max_robust_z:.1f} SDs, {max_delta.max_over_median:.2f}× the median) on a tight bulk "
-                       f"({max_delta.bulk_spread:.1%}): overfit; lower c and restart the epochs")
+                       f"{max_delta.max_robust_z:.1f} SDs, {max_delta.max_over_median:.2f}× the median) "
+                       f"on a tight bulk ({max_delta.bulk_spread:.1%}): overfit; lower c and restart the epochs")
     elif math.isnan(max_delta.bulk_spread):
         label = "well_fit"
         reasons.append(f"only {max_delta.num_draws} draws: too few to judge the fit; taken as well fit")
@@ -177,8 +177,10 @@ def constraint_values(
     values = {
         "epsilon": max_delta.epsilon / max_delta.epsilon_target - 1.0,
         "f1_macro": -utility.margin_macro / utility.baseline_macro if utility.baseline_macro > 0 else math.nan,
-        "f1_weighted": -utility.margin_weighted / utility.baseline_weighted if utility.baseline_weighted > 0 else math.nan,
-        "fit_spread": 0.0 if math.isnan(max_delta.bulk_spread) else max_delta.bulk_spread / thresholds.max_bulk_spread - 1.0,
+        "f1_weighted": (-utility.margin_weighted / utility.baseline_weighted
+                        if utility.baseline_weighted > 0 else math.nan),
+        "fit_spread": (0.0 if math.isnan(max_delta.bulk_spread)
+                       else max_delta.bulk_spread / thresholds.max_bulk_spread - 1.0),
         "fit_spikes": max_delta.max_robust_z / max_delta.spike_z - 1.0,
     }
     if catastrophic or not max_delta.finite or utility.collapsed:

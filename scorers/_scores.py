@@ -86,7 +86,7 @@ def _iqr_over_median(values: np.ndarray) -> float:
 
 
 def score_max_delta(
-    series: Sequence[float], *, epsilon_target: float | None = None, spike_z: float = DEFAULT_SPIKE_Z
+    series: Sequence[float] | np.ndarray, *, epsilon_target: float | None = None, spike_z: float = DEFAULT_SPIKE_Z
 ) -> MaxDeltaScores:
     """Score a max-delta series; ``spike_z`` is the spike threshold in robust SDs."""
     if epsilon_target is not None and not epsilon_target > 0:
@@ -129,7 +129,7 @@ def score_max_delta(
     )
 
 
-def spike_mask(series: Sequence[float], scores: MaxDeltaScores) -> np.ndarray:
+def spike_mask(series: Sequence[float] | np.ndarray, scores: MaxDeltaScores) -> np.ndarray:
     """Which draws of ``series`` are spikes under ``scores`` (for plots)."""
     values = np.asarray(series, dtype=float)
     if scores.num_draws - scores.num_nonfinite < MIN_DRAWS:

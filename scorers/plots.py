@@ -271,12 +271,12 @@ def _check_labels(fits: Sequence[Mapping[str, Any]]) -> None:
             raise ValueError(f"unknown diagnosis label {label!r}; expected one of {sorted(LABEL_SYMBOLS)}")
 
 
-def _epsilon_coloraxis(epsilons: Sequence[float], epsilon_target: float | None) -> dict[str, Any]:
+def _epsilon_coloraxis(epsilons: Sequence[float | None], epsilon_target: float | None) -> dict[str, Any]:
     """Continuous ε colours; with a target, white at the target on a 0 to 2·target scale
     (blue below, red above, saturated beyond twice the target)."""
     axis: dict[str, Any] = {"colorbar": {"title": {"text": "ε" if epsilon_target is None
                                                    else f"ε (target {_fmt(epsilon_target)})"}}}
-    finite = [e for e in epsilons if _finite(e)]
+    finite = [e for e in epsilons if e is not None and _finite(e)]
     if epsilon_target is not None:
         axis.update(colorscale="RdBu_r", cmin=0.0, cmax=2.0 * float(epsilon_target))
         return axis

@@ -70,12 +70,14 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         check_value(0.0 < self.test_size < 1.0, "data.test_size", self.test_size, "a fraction in (0, 1)")
-        check_value(self.min_per_class >= 2, "data.min_per_class", self.min_per_class, "at least 2 (a stratified split needs 2)")
+        check_value(self.min_per_class >= 2, "data.min_per_class", self.min_per_class,
+                    "at least 2 (a stratified split needs 2)")
         check_value(self.max_per_class is None or self.max_per_class >= self.min_per_class,
                "data.max_per_class", self.max_per_class, "at least min_per_class")
         check_value(self.max_length >= 8, "data.max_length", self.max_length, "at least 8 tokens")
         check_value(self.synthetic_size >= 20, "data.synthetic_size", self.synthetic_size, "at least 20")
-        check_value(2 <= self.synthetic_classes <= 12, "data.synthetic_classes", self.synthetic_classes, "between 2 and 12")
+        check_value(2 <= self.synthetic_classes <= 12, "data.synthetic_classes", self.synthetic_classes,
+                    "between 2 and 12")
 
 
 @dataclass(frozen=True)
@@ -174,9 +176,11 @@ class SWAGPPMConfig:
         check_value(0 <= self.seed < 2**32, "swagppm.seed", self.seed, "an integer in [0, 2**32)")
         for name in ("stage1_epochs", "batch_size", "draws_risk", "draws_privacy", "draws_utility", "eval_batch_size"):
             check_value(getattr(self, name) >= 1, f"swagppm.{name}", getattr(self, name), "at least 1")
-        check_value(self.swag_epochs >= 2, "swagppm.swag_epochs", self.swag_epochs, "at least 2 (SWAG needs 2 snapshots)")
+        check_value(self.swag_epochs >= 2, "swagppm.swag_epochs", self.swag_epochs,
+                    "at least 2 (SWAG needs 2 snapshots)")
         check_value(self.swag_rank >= 2, "swagppm.swag_rank", self.swag_rank, "at least 2")
-        check_value(self.reweight_k is None or 0.0 < self.reweight_k <= 1.0, "swagppm.reweight_k", self.reweight_k, "in (0, 1]")
+        check_value(self.reweight_k is None or 0.0 < self.reweight_k <= 1.0, "swagppm.reweight_k", self.reweight_k,
+                    "in (0, 1]")
         for name in ("finetune_lr", "swag_lr"):
             value = getattr(self, name)
             check_value(value is None or value > 0, f"swagppm.{name}", value, "positive")
@@ -195,7 +199,7 @@ class SWAGPPMConfig:
 
     def replace(self, **changes: Any) -> SWAGPPMConfig:
         """A copy with top-level fields changed (``data=``/``model=`` take dicts too)."""
-        for name, cls in (("data", DataConfig), ("model", ModelConfig)):
+        for name in ("data", "model"):
             if isinstance(changes.get(name), Mapping):
                 changes[name] = dataclasses.replace(getattr(self, name), **changes[name])
         return dataclasses.replace(self, **changes)

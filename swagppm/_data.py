@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -75,7 +75,8 @@ def _load(config: DataConfig, *, seed: int) -> tuple[list[str], list[str], dict[
     if config.source == "synthetic":
         texts, labels = synthetic_corpus(config.synthetic_size, num_classes=config.synthetic_classes, seed=seed)
         return texts, labels, {}
-    texts, labels, titles = [], [], {}
+    texts, labels = [], []
+    titles: dict[str, str] = {}
     for frame, origin in _read_parts(config):
         part_texts, part_labels = _checked_records(frame, origin, config)
         texts += part_texts
@@ -196,7 +197,7 @@ def prepare_data(config: DataConfig, *, seed: int = 0) -> PreparedData:
         np.asarray(keep), test_size=config.test_size, stratify=kept_labels, random_state=seed
     )
     train_idx, test_idx = np.sort(train_idx), np.sort(test_idx)
-    prepared = {
+    prepared: dict[str, Any] = {
         "train_texts": tuple(texts[i] for i in train_idx),
         "train_labels": np.asarray([class_index[labels[i]] for i in train_idx], dtype=np.int64),
         "test_texts": tuple(texts[i] for i in test_idx),
@@ -406,10 +407,14 @@ _INJURIES = (
     ("laceration", ("cut", "lacerated", "sliced"), ("hand", "palm", "scalp", "forearm")),
     ("contusion", ("bruised", "struck", "crushed"), ("shoulder", "knee", "foot", "back")),
     ("sprain", ("sprained", "twisted", "strained"), ("ankle", "knee", "wrist", "back")),
-    ("electric shock", ("was shocked through", "received a shock to", "was electrocuted through"), ("hand", "arm", "body")),
-    ("heat illness", ("collapsed from heat with cramps in", "fainted from heat with pain in", "overheated with weakness in"), ("legs", "body", "arms")),
+    ("electric shock", ("was shocked through", "received a shock to", "was electrocuted through"),
+     ("hand", "arm", "body")),
+    ("heat illness",
+     ("collapsed from heat with cramps in", "fainted from heat with pain in", "overheated with weakness in"),
+     ("legs", "body", "arms")),
     ("puncture", ("punctured", "pierced", "stabbed"), ("hand", "foot", "thigh", "palm")),
-    ("hearing loss", ("lost hearing in", "damaged the eardrum of", "suffered ringing in"), ("ear", "left ear", "right ear")),
+    ("hearing loss", ("lost hearing in", "damaged the eardrum of", "suffered ringing in"),
+     ("ear", "left ear", "right ear")),
     ("chemical burn", ("splashed acid on", "got caustic on", "spilled solvent on"), ("face", "eyes", "hand")),
     ("crush injury", ("caught and crushed", "pinned", "compressed"), ("hand", "pelvis", "leg", "foot")),
 )

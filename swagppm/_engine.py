@@ -10,6 +10,7 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -45,7 +46,9 @@ class Split:
     length-sorted and built once, then reused by every draw.
     """
 
-    def __init__(self, inputs: torch.Tensor, labels: np.ndarray, lengths: np.ndarray | None, device: torch.device) -> None:
+    def __init__(
+        self, inputs: torch.Tensor, labels: np.ndarray, lengths: np.ndarray | None, device: torch.device
+    ) -> None:
         self.inputs = inputs.to(device)
         self.labels = torch.as_tensor(labels, dtype=torch.long, device=device)
         self.lengths = lengths
@@ -172,7 +175,7 @@ def pooled_features(model: nn.Module, split: Split, *, batch_size: int) -> torch
     model.eval()
     features = None
     for inputs, _, idx in split.eval_batches(batch_size):
-        batch = model.features(**inputs).float()  # type: ignore[operator]
+        batch = model.features(**cast("dict[str, torch.Tensor]", inputs)).float()  # type: ignore[operator]
         if features is None:
             features = torch.empty(len(split), batch.shape[-1], device=split.device)
         features[idx] = batch

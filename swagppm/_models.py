@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -77,7 +79,7 @@ class ModelBundle:
 def build_model(config: SWAGPPMConfig, data: PreparedData, device: torch.device) -> ModelBundle:
     """Tokenizer plus classifier for ``data``'s classes, trainable set applied, on ``device``."""
     spec = config.model
-    labels = dict(
+    labels: dict[str, Any] = dict(
         num_labels=data.num_classes,
         id2label=dict(enumerate(data.label_names)),
         label2id={name: k for k, name in enumerate(data.label_names)},
@@ -111,12 +113,12 @@ def build_model(config: SWAGPPMConfig, data: PreparedData, device: torch.device)
         model.config.pad_token_id = tokenizer.pad_token_id
     private = _apply_trainable(model, config)
     digests = {name: tensor_digest(parameter) for name, parameter in model.named_parameters()}
-    model.to(device)
+    model.to(device)  # type: ignore[arg-type]  # functools.wraps on PreTrainedModel.to hides the bound self
     initial = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
     head, cached_layers = _cached_head(model, config)
-    return ModelBundle(model=model, tokenizer=tokenizer, data_derived=spec.is_tiny, head=head, private_parameters=private,
-                       initial_state=initial, public_digests=digests, fingerprint=model_fingerprint(digests, tokenizer),
-                       cached_layers=cached_layers)
+    return ModelBundle(model=model, tokenizer=tokenizer, data_derived=spec.is_tiny, head=head,
+                       private_parameters=private, initial_state=initial, public_digests=digests,
+                       fingerprint=model_fingerprint(digests, tokenizer), cached_layers=cached_layers)
 
 
 def _cached_head(model: PreTrainedModel, config: SWAGPPMConfig) -> tuple[nn.Module | None, int | None]:
@@ -164,7 +166,8 @@ def fit_wordpiece_tokenizer(texts: tuple[str, ...] | list[str], *, vocab_size: i
 
 
 def _pooled(encoder: PreTrainedModel, pooling: str, labels: dict) -> PooledClassifier:
-    encoder_config = {k: v for k, v in encoder.config.to_dict().items() if k not in ("_name_or_path", "id2label", "label2id")}
+    ignored = ("_name_or_path", "id2label", "label2id")
+    encoder_config = {k: v for k, v in encoder.config.to_dict().items() if k not in ignored}
     config = PooledClassifierConfig(encoder=encoder_config, pooling=pooling, **labels)
     return PooledClassifier(config, encoder=encoder)
 
@@ -195,12 +198,13 @@ def public_name(name: str) -> str:
     return OFFLINE_MODELS.get(name, (None, name))[1]
 
 
-def _load(loader, name: str, what: str, **kwargs):  # type: ignore[no-untyped-def]
+def _load(loader: Callable[..., Any], name: str, what: str, **kwargs: Any) -> Any:
     try:
         return loader(resolve_model_name(name), **kwargs)
     except (OSError, ValueError) as error:
         raise ConfigError(
-            f"model.name_or_path = {name!r}: cannot load the {what} ({type(error).__name__}: {str(error).splitlines()[0]}). "
+            f"model.name_or_path = {name!r}: cannot load the {what} "
+            f"({type(error).__name__}: {str(error).splitlines()[0]}). "
             "Give a local model folder, or a hub name already in the local Hugging Face cache; "
             "'tiny' builds an offline demo model."
         ) from None
@@ -210,7 +214,8 @@ def _with_lora(model: PreTrainedModel, spec: ModelConfig) -> PreTrainedModel:
     """The model with LoRA adapters (peft) on ``spec.lora_targets`` and a trainable copy of the classifier."""
     from peft import LoraConfig, get_peft_model
 
-    lora = LoraConfig(r=spec.lora_rank, lora_alpha=spec.lora_alpha, lora_dropout=0.0,
+    # peft annotates lora_alpha as int, but only divides it by r: a float scale is valid
+    lora = LoraConfig(r=spec.lora_rank, lora_alpha=spec.lora_alpha, lora_dropout=0.0,  # type: ignore[arg-type]
                       target_modules=list(spec.lora_targets) if spec.lora_targets else None,
                       modules_to_save=["classifier"])
     try:
@@ -267,7 +272,7 @@ def _layer_list(model: PreTrainedModel, count: int) -> tuple[str, nn.ModuleList,
     name, layers = max(lists, key=lambda item: len(item[1]))
     if count > len(layers):
         raise ConfigError(f"model.n_layers = {count}: the model has only {len(layers)} layers")
-    return name, layers, len(layers) - count  # type: ignore[return-value]
+    return name, layers, len(layers) - count
 
 
 def _last_layers(model: PreTrainedModel, count: int) -> list[str]:

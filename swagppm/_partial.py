@@ -20,9 +20,12 @@ own longest record (length-sorted for evaluation).
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import torch
 from torch import nn
+from transformers import PretrainedConfig
 from transformers.masking_utils import create_bidirectional_mask
 
 from swagppm._engine import Split
@@ -65,8 +68,8 @@ class TopLayers(nn.Module):
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         hidden, mask = inputs["hidden"], inputs["attention_mask"]
-        extended = create_bidirectional_mask(config=self.model.encoder.config, inputs_embeds=hidden,
-                                             attention_mask=mask)
+        config = cast(PretrainedConfig, self.model.encoder.config)
+        extended = create_bidirectional_mask(config=config, inputs_embeds=hidden, attention_mask=mask)
         for layer in self.layers[self.first:]:
             output = layer(hidden, extended)
             hidden = output[0] if isinstance(output, tuple) else output

@@ -160,7 +160,8 @@ def resolve_device(name: str) -> torch.device:
     except RuntimeError:
         device = None
     if device is None or device.type not in ("cpu", "cuda"):
-        raise ConfigError(f"swagppm.device = {name!r}: not a device for fitting (use 'auto', 'cpu', 'cuda' or 'cuda:N')")
+        raise ConfigError(f"swagppm.device = {name!r}: not a device for fitting "
+                          "(use 'auto', 'cpu', 'cuda' or 'cuda:N')")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"swagppm.device = {name!r}, but CUDA is not available on this machine; "
                           "use device = 'auto' or 'cpu'")
@@ -268,7 +269,8 @@ class Session:
         def valid(payload: dict[str, Any]) -> bool:
             if bundle.cached_layers is None:
                 return all(payload[name].shape[0] == len(split) for name, (split, _) in named.items())
-            return all(np.array_equal(payload[name]["lengths"].numpy(), split.lengths) for name, (split, _) in named.items())
+            return all(split.lengths is not None and np.array_equal(payload[name]["lengths"].numpy(), split.lengths)
+                       for name, (split, _) in named.items())
 
         payload, _ = self.cache.get_or_compute(kind, key, compute, validate=valid)
         if bundle.cached_layers is None:
@@ -344,7 +346,8 @@ class Session:
 
         def valid(payload: dict[str, Any]) -> bool:
             risk = payload.get("risk")
-            return isinstance(risk, torch.Tensor) and risk.shape == (len(self.train),) and not bool(torch.isnan(risk).any())
+            return (isinstance(risk, torch.Tensor) and risk.shape == (len(self.train),)
+                    and not bool(torch.isnan(risk).any()))
 
         with timer("stage1"):
             return self.cache.get_or_compute("stage1", self.stage1_key, compute, validate=valid)
@@ -607,7 +610,8 @@ def run_fit(
     Several fits of one configuration are faster in one ``Session``.
     """
     with Session(config) as session:
-        return session.fit(c=c, ft_epochs=ft_epochs, g=g, stop_above_epsilon=_stop_in_epsilon(stop_above_epsilon, stop_above),
+        return session.fit(c=c, ft_epochs=ft_epochs, g=g,
+                           stop_above_epsilon=_stop_in_epsilon(stop_above_epsilon, stop_above),
                            seed=seed, on_epoch=on_epoch, progress=progress).result
 
 

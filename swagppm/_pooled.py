@@ -12,6 +12,8 @@ it: ``AutoModelForSequenceClassification.from_pretrained(dir)`` loads it once
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
@@ -30,7 +32,7 @@ class PooledClassifierConfig(PretrainedConfig):
         encoder: dict | None = None,
         pooling: str = "mean",
         classifier_dropout: float = 0.0,
-        **kwargs: object,
+        **kwargs: Any,
     ) -> None:
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
@@ -61,6 +63,7 @@ class PooledClassifier(PreTrainedModel):
         super().__init__(config)
         self.encoder = encoder if encoder is not None else AutoModel.from_config(config.encoder_config())
         self.dropout = nn.Dropout(config.classifier_dropout)
+        assert config.num_labels is not None  # a config always has labels (2 by default)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 

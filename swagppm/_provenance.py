@@ -43,7 +43,7 @@ def tensor_digest(tensor: torch.Tensor) -> str:
     """SHA-256 of a tensor's dtype, shape and exact bytes (bit-identical values give equal digests)."""
     data = tensor.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy()
     digest = hashlib.sha256(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
-    digest.update(memoryview(data))
+    digest.update(data.data)
     return digest.hexdigest()
 
 
@@ -55,6 +55,7 @@ def tokenizer_digest(tokenizer: PreTrainedTokenizerBase) -> str:
 
 
 def model_fingerprint(parameter_digests: dict[str, str], tokenizer: PreTrainedTokenizerBase) -> str:
-    """One digest of every starting parameter value and the tokenizer: what the model *is*, wherever it was loaded from."""
+    """One digest of every starting parameter value and the tokenizer: what the model *is*,
+    wherever it was loaded from."""
     text = json.dumps([sorted(parameter_digests.items()), tokenizer_digest(tokenizer)])
     return hashlib.sha256(text.encode()).hexdigest()

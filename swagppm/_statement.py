@@ -20,6 +20,9 @@ MECHANISM = ("SWAG-PPM: records with a risky loss were down-weighted (w = clip(c
              "weighted loss")
 
 
+RELEASE_NOISE_PENDING = "drawn at release time from fresh operating-system entropy and never recorded"
+
+
 def privacy_statement(*, epsilon: float | None, epsilon_is_lower_bound: bool = False, trainable: str,
                       private_parameters: int | None = None, release_noise: str | None = None,
                       tuning: Mapping[str, Any] | None = None, audit: Mapping[str, Any] | None = None) -> list[str]:
@@ -42,7 +45,7 @@ def privacy_statement(*, epsilon: float | None, epsilon_is_lower_bound: bool = F
         "for finite samples.",
         f"Private parameters: {drawn} (trainable = '{trainable}'), all drawn from the posterior; every other "
         "parameter is the public pretrained value (checked bit for bit before a release is written).",
-        f"Release noise: {release_noise or 'drawn at release time from fresh operating-system entropy and never recorded'}.",
+        f"Release noise: {release_noise or RELEASE_NOISE_PENDING}.",
         f"Tuning: {tuning['statement'] if tuning and tuning.get('statement') else 'not reported'}"
         + (f" ({tuning['trials_run']} trials run, largest trial epsilon {_number(tuning.get('max_trial_epsilon'))})"
            if tuning else "") + ".",

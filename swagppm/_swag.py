@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -194,7 +195,8 @@ class SWAGPosterior:
         coefficients[position] = z2.to(columns.device, self.dtype)
         low_rank = columns @ coefficients
         theta = torch.addcmul(mean, scale, z1.to(mean.device, self.dtype))
-        return theta.add_(low_rank.to(mean.device, non_blocking=True), alpha=1.0 / math.sqrt(2.0 * (self.num_columns - 1)))
+        alpha = 1.0 / math.sqrt(2.0 * (self.num_columns - 1))
+        return theta.add_(low_rank.to(mean.device, non_blocking=True), alpha=alpha)
 
     # --- writing into a module -------------------------------------------------------------
 
@@ -240,17 +242,17 @@ class SWAGPosterior:
             "deviations": self._deviations,
         }
 
-    def load_state_dict(self, state: dict[str, object]) -> None:
-        if int(state["rank"]) != self.rank or getattr(torch, str(state["dtype"])) != self.dtype:  # type: ignore[arg-type]
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if int(state["rank"]) != self.rank or getattr(torch, str(state["dtype"])) != self.dtype:
             raise ValueError("state was saved with a different rank or dtype")
-        device = self._device or state["mean"].device  # type: ignore[union-attr]
+        device = self._device or state["mean"].device
         dev_device = self._deviations_device or device
-        self.modules = state["modules"]  # type: ignore[assignment]
-        self.parameter_names = tuple(state["parameter_names"])  # type: ignore[arg-type]
-        self._shapes = tuple(torch.Size(s) for s in state["shapes"])  # type: ignore[union-attr]
-        self.num_snapshots = int(state["num_snapshots"])  # type: ignore[arg-type]
-        self._mean = state["mean"].to(device)  # type: ignore[union-attr]
-        self._sq_mean = state["sq_mean"].to(device)  # type: ignore[union-attr]
-        self._deviations = state["deviations"].to(dev_device)  # type: ignore[union-attr]
+        self.modules = state["modules"]
+        self.parameter_names = tuple(state["parameter_names"])
+        self._shapes = tuple(torch.Size(s) for s in state["shapes"])
+        self.num_snapshots = int(state["num_snapshots"])
+        self._mean = state["mean"].to(device)
+        self._sq_mean = state["sq_mean"].to(device)
+        self._deviations = state["deviations"].to(dev_device)
         self._factors = None
         self._bound = None

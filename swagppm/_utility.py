@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.metrics import classification_report, confusion_matrix, f1_score
@@ -26,7 +27,7 @@ def summarise(values: Sequence[float]) -> dict[str, float]:
 
 def class_report(
     y_true: np.ndarray, y_pred: np.ndarray, *, class_names: Sequence[str], train_counts: np.ndarray
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Per-class precision/recall/F1, the confusion matrix, and macro F1 of the top and
     bottom quartiles of classes by training-set size (the paper's Table 2 view).
 

@@ -46,10 +46,10 @@ from swagppm import ConfigError, check_value, config_from_table
 from tuner._audit import BASELINE, RELEASE, audit_fit, audit_losses, audit_text
 from tuner._compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
 from tuner._config import StartPoint, StudyConfig, Targets
-from tuner._rejudge import rejudge
 from tuner._export import Chosen, export_trial, read_export, trials_run, write_export
 from tuner._outcome import judge
 from tuner._record import TrialRecord
+from tuner._rejudge import rejudge
 from tuner._report import write_report
 from tuner._storage import make_storage, masked_url, storage_file
 from tuner._study import (
@@ -385,8 +385,9 @@ def _suspects(result: swagppm.SWAGPPMResult, chosen: Chosen) -> str:
 def _release_fit(session: swagppm.Session, fit: swagppm.Fit, args: argparse.Namespace, request: _FitRequest) -> int:
     """``fit --release``: one draw of the fit just printed, written with the checks made before it."""
     chosen = request.chosen
-    return _write_release(session, fit, args.release, args=args, trials_run=chosen and chosen.trials_run,
-                          tuning=chosen and chosen.tuning)
+    return _write_release(session, fit, args.release, args=args,
+                          trials_run=chosen.trials_run if chosen is not None else None,
+                          tuning=chosen.tuning if chosen is not None else None)
 
 
 def _write_release(session: swagppm.Session, fit: swagppm.Fit, out: Path, *, args: argparse.Namespace,
@@ -478,11 +479,12 @@ def _export(args: argparse.Namespace) -> int:
                               f"{config.study.name!r}")
         trial = matching[0]
     else:
-        trial = best_feasible(study)
-        if trial is None:
+        best = best_feasible(study)
+        if best is None:
             _print_closest(study)
             print("nothing exported (use --trial N to export a specific trial anyway)", file=sys.stderr)
             return EXIT_INFEASIBLE
+        trial = best
     document = export_trial(study, trial, config)
     path = write_export(document, args.output)
     epsilon = document["metrics"]["epsilon"]
@@ -692,7 +694,8 @@ def _clean(args: argparse.Namespace) -> int:
 
 
 _VERBS = {"run": _run, "worker": _worker, "fit": _fit, "status": _status, "export": _export, "release": _release,
-          "compare": _compare, "audit": _audit, "rejudge": _rejudge, "report": _report, "dashboard": _dashboard, "clean": _clean}
+          "compare": _compare, "audit": _audit, "rejudge": _rejudge, "report": _report, "dashboard": _dashboard,
+          "clean": _clean}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -65,7 +65,9 @@ def _row(method: str, scores: dict[str, float], *, epsilon: float | None, delta:
     return ComparisonRow(method=method, epsilon=epsilon, delta=delta, note=note, **scores)
 
 
-def _percentile_row(method: str, draws: list[dict[str, float]], *, epsilon: float, q: float, note: str) -> ComparisonRow:
+def _percentile_row(
+    method: str, draws: list[dict[str, float]], *, epsilon: float, q: float, note: str
+) -> ComparisonRow:
     """Each score at quantile ``q`` over the draws (0.5: the median)."""
     def at(key: str) -> float:
         values = sorted(d[key] for d in draws)
@@ -92,7 +94,8 @@ def _dpsgd_rows(session: swagppm.Session, settings: CompareSettings, targets: Se
     try:
         from swagppm._dpsgd import DPSGDSettings, dpsgd_fit
     except ModuleNotFoundError as error:
-        raise ConfigError(f"compare needs DP-SGD's library ({error.name}): pip install 'swagppm-tuner[compare]'") from None
+        raise ConfigError(f"compare needs DP-SGD's library ({error.name}): "
+                          "pip install 'swagppm-tuner[compare]'") from None
     rows = []
     for target in targets:
         result = dpsgd_fit(session, DPSGDSettings(
@@ -102,8 +105,8 @@ def _dpsgd_rows(session: swagppm.Session, settings: CompareSettings, targets: Se
         scores = {key: getattr(result, key) for key in ("f1_macro", "f1_weighted", "f1_top_quartile",
                                                          "f1_bottom_quartile")}
         rows.append(_row("DP-SGD", scores, epsilon=result.epsilon, delta=result.delta,
-                         note=f"Opacus, {result.accountant} accountant, noise multiplier {result.noise_multiplier:.3g}, "
-                              f"{result.steps} steps"))
+                         note=f"Opacus, {result.accountant} accountant, "
+                              f"noise multiplier {result.noise_multiplier:.3g}, {result.steps} steps"))
     return rows
 
 
@@ -133,7 +136,8 @@ def compare(config: SWAGPPMConfig, settings: CompareSettings, *,
 
 def comparison_table(rows: Sequence[ComparisonRow]) -> str:
     """The rows as fixed-width text."""
-    header = f"{'method':<50} {'epsilon':>8} {'delta':>14} {'F1 mac':>7} {'F1 wtd':>7} {'top 25%':>8} {'bottom 25%':>10}"
+    header = (f"{'method':<50} {'epsilon':>8} {'delta':>14} {'F1 mac':>7} {'F1 wtd':>7} "
+              f"{'top 25%':>8} {'bottom 25%':>10}")
     lines = [header, "-" * len(header)]
     for row in rows:
         eps = "-" if row.epsilon is None else f"{row.epsilon:.3g}"
@@ -165,4 +169,5 @@ def read_comparison(path: Path) -> list[ComparisonRow]:
         document = json.loads(path.read_text())
         return [ComparisonRow(**row) for row in document["rows"]]
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ConfigError(f"{path}: not a comparison written by `swagppm-tune compare` ({type(error).__name__})") from None
+        raise ConfigError(f"{path}: not a comparison written by `swagppm-tune compare` "
+                          f"({type(error).__name__})") from None

@@ -12,12 +12,12 @@ from optuna.trial import FrozenTrial, TrialState
 
 import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
+from swagppm._statement import privacy_statement
 from tuner._config import StudyConfig
 from tuner._record import TrialRecord
-from swagppm._statement import privacy_statement
-from tuner._tuning import tuning_cost
 from tuner._storage import masked_url
 from tuner._study import CAVEATS, definition_digest, is_feasible, violated
+from tuner._tuning import tuning_cost
 
 FORMAT = "swagppm-tuner/export-1"
 
@@ -60,8 +60,9 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "timings": record.timings,
         "trials_run": counts,
         "tuning": tuning,
-        "privacy_statement": privacy_statement(epsilon=record.epsilon, epsilon_is_lower_bound=record.epsilon_is_lower_bound,
-                                               trainable=config.fit.model.trainable, tuning=tuning),
+        "privacy_statement": privacy_statement(
+            epsilon=record.epsilon, epsilon_is_lower_bound=record.epsilon_is_lower_bound,
+            trainable=config.fit.model.trainable, tuning=tuning),
         "data_hash": record.data_hash,
         "seeds": {"fit": record.seed, "sampler": config.study.seed},
         "device": record.device,

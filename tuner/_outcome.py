@@ -117,7 +117,8 @@ def judge(result: SWAGPPMResult, *, targets: Targets, search: SearchSpace) -> Ou
     """Score, diagnose and constrain one fit against the study's targets."""
     thresholds = scorers.DiagnosisThresholds(max_bulk_spread=targets.max_bulk_spread, min_spikes=targets.min_spikes)
     md = scorers.score_max_delta(result.max_delta, epsilon_target=targets.epsilon, spike_z=targets.spike_z)
-    steps = dict(epochs_step=search.epochs_step, c_step=search.c_step, restart_epochs=search.restart_epochs)
+    steps: dict[str, Any] = dict(epochs_step=search.epochs_step, c_step=search.c_step,
+                                 restart_epochs=search.restart_epochs)
     if result.epsilon_is_lower_bound:
         return _stopped_early(result, md, targets, steps)
     utility = None

@@ -10,14 +10,23 @@ from pathlib import Path
 import optuna
 
 import scorers.plots
+from swagppm._statement import privacy_statement
 from tuner._compare import ComparisonRow
 from tuner._config import StudyConfig
 from tuner._export import trials_run
 from tuner._record import TrialRecord
 from tuner._storage import masked_url
-from swagppm._statement import privacy_statement
+from tuner._study import (
+    CAVEATS,
+    FINISHED,
+    best_feasible,
+    closest_trial,
+    study_figures,
+    trial_figures,
+    trial_rows,
+    violated,
+)
 from tuner._tuning import tuning_cost, tuning_line
-from tuner._study import CAVEATS, FINISHED, best_feasible, closest_trial, study_figures, trial_figures, trial_rows, violated
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1150px; color: #222; }

@@ -54,8 +54,9 @@ class FlowchartSampler(BaseSampler):
     epochs; overfit, or a good fit above the ε target → c − ``c_step`` at
     ``restart_epochs``. Proposals are clipped to the search ranges. When the last
     recommendation is not a move (feasible, utility out of reach, a collapse), or
-    a move that clipping turns into the same fit again, ``wants_to_stop`` is True and the study runner stops; a sampler asked anyway (a
-    concurrent worker) falls back to random sampling.
+    a move that clipping turns into the same fit again, ``wants_to_stop`` is True and
+    the study runner stops; a sampler asked anyway (a concurrent worker) falls back to
+    random sampling.
     """
 
     def __init__(self, *, search: SearchSpace, seed: int | None = None) -> None:
@@ -72,7 +73,9 @@ class FlowchartSampler(BaseSampler):
             start = self._search.start[0] if self._search.start else None
             c, epochs = (start.c, start.ft_epochs) if start else (1.0, self._search.restart_epochs)
         elif verdict[1].next_action in MOVES:
-            c, epochs = verdict[1].next_c, verdict[1].next_ft_epochs
+            move = verdict[1]
+            assert move.next_c is not None and move.next_ft_epochs is not None  # judged from the trial's (c, epochs)
+            c, epochs = move.next_c, move.next_ft_epochs
         else:
             return None
         search = self._search

@@ -31,7 +31,7 @@ import warnings
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import optuna
 import plotly.utils
@@ -48,10 +48,10 @@ if TYPE_CHECKING:
     from swagppm import EpochInfo
 from tuner._config import StudyConfig
 from tuner._outcome import CONSTRAINT_KEYS, Outcome, judge
-from tuner._tuning import ACCOUNTED_TRIALS, NUM_TRAIN, draw_trial_count
 from tuner._record import FAILURE, FIGURES_ERROR, HEARTBEAT, RAN_BY, RETRY_OF, TrialRecord
 from tuner._samplers import FlowchartSampler, make_sampler
 from tuner._storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
+from tuner._tuning import ACCOUNTED_TRIALS, NUM_TRAIN, draw_trial_count
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 DEFINITION_ATTR = "definition"
@@ -84,7 +84,8 @@ def open_study(config: StudyConfig, *, create: bool = True, worker: str | None =
     storage = make_storage(config.storage_url, heartbeat_interval=settings.heartbeat_interval,
                            grace_period=settings.grace_period, max_retries=settings.max_retries,
                            connect_timeout=settings.connect_timeout)
-    directions = ["minimize"] if config.study.objective == "epsilon" else ["minimize", "maximize"]
+    directions: list[Literal["minimize", "maximize"]] = (
+        ["minimize"] if config.study.objective == "epsilon" else ["minimize", "maximize"])
     seed = config.study.seed
     if worker is not None:
         seed = int.from_bytes(hashlib.sha256(f"{seed}:{worker}".encode()).digest()[:4], "little") % 2**31
@@ -139,9 +140,11 @@ class StuckDetector:
     def __init__(self, epochs: int, *, tolerance: float = 0.01) -> None:
         self.epochs, self.tolerance, self.run = epochs, tolerance, 0
 
-    def __call__(self, info: EpochInfo) -> bool:
+    def __call__(self, info: EpochInfo) -> str | None:
         self.run = self.run + 1 if info.train_accuracy <= info.majority_rate + self.tolerance else 0
-        return self.run >= self.epochs
+        if self.run < self.epochs:
+            return None
+        return f"training stuck at the majority-class rate ({info.majority_rate:.3f}) for {self.run} epochs in a row"
 
 
 class Objective:
@@ -727,7 +730,8 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
         r = TrialRecord.of(t)
         rows.append({
             "number": t.number, "state": t.state.name, "c": t.params.get("c"), "ft_epochs": t.params.get("ft_epochs"),
-            "g": t.params.get("g"), "epsilon": r and r.epsilon, "epsilon_is_lower_bound": bool(r and r.epsilon_is_lower_bound),
+            "g": t.params.get("g"), "epsilon": r and r.epsilon,
+            "epsilon_is_lower_bound": bool(r and r.epsilon_is_lower_bound),
             "f1_macro": r and r.f1_macro_median, "f1_weighted": r and r.f1_weighted_median,
             "f1_macro_q10": r and r.f1_macro_q10, "f1_weighted_q10": r and r.f1_weighted_q10,
             "diagnosis": r.diagnosis if r else t.user_attrs.get(FAILURE, ""), "feasible": is_feasible(t),

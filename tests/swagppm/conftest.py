@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import swagppm
+
 REPO = Path(__file__).resolve().parents[2]
 OSHA = REPO.parent / "shared" / "data" / "osha_sample.jsonl"
 

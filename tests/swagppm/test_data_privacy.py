@@ -152,7 +152,8 @@ def test_dict_in_label_column_is_named_by_type(tmp_path):
 
 
 def test_too_few_classes_does_not_name_the_classes(tmp_path):
-    frame = pd.DataFrame({"narrative": [f"text {i}" for i in range(7)], "code": [SECRET] * 5 + ["SECRET-b", "SECRET-c"]})
+    frame = pd.DataFrame({"narrative": [f"text {i}" for i in range(7)],
+                          "code": [SECRET] * 5 + ["SECRET-b", "SECRET-c"]})
     path = tmp_path / "records.csv"
     frame.to_csv(path, index=False)
     message = error_naming(DataError, path, lambda: prepare_data(_config(path)))
@@ -179,7 +180,8 @@ def test_extra_field_in_csv_names_the_line_not_the_content(tmp_path):
 
 def test_malformed_json_names_the_line_not_the_content(tmp_path):
     path = tmp_path / "records.json"
-    path.write_text(f'[{{"narrative": "fell", "code": 1}},\n {{"narrative": "{SECRET}" "code": 2}}]\n', encoding="utf-8")
+    path.write_text(f'[{{"narrative": "fell", "code": 1}},\n {{"narrative": "{SECRET}" "code": 2}}]\n',
+                    encoding="utf-8")
     message = error_naming(DataError, path, lambda: load_records(_config(path)))
     assert "cannot be read as json: ValueError at line 2" in message
     _assert_private(message)

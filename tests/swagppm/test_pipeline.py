@@ -112,7 +112,9 @@ def test_stage2_from_stage1_model(make_config: MakeConfig) -> None:
     check_result(swagppm.run_fit(config, c=1.0, ft_epochs=1), config)
 
 
-def test_head_mode_caches_features_and_keeps_the_encoder_public(tmp_path: Path, local_pretrained: Path, make_config: MakeConfig) -> None:
+def test_head_mode_caches_features_and_keeps_the_encoder_public(
+    tmp_path: Path, local_pretrained: Path, make_config: MakeConfig
+) -> None:
     config = make_config(model={"name_or_path": str(local_pretrained), "trainable": "head"})
     session = swagppm.Session(config)
     result = session.fit(c=1.0, ft_epochs=2).result
@@ -144,7 +146,8 @@ def test_swag_modules_leaving_trainable_parameters_undrawn_are_refused(make_conf
 
 
 def test_swag_modules_covering_every_trainable_parameter(local_pretrained: Path, make_config: MakeConfig) -> None:
-    config = make_config(model={"name_or_path": str(local_pretrained), "trainable": "head"}, swag_modules=["classifier"])
+    config = make_config(model={"name_or_path": str(local_pretrained), "trainable": "head"},
+                         swag_modules=["classifier"])
     check_result(swagppm.run_fit(config, c=1.0, ft_epochs=1), config)
 
 

@@ -123,7 +123,7 @@ def test_confirmed_maximum_is_exact_under_screening_errors_within_the_band() -> 
         screened = exact * (1 + 0.08 * (torch.rand(200, generator=generator) - 0.5))
         calls: list[int] = []
 
-        def recompute(index: torch.Tensor) -> torch.Tensor:
+        def recompute(index: torch.Tensor, exact: torch.Tensor = exact, calls: list[int] = calls) -> torch.Tensor:
             calls.append(index.numel())
             return exact[index]
 

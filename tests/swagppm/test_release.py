@@ -162,7 +162,8 @@ def test_the_release_looks_native_to_hugging_face(released: Path) -> None:
     assert not info["missing_keys"] and not info["unexpected_keys"]
     assert AutoTokenizer.from_pretrained(released).model_max_length == 128
     classify = pipeline("text-classification", model=str(released), truncation=True)
-    assert classify("an employee burned the hand " * 300)[0]["label"] in {"burn", "fracture", "amputation", "laceration"}
+    label = classify("an employee burned the hand " * 300)[0]["label"]
+    assert label in {"burn", "fracture", "amputation", "laceration"}
 
 
 def test_offline_alias_resolves_to_the_packaged_copy() -> None:
@@ -183,6 +184,7 @@ def test_the_model_folder_holds_no_path_and_no_class_count(release_run: dict[str
         (released / "release_card.json").read_text())["config"]
     for word in ('"confusion_matrix"', '"support"', '"per_class"'):
         assert word not in published
-    private = list(Path(config.cache_dir).glob("*/release-*.json")) + list(Path(config.cache_dir).glob("release-*.json"))
+    cache_dir = Path(config.cache_dir)
+    private = list(cache_dir.glob("*/release-*.json")) + list(cache_dir.glob("release-*.json"))
     assert private and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in private)
     assert "confusion_matrix" in private[0].read_text()

@@ -50,7 +50,8 @@ def reference(snapshots: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.T
 @pytest.fixture
 def snapshots() -> torch.Tensor:
     gen = torch.Generator().manual_seed(0)
-    return torch.randn(6, 5, generator=gen, dtype=torch.float64) * torch.tensor([1.0, 2.0, 0.5, 1.5, 0.3], dtype=torch.float64)
+    scales = torch.tensor([1.0, 2.0, 0.5, 1.5, 0.3], dtype=torch.float64)
+    return torch.randn(6, 5, generator=gen, dtype=torch.float64) * scales
 
 
 def test_statistics_match_definitions(snapshots: torch.Tensor) -> None:
