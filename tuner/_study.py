@@ -206,7 +206,6 @@ class Objective:
             trial.set_user_attr(FAILURE, f"{type(error).__name__}: {error}")
             raise FitCrashed(f"trial {trial.number} (c={c:g}, epochs={epochs}): "
                              f"{type(error).__name__}: {error}") from error
-        self._check_data(trial, result.data_hash)
         outcome = judge(result, targets=config.targets, search=config.search)
         record(trial, outcome, self.artifacts, config, echo=self.echo)
         self.lines[trial.number] = outcome.line()
@@ -216,14 +215,6 @@ class Objective:
             raise optuna.TrialPruned(outcome.reasons[0])
         return outcome.objective_values(config.study.objective)
 
-    def _check_data(self, trial: Trial, data_hash: str) -> None:
-        study = trial.study
-        stored = study.user_attrs.get("data_hash")
-        if stored is None:
-            study.set_user_attr("data_hash", data_hash)
-        elif stored != data_hash:
-            raise ConfigError(f"{self.config.path} [data]: the records differ from those of the study's earlier "
-                              f"trials (data hash {data_hash[:12]} vs {stored[:12]}); use a new [study] name")
 
 
 def record_outcome(trial: Trial, outcome: Outcome) -> dict[str, Any]:
@@ -611,6 +602,16 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
     return finish(reason)
 
 
+def check_data(study: optuna.Study, data_hash: str, config: StudyConfig) -> None:
+    """Refuse records that differ from those of the study's earlier trials (before any stage 1 or fit runs)."""
+    stored = study.user_attrs.get("data_hash")
+    if stored is None:
+        study.set_user_attr("data_hash", data_hash)
+    elif stored != data_hash:
+        raise ConfigError(f"{config.path} [data]: the records differ from those of the study's earlier "
+                          f"trials (data hash {data_hash[:12]} vs {stored[:12]}); use a new [study] name")
+
+
 def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, *, worker: str | None,
               n_trials: int | None, timeout: float | None, echo: Callable[[str], None]) -> tuple[str, optuna.Study]:
     """Stage 1 (once, under the cache lock), the start points, then trials until a stop rule holds.
@@ -618,6 +619,7 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, *,
     Returns why it stopped and the study (reopened if the storage was lost meanwhile).
     """
     settings, sampler = config.study, study.sampler
+    check_data(study, objective.session.data.data_hash, config)
     prep = objective.session.prepare(progress=objective.progress)
     study.set_user_attr(NUM_TRAIN, prep.num_train)
     study.set_user_attr("baseline_f1_macro", prep.baseline_f1_macro)

@@ -81,3 +81,21 @@ def test_rejudge_judges_stored_fits_against_new_targets_without_refitting(
     assert all(t.constraints["epsilon"] > 0 for t in strict.trials)
     assert [t.user_attrs["epsilon"] for t in strict.trials] == [t.user_attrs["epsilon"] for t in source.trials]
     assert main(["rejudge", str(path), "--name", "loose", "--epsilon", "1000"]) == 0
+
+
+def test_other_records_are_refused_before_stage_1(study_file: Callable[..., Path], tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import swagppm
+
+    for name, seed in (("first.csv", 0), ("second.csv", 1)):
+        texts, labels = swagppm.synthetic_corpus(240, num_classes=4, seed=seed)
+        lines = ["text,label"] + [f'"{t}",{label}' for t, label in zip(texts, labels)]
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    path = study_file(data={"source": str(tmp_path / "first.csv")}, study={"n_trials": 1})
+    assert main(["run", str(path)]) in (0, 1)
+    capsys.readouterr()
+    assert main(["run", str(path), "--n-trials", "2", "--data", str(tmp_path / "second.csv")]) == 2
+    err = capsys.readouterr()
+    assert "the records differ from those of the study's earlier trials" in err.err
+    assert "stage 1" not in err.out  # refused before stage 1 ran
+    assert len(open_study(StudyConfig.from_toml(path), create=False).trials) == 1
