@@ -6,6 +6,7 @@ import csv
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -65,3 +66,20 @@ def test_audit_losses_separate_a_memorised_set_from_chance() -> None:
     assert audit_losses(memorised)["loss_threshold"]["auc"] == 1.0
     assert audit_losses(memorised)["loss_threshold"]["epsilon_lower_bound"] > 2
     assert abs(audit_losses(chance)["loss_threshold"]["auc"] - 0.5) < 0.06
+
+
+def test_compare_from_the_command_line_into_the_report(study_file: Any, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from tuner._cli import main
+
+    path = study_file(study={"n_trials": 1})
+    assert main(["run", str(path)]) == 0
+    out = tmp_path / "comparison"
+    assert main(["compare", str(path), "-o", str(out), "--dpsgd-epochs", "1", "--dpsgd-batch-size", "64"]) == 0
+    printed = capsys.readouterr().out
+    assert "DP-SGD" in printed and "not quantified" in printed
+    assert {p.name for p in out.iterdir()} == {"comparison.json", "comparison.csv", "f1_by_class_size.html"}
+    report = tmp_path / "report.html"
+    assert main(["report", str(path), "-o", str(report), "--comparison", str(out / "comparison.json")]) == 0
+    html = report.read_text()
+    assert "Comparison with DP-SGD" in html and "F1 by class size" in html and "Privacy statement" in html
