@@ -620,7 +620,7 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, *,
     """
     settings, sampler = config.study, study.sampler
     check_data(study, objective.session.data.data_hash, config)
-    prep = objective.session.prepare(progress=objective.progress)
+    prep = objective.session.prepare(progress=True)  # stage 1 can run for minutes: show its bars on a terminal
     study.set_user_attr(NUM_TRAIN, prep.num_train)
     study.set_user_attr("baseline_f1_macro", prep.baseline_f1_macro)
     study.set_user_attr("baseline_f1_weighted", prep.baseline_f1_weighted)
