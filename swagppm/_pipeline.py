@@ -426,10 +426,16 @@ class Session:
         finally:
             self.bundle.reset(saved)
 
-    def baseline_scores(self) -> dict[str, float]:
-        """``test_scores`` of the non-private stage-1 model (stage 1 from the cache)."""
+    @contextmanager
+    def _holding_baseline(self) -> Iterator[None]:
+        """The non-private stage-1 model (stage 1 from the cache) in place for a block."""
         stage1, _ = self._stage1(progress=False, timer=_Timer(self.device))
         with self._holding(stage1["stage1_state"]):
+            yield
+
+    def baseline_scores(self) -> dict[str, float]:
+        """``test_scores`` of the non-private stage-1 model."""
+        with self._holding_baseline():
             return self.test_scores()
 
     def non_private_scores(self, *, epochs: int, progress: bool = False) -> dict[str, float]:
@@ -479,8 +485,7 @@ class Session:
 
     def baseline_losses(self) -> RecordLosses:
         """``record_losses`` of the non-private stage-1 model."""
-        stage1, _ = self._stage1(progress=False, timer=_Timer(self.device))
-        with self._holding(stage1["stage1_state"]):
+        with self._holding_baseline():
             return self.record_losses()
 
     def secret_draw_losses(self, fit: Fit) -> RecordLosses:

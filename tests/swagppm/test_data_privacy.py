@@ -162,17 +162,10 @@ def test_too_few_classes_does_not_name_the_classes(tmp_path):
     _assert_private(message)
 
 
-def test_unclosed_quote_in_csv_names_the_line_not_the_content(tmp_path):
+@pytest.mark.parametrize("bad_line", [f'"{SECRET} fell,1', f"{SECRET},fell,1"], ids=["unclosed quote", "extra field"])
+def test_a_malformed_csv_line_is_named_not_quoted(tmp_path, bad_line):
     path = tmp_path / "records.csv"
-    path.write_text(f'narrative,code\n"a\nlong one",1\nfell,2\n"{SECRET} fell,1\ncut,2\n', encoding="utf-8")
-    message = error_naming(DataError, path, lambda: load_records(_config(path)))
-    assert "cannot be read as csv: ParserError at line 5" in message
-    _assert_private(message)
-
-
-def test_extra_field_in_csv_names_the_line_not_the_content(tmp_path):
-    path = tmp_path / "records.csv"
-    path.write_text(f'narrative,code\n"a\nlong one",1\nfell,2\n{SECRET},fell,1\ncut,2\n', encoding="utf-8")
+    path.write_text(f'narrative,code\n"a\nlong one",1\nfell,2\n{bad_line}\ncut,2\n', encoding="utf-8")
     message = error_naming(DataError, path, lambda: load_records(_config(path)))
     assert "cannot be read as csv: ParserError at line 5" in message
     _assert_private(message)
