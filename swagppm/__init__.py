@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from swagppm._config import (
     DEFAULT_LEARNING_RATES,
+    PRIVATE_TEST,
     ConfigError,
     DataConfig,
     ModelConfig,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     )
     from swagppm._provenance import versions
     from swagppm._release import check_release_dir
+    from swagppm._selection import Selection, SelectionFailed, check_selection
     from swagppm._swag import SWAGPosterior
 
 # Where each name that needs torch, transformers or pandas lives; loaded on first use.
@@ -72,6 +74,7 @@ _LAZY = {
                          "weighted_nll"),
     "swagppm._provenance": ("versions",),
     "swagppm._release": ("check_release_dir",),
+    "swagppm._selection": ("Selection", "SelectionFailed", "check_selection"),
     "swagppm._swag": ("SWAGPosterior",),
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
@@ -79,8 +82,9 @@ _HOME = {name: module for module, names in _LAZY.items() for name in names}
 __version__ = "0.1.0"
 
 __all__ = sorted([
-    "CAVEATS", "ConfigError", "DEFAULT_LEARNING_RATES", "DataConfig", "DataError", "ModelConfig", "ReleaseRefused",
-    "SWAGPPMConfig", "TrainingFailure", "check_choice", "check_value", "config_from_table", "load_toml", *_HOME,
+    "CAVEATS", "ConfigError", "DEFAULT_LEARNING_RATES", "PRIVATE_TEST", "DataConfig", "DataError", "ModelConfig",
+    "ReleaseRefused", "SWAGPPMConfig", "TrainingFailure", "check_choice", "check_value", "config_from_table",
+    "load_toml", *_HOME,
 ])
 
 

@@ -28,6 +28,8 @@ AccumulationDtype = Literal["float32", "float64"]
 DeviationsDevice = Literal["same", "cpu"]
 
 TINY_MODEL = "tiny"
+# A release's selection set that is the private test split (reported unaccounted; see swagppm._selection).
+PRIVATE_TEST = "private-test"
 
 # Learning rates per trainable mode (METHOD.md, "Which parameters are trained"):
 # (fine-tune AdamW lr, SWAG SGD lr). The paper's values are for full fine-tuning of a

@@ -43,6 +43,7 @@ from swagppm._partial import HiddenSplit, boundary_states
 from swagppm._privacy import epsilon_from_series, normalise_risk, privacy_weights, reweight, series_failure
 from swagppm._provenance import code_digest, versions
 from swagppm._release import check_release_dir, write_release
+from swagppm._selection import Selection
 from swagppm._swag import SWAGPosterior
 from swagppm._utility import class_report, f1_pair, summarise
 
@@ -500,13 +501,14 @@ class Session:
 
     def release(self, fit: Fit, out_dir: str | Path, *, force: bool = False, overwrite: bool = False,
                 trials_run: int | None = None, audit: Callable[[RecordLosses], dict[str, Any]] | None = None,
-                tuning: Mapping[str, Any] | None = None) -> Path:
+                tuning: Mapping[str, Any] | None = None, selection: Selection | None = None) -> Path:
         """Draw once from the fit's SWAG 2 with secret noise and save it as a Hugging Face model directory.
 
         See ``write_release``; the noise comes from fresh OS entropy and is never recorded.
+        ``selection`` chooses the released draw by its utility on a selection set.
         """
         return write_release(self, fit, out_dir, force=force, overwrite=overwrite, trials_run=trials_run, audit=audit,
-                             tuning=tuning)
+                             tuning=tuning, selection=selection)
 
     # --- pieces of a fit ------------------------------------------------------------------------------
 

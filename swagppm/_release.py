@@ -25,6 +25,7 @@ from swagppm._errors import ReleaseRefused
 from swagppm._models import public_name
 from swagppm._pooled import PooledClassifier, PooledClassifierConfig
 from swagppm._provenance import tensor_digest, versions
+from swagppm._selection import Selection, choose_draw
 from swagppm._statement import CAVEATS, RELEASE_NOISE, privacy_statement
 from swagppm._utility import class_report
 
@@ -58,7 +59,7 @@ def check_release_dir(out_dir: str | Path, *, overwrite: bool, data_derived: boo
 
 def write_release(session: Session, fit: Fit, out_dir: str | Path, *, force: bool, overwrite: bool,
                   trials_run: int | None, audit: Callable[[RecordLosses], dict[str, Any]] | None = None,
-                  tuning: Mapping[str, Any] | None = None) -> Path:
+                  tuning: Mapping[str, Any] | None = None, selection: Selection | None = None) -> Path:
     """Draw once from ``fit``'s SWAG 2 with secret noise, check the undrawn parameters, and save model and card.
 
     Writes the weights, config and tokenizer (loadable with
@@ -78,8 +79,12 @@ def write_release(session: Session, fit: Fit, out_dir: str | Path, *, force: boo
     if posterior is None:
         raise ReleaseRefused(f"the fit failed, nothing to release: {fit.result.failure}")
     model = bundle.model
-    posterior.load_into(model, posterior.sample_secret())
+    selected, tried = None, None
     try:
+        if selection is None:
+            posterior.load_into(model, posterior.sample_secret())
+        else:
+            selected, tried = choose_draw(session, posterior, selection)
         _check_undrawn_are_public(model, set(posterior.parameter_names), bundle.public_digests)
         test_tokens = session.tokens[1]  # the released draw on tokens (not cached features): what users will run
         full = Net(model, None, device=session.device, amp=False)
@@ -96,13 +101,15 @@ def write_release(session: Session, fit: Fit, out_dir: str | Path, *, force: boo
                           train_counts=session.train_counts)
     card = _card(config, fit.result, report, drawn=posterior.parameter_names, trials_run=trials_run,
                  data_derived=bundle.data_derived)
-    card |= {"tuning": dict(tuning or {"trials_run": trials_run})} | ({"audit": audited} if audited else {})
+    card |= {"tuning": dict(tuning or {"trials_run": trials_run}), "selection": selected}
+    card |= {"audit": audited} if audited else {}
     card["privacy_statement"] = privacy_statement(
         epsilon=fit.result.epsilon, trainable=config.model.trainable, private_parameters=len(posterior.parameter_names),
-        release_noise=RELEASE_NOISE, tuning=card["tuning"], audit=audited)
+        release_noise=RELEASE_NOISE, tuning=card["tuning"], selection=selected, audit=audited)
     (out / "release_card.json").write_text(json.dumps(card, indent=2, allow_nan=True))
     (out / "README.md").write_text(model_card(card, labels=session.data.label_names))
-    _write_private(private_report_path(session, card), {"released_draw_on_the_test_split": report})
+    private = {"released_draw_on_the_test_split": report} | ({"selection_candidates_tried": tried} if tried else {})
+    _write_private(private_report_path(session, card), private)
     return out
 
 

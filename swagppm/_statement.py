@@ -25,7 +25,8 @@ RELEASE_NOISE_PENDING = "drawn at release time from fresh operating-system entro
 
 def privacy_statement(*, epsilon: float | None, epsilon_is_lower_bound: bool = False, trainable: str,
                       private_parameters: int | None = None, release_noise: str | None = None,
-                      tuning: Mapping[str, Any] | None = None, audit: Mapping[str, Any] | None = None) -> list[str]:
+                      tuning: Mapping[str, Any] | None = None, selection: Mapping[str, Any] | None = None,
+                      audit: Mapping[str, Any] | None = None) -> list[str]:
     """The privacy statement of a configuration or a release, one sentence a line: the same wherever it appears.
 
     Used by the release card, the model's README, the export and the report, so a
@@ -49,7 +50,7 @@ def privacy_statement(*, epsilon: float | None, epsilon_is_lower_bound: bool = F
         f"Tuning: {tuning['statement'] if tuning and tuning.get('statement') else 'not reported'}"
         + (f" ({tuning['trials_run']} trials run, largest trial epsilon {_number(tuning.get('max_trial_epsilon'))})"
            if tuning else "") + ".",
-        "Selection of the released draw: none (one draw, not chosen by its utility).",
+        f"Selection of the released draw: {_selection(selection)}.",
     ]
     if audit:
         lines.append("Empirical audit (membership inference, members = training records, non-members = test records): "
@@ -57,6 +58,19 @@ def privacy_statement(*, epsilon: float | None, epsilon_is_lower_bound: bool = F
                                  f"epsilon lower bound {attacks['loss_threshold']['epsilon_lower_bound']:.3f}"
                                  for model, attacks in audit.items()) + ".")
     return lines + [f"Caveat: {caveat}" for caveat in CAVEATS]
+
+
+def _selection(selection: Mapping[str, Any] | None) -> str:
+    """How the released draw was chosen, and what choosing it cost (or why that is not accounted)."""
+    if not selection:
+        return "none (one draw, not chosen by its utility)"
+    rule = (f"the first of a random number of secret draws (stop probability {selection['stop_probability']:g} after "
+            f"each miss) to reach {selection['metric']} >= {selection['threshold']:g} on {selection['selection_set']}")
+    cost = selection.get("cost")
+    if not selection["accounted"] or not cost:
+        return f"{rule}; unaccounted: {selection.get('unaccounted_because') or 'no cost was computed'}"
+    return (f"{rule}; selecting and releasing it cost epsilon {cost['epsilon']:.4g} at delta {cost['delta']:.3g} in "
+            f"total ({cost['accountant']}), conditional on each draw's local epsilon")
 
 
 def _number(value: float | None) -> str:

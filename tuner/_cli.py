@@ -42,7 +42,7 @@ import optuna
 
 import swagppm
 from scorers import GUIDE
-from swagppm import ConfigError, check_value, config_from_table
+from swagppm import PRIVATE_TEST, ConfigError, check_value, config_from_table
 from tuner._audit import BASELINE, RELEASE, audit_fit, audit_losses, audit_text
 from tuner._compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
 from tuner._config import StartPoint, StudyConfig, Targets
@@ -66,7 +66,7 @@ from tuner._study import (
     trial_rows,
     violated,
 )
-from tuner._tuning import tuning_cost, tuning_line
+from tuner._tuning import private_selection, tuning_cost, tuning_line, with_selection_cost
 from tuner._workers import STORAGE_ENV, run_workers
 
 EXIT_INFEASIBLE = 1
@@ -139,6 +139,7 @@ def _parser() -> argparse.ArgumentParser:
 
     for verb in (fit, release):
         verb.add_argument("--force", action="store_true", help="release even a data-derived tokenizer (demos only)")
+        _selection_arguments(verb)
         verb.add_argument("--overwrite", action="store_true",
                           help="release into a folder that is not empty: writes over files of the same name, never "
                                "deletes others")
@@ -180,6 +181,22 @@ def _parser() -> argparse.ArgumentParser:
                           help=f"storage URL instead of ${STORAGE_ENV} or [study] storage (the variable keeps a "
                                "password out of the process list)")
     return parser
+
+
+def _selection_arguments(verb: argparse.ArgumentParser) -> None:
+    """Private selection of the released draw (Liu & Talwar): release the first draw that reaches --min-utility."""
+    verb.add_argument("--min-utility", type=float, default=None,
+                      help="release the first secret draw whose F1 on --selection-data reaches this (private "
+                           "selection with random stopping; its total epsilon is computed and stated)")
+    verb.add_argument("--selection-data", default=None,
+                      help=f"records you declare public, scored for --min-utility (same columns as the data), or "
+                           f"'{PRIVATE_TEST}' for the private test split (then the selection is unaccounted)")
+    verb.add_argument("--selection-metric", choices=("f1_macro", "f1_weighted"), default="f1_macro",
+                      help="the F1 compared with --min-utility (default f1_macro)")
+    verb.add_argument("--selection-stop-probability", type=float, default=0.1,
+                      help="chance of giving up after each draw that misses (default 0.1: 10 draws on average)")
+    verb.add_argument("--selection-delta", type=float, default=None,
+                      help="delta of the selection's total epsilon (default 1/n for n training records)")
 
 
 def _compare_parser(verbs: Any) -> None:
@@ -313,6 +330,7 @@ def _fit(args: argparse.Namespace) -> int:
     if args.release is not None:
         swagppm.check_release_dir(args.release, overwrite=args.overwrite, data_derived=request.config.model.is_tiny,
                           force=args.force)
+    selection = _selection(args, releasing=args.release is not None)
     if request.chosen is not None and request.chosen.threads:
         import torch  # only here: the command line starts without the training stack
 
@@ -320,6 +338,8 @@ def _fit(args: argparse.Namespace) -> int:
         print(f"using {request.chosen.threads} CPU thread(s), as the exported trial did (on a CPU, epsilon depends "
               "on the thread count in its last digits)")
     with swagppm.Session(request.config) as session:
+        if selection is not None:
+            swagppm.check_selection(session, selection)
         fit = session.fit(c=request.c, ft_epochs=request.ft_epochs, g=request.g,
                           stop_above_epsilon=args.stop_above_epsilon, progress=True)
         page = _print_fit(fit.result, request)
@@ -329,7 +349,7 @@ def _fit(args: argparse.Namespace) -> int:
         if args.json is not None:
             codes.append(_write(args.json, json.dumps(fit.result.to_dict(), indent=2), "result JSON"))
         if args.release is not None:
-            codes.append(_release_fit(session, fit, args, request))
+            codes.append(_release_fit(session, fit, args, request, selection))
     return next((code for code in codes if code), 0)
 
 
@@ -382,16 +402,39 @@ def _suspects(result: swagppm.SWAGPPMResult, chosen: Chosen) -> str:
             f"({versions}), or a stage 1 cached under other settings")
 
 
-def _release_fit(session: swagppm.Session, fit: swagppm.Fit, args: argparse.Namespace, request: _FitRequest) -> int:
+def _release_fit(session: swagppm.Session, fit: swagppm.Fit, args: argparse.Namespace, request: _FitRequest,
+                 selection: swagppm.Selection | None) -> int:
     """``fit --release``: one draw of the fit just printed, written with the checks made before it."""
     chosen = request.chosen
     return _write_release(session, fit, args.release, args=args,
                           trials_run=chosen.trials_run if chosen is not None else None,
-                          tuning=chosen.tuning if chosen is not None else None)
+                          tuning=chosen.tuning if chosen is not None else None, selection=selection)
+
+
+def _selection(args: argparse.Namespace, *, releasing: bool) -> swagppm.Selection | None:
+    """The release's private selection from --min-utility and --selection-data (both or neither), checked now."""
+    given = {"--min-utility": args.min_utility, "--selection-data": args.selection_data}
+    if all(value is None for value in given.values()):
+        return None
+    missing = [flag for flag, value in given.items() if value is None]
+    if missing or not releasing:
+        raise ConfigError(f"{' and '.join(missing) or '--release'} must be given too: private selection chooses "
+                          "the released draw by its F1 on the selection data")
+    check_value(0 <= args.min_utility <= 1, "--min-utility", args.min_utility, "an F1 score in [0, 1]")
+    check_value(0 < args.selection_stop_probability <= 1, "--selection-stop-probability",
+                args.selection_stop_probability, "in (0, 1]")
+    delta = args.selection_delta
+    check_value(delta is None or 0 < delta < 1, "--selection-delta", delta, "in (0, 1)")
+    source = args.selection_data
+    if source != PRIVATE_TEST and not Path(source).expanduser().is_file():
+        raise ConfigError(f"--selection-data {source}: no such file (or pass {PRIVATE_TEST})")
+    return private_selection(source=source, threshold=args.min_utility, metric=args.selection_metric,
+                             stop_probability=args.selection_stop_probability)
 
 
 def _write_release(session: swagppm.Session, fit: swagppm.Fit, out: Path, *, args: argparse.Namespace,
-                   trials_run: int | None, tuning: dict[str, Any] | None = None) -> int:
+                   trials_run: int | None, tuning: dict[str, Any] | None = None,
+                   selection: swagppm.Selection | None = None) -> int:
     """One secret draw of ``fit`` written to ``out``, its card carrying the membership-inference audit."""
     if fit.result.failure:
         print(f"nothing released: the fit failed ({fit.result.failure})", file=sys.stderr)
@@ -403,12 +446,27 @@ def _write_release(session: swagppm.Session, fit: swagppm.Fit, out: Path, *, arg
         audits.update({BASELINE: baseline, RELEASE: audit_losses(losses)})
         return audits
 
-    path = session.release(fit, out, force=args.force, overwrite=args.overwrite, trials_run=trials_run, audit=audit,
-                           tuning=tuning)
+    if selection is not None:
+        selection = with_selection_cost(selection, epsilon_per_draw=fit.result.epsilon,
+                                        delta=args.selection_delta or 1.0 / fit.result.num_train)
+    try:
+        path = session.release(fit, out, force=args.force, overwrite=args.overwrite, trials_run=trials_run,
+                               audit=audit, tuning=tuning, selection=selection)
+    except swagppm.SelectionFailed as error:
+        print(f"nothing released: {error}", file=sys.stderr)
+        return EXIT_INFEASIBLE
     print(f"released one draw of c = {fit.result.c:.4g}, {fit.result.ft_epochs} epochs to {path}")
+    if selection is not None:
+        print(_selection_line(path))
     print("membership-inference audit (members: training records, non-members: test records):")
     print(audit_text(audits))
     return 0
+
+
+def _selection_line(release: Path) -> str:
+    """The selection's sentence of the privacy statement, as the release card states it."""
+    statement = json.loads((release / "release_card.json").read_text())["privacy_statement"]
+    return next(line for line in statement if line.startswith("Selection of the released draw"))
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -518,10 +576,13 @@ def _release(args: argparse.Namespace) -> int:
         return EXIT_INFEASIBLE
     swagppm.check_release_dir(args.output, overwrite=args.overwrite, data_derived=chosen.config.model.is_tiny,
                               force=args.force)
+    selection = _selection(args, releasing=True)
     with swagppm.Session(chosen.config) as session:
+        if selection is not None:
+            swagppm.check_selection(session, selection)
         fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, progress=True)
         return _write_release(session, fit, args.output, args=args, trials_run=chosen.trials_run,
-                              tuning=chosen.tuning)
+                              tuning=chosen.tuning, selection=selection)
 
 
 def _audit(args: argparse.Namespace) -> int:

@@ -6,20 +6,34 @@ trials K drawn once from a truncated negative binomial; its selected configurati
 then costs ``tuner._accounting.tuning_epsilon`` at the largest trial ε, computed by
 dp-accounting. That total is conditional on every trial's local ε being a valid
 bound. Adaptive samplers chose trials from earlier results: unaccounted.
+
+Private selection of the released draw (``private_selection``) is priced the same
+way: ``tuner._accounting.selection_epsilon`` at the fit's ε per candidate draw.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
 
-from tuner._accounting import TrialCountDistribution, tuning_epsilon
+import swagppm
+from tuner._accounting import (
+    GeometricStopping,
+    TrialCountDistribution,
+    accounting_versions,
+    selection_epsilon,
+    tuning_epsilon,
+)
 from tuner._config import StudyConfig
 from tuner._record import TrialRecord
+
+if TYPE_CHECKING:
+    from swagppm import Selection
 
 ACCOUNTED_TRIALS = "accounted_trials"  # study attribute: the K drawn for an accounted study
 NUM_TRAIN = "num_train"  # study attribute: training records (δ = 1/n by default)
@@ -77,3 +91,26 @@ def tuning_line(cost: dict[str, Any]) -> str:
         return text + (f"; accounted total epsilon {total:.4g} (delta {cost['delta']:.3g}), conditional on each "
                        "trial's local epsilon" if total is not None else "; accounted total not yet known")
     return text + f"; unaccounted ({cost['sampler']} sampler)"
+
+
+def private_selection(*, source: str, threshold: float, metric: str = "f1_macro",
+                      stop_probability: float = 0.1) -> Selection:
+    """A release's selection rule, its candidate budget K ~ Geometric(γ) drawn once from fresh OS entropy.
+
+    ``source`` is a file of public records (or ``swagppm.PRIVATE_TEST``, unaccounted).
+    Its cost is added once the fit's ε is known (``with_selection_cost``).
+    """
+    rounds = GeometricStopping(stop_probability=stop_probability).sample_rounds(
+        np.random.default_rng(secrets.randbits(128)))
+    return swagppm.Selection(source=source, threshold=threshold, metric=metric, rounds=rounds,
+                             stop_probability=stop_probability)
+
+
+def with_selection_cost(selection: Selection, *, epsilon_per_draw: float, delta: float) -> Selection:
+    """``selection`` with what selecting and releasing cost in total, from dp-accounting (Liu & Talwar)."""
+    total = selection_epsilon(epsilon_per_candidate=epsilon_per_draw, stop_probability=selection.stop_probability,
+                              delta=delta)
+    accountant = (f"dp-accounting {accounting_versions()['dp-accounting']}, RDP accountant, geometric stopping "
+                  "(Liu & Talwar 2019)")
+    return dataclasses.replace(selection, cost={"epsilon": total, "delta": delta, "epsilon_per_draw": epsilon_per_draw,
+                                                "accountant": accountant})

@@ -168,3 +168,14 @@ def test_accounting_versions() -> None:
     versions = accounting_versions()
     assert versions["dp-accounting"] == version("dp-accounting")
     assert set(versions) == {"dp-accounting", "numpy"}
+
+
+def test_a_release_selection_is_priced_by_the_library_at_the_fits_epsilon() -> None:
+    from tuner._tuning import private_selection, with_selection_cost
+
+    selection = private_selection(source="private-test", threshold=0.4, metric="f1_weighted", stop_probability=0.25)
+    assert selection.rounds >= 1 and (selection.threshold, selection.metric) == (0.4, "f1_weighted")
+    priced = with_selection_cost(selection, epsilon_per_draw=1.5, delta=1e-3)
+    assert priced.rounds == selection.rounds and priced.cost["epsilon_per_draw"] == 1.5
+    assert priced.cost["epsilon"] == selection_epsilon(epsilon_per_candidate=1.5, stop_probability=0.25, delta=1e-3)
+    assert priced.cost["accountant"].startswith(f"dp-accounting {version('dp-accounting')}")

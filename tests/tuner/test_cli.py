@@ -114,3 +114,35 @@ def test_a_fit_whose_training_failed_has_its_own_status(tmp_path: Path, capsys: 
     study.write_text(STUDY.replace('device = "cpu"', 'device = "cpu"\nfinetune_lr = 1e9'))
     assert main(["fit", str(study), "--ft-epochs", "1"]) == EXIT_FIT_FAILED
     assert "non-finite training loss" in capsys.readouterr().err
+
+
+def test_release_with_private_selection_states_its_cost_or_why_it_has_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text(STUDY)
+    assert main(["fit", str(study), "--ft-epochs", "1", "--release", str(tmp_path / "a"), "--force",
+                 "--min-utility", "0.5"]) == 2  # refused before any work: the selection set is missing
+    assert "--selection-data must be given too" in capsys.readouterr().err and not (tmp_path / "cache").exists()
+    assert main(["fit", str(study), "--ft-epochs", "1", "--release", str(tmp_path / "b"), "--force",
+                 "--min-utility", "0.5", "--selection-data", str(tmp_path / "missing.csv")]) == 2
+    assert "missing.csv: no such file" in capsys.readouterr().err and not (tmp_path / "cache").exists()
+    out = tmp_path / "released"
+    assert main(["fit", str(study), "--ft-epochs", "1", "--release", str(out), "--force", "--min-utility", "0",
+                 "--selection-data", swagppm.PRIVATE_TEST]) == 0
+    printed = capsys.readouterr().out
+    card = json.loads((out / "release_card.json").read_text())
+    assert card["selection"]["accounted"] is False and card["selection"]["threshold"] == 0.0
+    assert "Selection of the released draw: the first of a random number of secret draws" in printed
+    assert "unaccounted: scored on the private test split" in printed
+
+
+def test_a_selection_no_draw_passes_releases_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text(STUDY)
+    out = tmp_path / "released"
+    code = main(["fit", str(study), "--ft-epochs", "1", "--release", str(out), "--force", "--min-utility", "1",
+                 "--selection-data", swagppm.PRIVATE_TEST, "--selection-stop-probability", "1"])
+    err = capsys.readouterr().err
+    assert code == 1 and "nothing released: no candidate draw reached f1_macro >= 1" in err
+    assert not (out / "release_card.json").exists()

@@ -1,0 +1,120 @@
+"""Private selection of the released draw: threshold, random budget, public vs private selection sets."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import torch
+
+import swagppm
+from swagppm._release import private_report_path
+from tests.swagppm.conftest import small_config
+
+COST = {"epsilon": 3.1, "delta": 1e-3, "epsilon_per_draw": 1.0, "accountant": "test"}
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[swagppm.Session, swagppm.Fit, Path]]:
+    folder = tmp_path_factory.mktemp("selection")
+    with swagppm.Session(small_config(folder / "cache")) as session:
+        yield session, session.fit(c=0.9, ft_epochs=2), folder
+
+
+def public_file(session: swagppm.Session, path: Path, *, copy_private: int = 0, shuffle: bool = False) -> str:
+    """Records in the training data's columns: reworded test texts (not private ones), ``copy_private`` verbatim."""
+    data = session.data
+    texts = [f"Reported publicly: {text}" for text in data.test_texts[:60]]
+    texts[:copy_private] = data.train_texts[:copy_private]
+    labels = [data.class_names[k] for k in data.test_labels[:60]]
+    if shuffle:  # no classifier gets every label of a shuffled set right
+        labels = labels[1:] + labels[:1]
+    pd.DataFrame({"text": texts, "label": labels}).to_csv(path, index=False)
+    return str(path)
+
+
+def release(session: swagppm.Session, fit: swagppm.Fit, out: Path, selection: swagppm.Selection) -> dict[str, Any]:
+    session.release(fit, out, force=True, selection=selection)
+    return dict(json.loads((out / "release_card.json").read_text()))
+
+
+def test_a_public_selection_set_is_accounted_and_the_count_of_candidates_stays_private(
+    fitted: tuple[swagppm.Session, swagppm.Fit, Path],
+) -> None:
+    session, fit, folder = fitted
+    source = public_file(session, folder / "public.csv")
+    card = release(session, fit, folder / "public-model",
+                   swagppm.Selection(source=source, threshold=0.0, rounds=5, stop_probability=0.2, cost=COST))
+    selection = card["selection"]
+    assert selection["accounted"] is True and selection["cost"] == COST
+    assert selection["selection_set"] == "60 public records" and 0.0 <= selection["released_draw_score"] <= 1.0
+    line = next(x for x in card["privacy_statement"] if x.startswith("Selection of the released draw"))
+    assert "f1_macro >= 0" in line and "epsilon 3.1 at delta 0.001 in total" in line
+    published = (folder / "public-model" / "release_card.json").read_text()
+    assert "candidates_tried" not in published and "candidates" not in (folder / "public-model" / "README.md").read_text()
+    private = json.loads(private_report_path(session, card).read_text())
+    assert private["selection_candidates_tried"] == 1  # threshold 0: the first candidate qualifies
+
+
+@pytest.mark.parametrize(("copies", "reason"), [(0, "scored on the private test split"),
+                                                (3, "3 selection record(s) also occur in the private data")])
+def test_private_selection_sets_are_unaccounted(fitted: tuple[swagppm.Session, swagppm.Fit, Path], copies: int,
+                                                reason: str) -> None:
+    session, fit, folder = fitted
+    source = public_file(session, folder / f"copied{copies}.csv", copy_private=copies) if copies else \
+        swagppm.PRIVATE_TEST
+    card = release(session, fit, folder / f"model{copies}",
+                   swagppm.Selection(source=source, threshold=0.0, rounds=2, stop_probability=0.5, cost=COST))
+    assert card["selection"]["accounted"] is False and card["selection"]["cost"] is None
+    assert card["selection"]["unaccounted_because"] == reason
+    assert any(line.endswith(f"unaccounted: {reason}.") for line in card["privacy_statement"])
+
+
+def test_no_candidate_reaching_the_threshold_releases_nothing_after_exactly_the_budget(
+    fitted: tuple[swagppm.Session, swagppm.Fit, Path], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    session, fit, folder = fitted
+    assert fit.posterior is not None
+    mean = fit.posterior.mean.clone()
+    drawn = []
+    real = swagppm.SWAGPosterior.sample_secret
+
+    def counted(self: swagppm.SWAGPosterior) -> torch.Tensor:
+        drawn.append(1)
+        return real(self)
+
+    monkeypatch.setattr(swagppm.SWAGPosterior, "sample_secret", counted)
+    source = public_file(session, folder / "shuffled.csv", shuffle=True)
+    out = folder / "refused"
+    with pytest.raises(swagppm.SelectionFailed, match="nothing was released"):
+        session.release(fit, out, force=True,
+                        selection=swagppm.Selection(source=source, threshold=1.0, rounds=4, stop_probability=0.25))
+    assert len(drawn) == 4 and not any(out.iterdir())
+    flat = torch.cat([p.detach().flatten() for n, p in session.bundle.model.named_parameters()
+                      if n in fit.posterior.parameter_names])
+    assert torch.equal(flat, mean.to(flat.dtype))  # the model holds the SWAG mean again
+
+
+def test_a_selection_set_with_unknown_classes_is_named_without_its_labels(
+    fitted: tuple[swagppm.Session, swagppm.Fit, Path],
+) -> None:
+    session, _, folder = fitted
+    path = folder / "unknown.csv"
+    pd.DataFrame({"text": ["a public record", "another one"], "label": ["secret-class-x", "burn"]}).to_csv(path)
+    with pytest.raises(swagppm.DataError) as info:
+        swagppm.check_selection(session, swagppm.Selection(source=str(path), threshold=0.5, rounds=1,
+                                                           stop_probability=1.0))
+    message = str(info.value)
+    assert str(path) in message and "1 of 2 records" in message and "secret-class-x" not in message
+
+
+@pytest.mark.parametrize(("field", "value", "words"), [("threshold", 1.5, "an F1 score"), ("rounds", 0, "at least 1"),
+                                                       ("metric", "accuracy", "f1_macro, f1_weighted")])
+def test_bad_selection_settings_are_named(field: str, value: object, words: str) -> None:
+    settings: dict[str, Any] = {"source": swagppm.PRIVATE_TEST, "threshold": 0.5, "rounds": 3, "stop_probability": 0.5}
+    with pytest.raises(swagppm.ConfigError, match=words):
+        swagppm.Selection(**(settings | {field: value}))
