@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         pareto_front,
         run_study,
     )
+    from tuner._tuning import private_selection, with_selection_cost
 
 _LAZY = {
     "tuner._config": ("SearchSpace", "StartPoint", "StudyConfig", "StudySettings", "Targets"),
@@ -45,6 +46,7 @@ _LAZY = {
     "tuner._storage": ("make_storage", "masked_url"),
     "tuner._study": ("FitCrashed", "Objective", "RunSummary", "best_feasible", "closest_trial", "is_feasible",
                      "open_study", "pareto_front", "run_study"),
+    "tuner._tuning": ("private_selection", "with_selection_cost"),
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
 

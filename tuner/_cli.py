@@ -11,7 +11,8 @@ checked before any fit.
 
 Exit status:
   0    ok (run, status, export, release: a feasible trial exists)
-  1    no feasible trial (the closest one and its violations are printed)
+  1    no feasible trial (the closest one and its violations are printed), or a
+       private selection in which no draw reached --min-utility (nothing released)
   2    bad input or refused: the study file, a flag, the data, an output that
        cannot be written, a release refused (one line naming the file, table or key)
   3    the study storage was lost mid-run and could not be reconnected
