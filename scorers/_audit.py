@@ -34,7 +34,7 @@ LOSS_THRESHOLD = "loss_threshold"
 CLASS_CALIBRATED = "class_calibrated"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AttackResult:
     """Aggregates of one membership-inference attack; none of them is per record.
 

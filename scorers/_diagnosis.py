@@ -22,7 +22,7 @@ Action = Literal["stop", "add_epochs", "lower_c", "restart_lower_lr", "revisit_t
 CONSTRAINT_CAP = 10.0  # constraint values are clipped here; NaN/inf become this (Optuna needs finite numbers)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GuideSteps:
     """The practical guide's procedure: where it starts and how it moves.
 
@@ -66,7 +66,7 @@ class DiagnosisThresholds:
             raise ValueError(f"min_spikes must be at least 1, got {self.min_spikes}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Diagnosis:
     """A verdict with the numbers behind it.
 
@@ -151,7 +151,8 @@ def diagnose(
                                        ("weighted", utility.weighted, utility.threshold_weighted)):
             verb = "meets" if value >= threshold else "is below"
             reasons.append(f"{name} F1 {utility.statistic} {value:.3f} {verb} the threshold {threshold:.3f}")
-    return Diagnosis(label, margins, tuple(reasons), epsilon_ok, utility_ok, failure)
+    return Diagnosis(label=label, margins=margins, reasons=tuple(reasons), epsilon_ok=epsilon_ok,
+                     utility_ok=utility_ok, failure=failure)
 
 
 def _cap(value: float) -> float:

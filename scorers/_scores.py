@@ -31,7 +31,7 @@ MIN_DRAWS = 8  # below this, spread and spikes are not estimated (reported as Na
 DEFAULT_SPIKE_Z = 5.5  # calibrated by benchmarks/calibrate_scorers.py (see the README)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MaxDeltaScores:
     """Scores of a max-delta series m_1..m_D (one value per posterior draw).
 
@@ -105,8 +105,10 @@ def score_max_delta(
     margin = None if epsilon_target is None else epsilon - epsilon_target
     if len(finite) == 0:
         nan = math.nan
-        return MaxDeltaScores(len(values), nonfinite, epsilon, epsilon_target, margin, nan, nan, nan, nan, spike_z,
-                              nan, 0, 0.0, nan, nan)
+        return MaxDeltaScores(num_draws=len(values), num_nonfinite=nonfinite, epsilon=epsilon,
+                              epsilon_target=epsilon_target, epsilon_margin=margin, median=nan, spread=nan,
+                              bulk_spread=nan, robust_sd=nan, spike_z=spike_z, spike_threshold=nan, spike_count=0,
+                              spike_fraction=0.0, max_robust_z=nan, max_over_median=nan)
     median = float(np.median(finite))
     deviations = np.abs(finite - median)
     robust_sd = MAD_TO_SD * float(np.median(deviations))
@@ -137,7 +139,7 @@ def spike_mask(series: Sequence[float] | np.ndarray, scores: MaxDeltaScores) -> 
     return np.isfinite(values) & (values > scores.spike_threshold)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class UtilityScores:
     """Utility of the posterior draws against the non-private baseline.
 

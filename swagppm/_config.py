@@ -48,7 +48,7 @@ class ConfigError(ValueError):
     """A configuration value is missing, unknown or out of range."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DataConfig:
     """Where the records come from and how they are prepared (the paper's options).
 
@@ -82,7 +82,7 @@ class DataConfig:
                     "between 2 and 12")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelConfig:
     """Which classifier, and which of its parameters the private data may touch.
 
@@ -139,7 +139,7 @@ class ModelConfig:
         return "mean" if self.trainable in ("head", "last_n_layers") or self.is_tiny else "native"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SWAGPPMConfig:
     """Everything one SWAG-PPM fit needs except the trial's (c, g, epochs).
 

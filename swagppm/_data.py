@@ -31,7 +31,7 @@ from swagppm._errors import DataError
 _FILE_READERS = {".csv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PreparedData:
     """A stratified train/test split with integer labels ``0..K-1``.
 

@@ -144,7 +144,7 @@ class DPSGDResult:
         return dataclasses.asdict(self)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Private:
     """What Opacus made private: its engine, the hooks on the model, the optimizer, the loss and the sampler."""
 

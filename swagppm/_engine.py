@@ -24,7 +24,7 @@ from swagppm._privacy import weighted_delta, weighted_nll
 from swagppm._swag import SWAGPosterior
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EpochInfo:
     """What a per-epoch callback sees (aggregates only, never per-record values)."""
 
@@ -229,7 +229,8 @@ def train(
             correct += (logits.detach().argmax(dim=-1) == labels).sum()
         for collector in collectors:
             collector.collect(net.model)
-        info = EpochInfo(stage, epoch, epochs, float(loss_sum) / n, float(correct) / n, majority_rate)
+        info = EpochInfo(stage=stage, epoch=epoch, epochs=epochs, mean_loss=float(loss_sum) / n,
+                         train_accuracy=float(correct) / n, majority_rate=majority_rate)
         history.append(info)
         if not math.isfinite(info.mean_loss):
             raise TrainingFailure(stage, epoch, f"non-finite training loss ({info.mean_loss})")

@@ -280,7 +280,7 @@ def _one_source(args: argparse.Namespace) -> None:
         raise ConfigError(f"swagppm-tune {args.verb}: give a study TOML file or --from EXPORT.json (one of them)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _FitRequest:
     """What ``fit`` fits: the settings, (c, epochs, g), and the study file or the export they come from."""
 

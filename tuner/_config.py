@@ -30,7 +30,7 @@ def _check_finite(table: str, settings: object, names: tuple[str, ...]) -> None:
         check_value(value is None or math.isfinite(value), f"{table}.{name}", value, "a finite number")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StudySettings:
     """``[study]``: where the study lives and how it searches.
 
@@ -114,7 +114,7 @@ class StartPoint:
     g: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SearchSpace:
     """``[search]``: the ranges of c, fine-tuning epochs and (optionally) g, and the start points.
 
@@ -167,7 +167,7 @@ class SearchSpace:
         return self.g_min is not None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Targets:
     """``[targets]``: what a feasible configuration must meet.
 
@@ -204,7 +204,7 @@ class Targets:
         check_value(self.stuck_epochs >= 1, "targets.stuck_epochs", self.stuck_epochs, "at least 1")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StudyConfig:
     """A whole study file: the search, the targets and the fit configuration, with resolved paths."""
 

@@ -81,7 +81,7 @@ def write_export(document: dict[str, Any], path: str | Path) -> Path:
     return target
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Chosen:
     """A configuration read back from an export: the fit settings, the trial's (c, epochs, g) and what it measured.
 

@@ -22,7 +22,7 @@ CONSTRAINT_KEYS = ("epsilon", "f1_macro", "f1_weighted", "fit_spread", "fit_spik
 NOT_JUDGED = "not_judged"  # the label of a fit whose series was not judged: an early stop, or too few draws
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Outcome:
     """A judged fit. ``label`` is the diagnosis, or ``"not_judged"`` after an ε early stop or for a series too
     short to judge.
@@ -143,7 +143,8 @@ def judge(result: SWAGPPMResult, *, targets: Targets, search: SearchSpace) -> Ou
         recommendation = scorers.Recommendation(
             "stop", f"{diagnosis.label.replace('_', ' ')} but every required target met: stop here",
             result.c, result.ft_epochs)
-    return Outcome(result, md, utility, diagnosis.label, diagnosis.reasons, constraints, recommendation)
+    return Outcome(result=result, max_delta=md, utility=utility, label=diagnosis.label, reasons=diagnosis.reasons,
+                   constraints=constraints, recommendation=recommendation)
 
 
 def _stopped_early(result: SWAGPPMResult, md: scorers.MaxDeltaScores, targets: Targets,
@@ -156,7 +157,8 @@ def _stopped_early(result: SWAGPPMResult, md: scorers.MaxDeltaScores, targets: T
                f"{result.epsilon:.2f} already exceeds the target {targets.epsilon:.2f}; fit and utility not measured",)
     recommendation = scorers.recommend_lower_c("epsilon above target", c=result.c, epochs=result.ft_epochs,
                                                c_step=steps["c_step"], restart_epochs=steps["restart_epochs"])
-    return Outcome(result, md, None, NOT_JUDGED, reasons, constraints, recommendation)
+    return Outcome(result=result, max_delta=md, utility=None, label=NOT_JUDGED, reasons=reasons,
+                   constraints=constraints, recommendation=recommendation)
 
 
 def _too_short(result: SWAGPPMResult, md: scorers.MaxDeltaScores, utility: scorers.UtilityScores | None,
@@ -169,4 +171,5 @@ def _too_short(result: SWAGPPMResult, md: scorers.MaxDeltaScores, utility: score
     recommendation = scorers.Recommendation(
         "revisit_targets", f"raise [swagppm] draws_privacy to at least {MIN_DRAWS}, or set require_well_fit = false",
         result.c, result.ft_epochs)
-    return Outcome(result, md, utility, NOT_JUDGED, (why, *kept), constraints, recommendation)
+    return Outcome(result=result, max_delta=md, utility=utility, label=NOT_JUDGED, reasons=(why, *kept),
+                   constraints=constraints, recommendation=recommendation)

@@ -419,14 +419,15 @@ def test_case_study_from_constructed_diagnoses() -> None:
     c, epochs = 1.0, 7
     for (expected_c, expected_epochs), label in CASE_STUDY:
         assert c == pytest.approx(expected_c) and epochs == expected_epochs
-        d = Diagnosis("well_fit" if label == "feasible" else label, {}, (), True, True)  # type: ignore[arg-type]
+        d = Diagnosis(label="well_fit" if label == "feasible" else label, margins={}, reasons=(),  # type: ignore[arg-type]
+                      epsilon_ok=True, utility_ok=True)
         rec = recommend(d, c=c, epochs=epochs)
         c, epochs = rec.c, rec.epochs
     assert rec.action == "stop"
 
 
 def test_repeated_c_steps_do_not_drift() -> None:
-    d = Diagnosis("overfit", {}, (), None, None)
+    d = Diagnosis(label="overfit", margins={}, reasons=(), epsilon_ok=None, utility_ok=None)
     c = 1.0
     for expected in (0.85, 0.7, 0.55, 0.4, 0.25):
         c = recommend(d, c=c, epochs=10).c
