@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -344,13 +345,12 @@ def _read_folder(folder: Path, split: str) -> list[tuple[pd.DataFrame, str]]:
 
 def _folder_splits(folder: Path) -> dict[str, list[Path]]:
     """The data files of each split, by the file-name conventions of ``load_dataset`` (train*, test*, ...)."""
-    from datasets.data_files import DataFilesDict, EmptyDatasetError, get_data_patterns
-
+    data_files = _datasets(folder, "a folder of data files").data_files
     try:
-        patterns = get_data_patterns(str(folder))
-    except EmptyDatasetError:
+        patterns = data_files.get_data_patterns(str(folder))
+    except data_files.EmptyDatasetError:
         raise DataError(f"{folder}: no data files in this folder") from None
-    resolved = DataFilesDict.from_patterns(patterns, base_path=str(folder))
+    resolved = data_files.DataFilesDict.from_patterns(patterns, base_path=str(folder))
     return {str(name): [Path(path) for path in sorted(paths)] for name, paths in resolved.items()}
 
 
@@ -363,7 +363,7 @@ def _needs_datasets_builder(folder: Path, files: list[Path]) -> bool:
 
 def _load_saved_dataset(folder: Path, split: str) -> pd.DataFrame:
     """A ``save_to_disk`` folder: ``load_from_disk`` maps its Arrow files in place and writes nothing."""
-    import datasets
+    datasets = _datasets(folder, "a saved Hugging Face dataset")
 
     try:
         loaded = datasets.load_from_disk(str(folder))
@@ -378,7 +378,7 @@ def _load_dataset_privately(name: str, split: str) -> pd.DataFrame:
 
     Files it downloads from the Hub still go to the Hugging Face hub cache.
     """
-    import datasets
+    datasets = _datasets(name, "a Hugging Face dataset")
 
     with tempfile.TemporaryDirectory(prefix="swagppm-data-") as cache:
         try:
@@ -386,6 +386,17 @@ def _load_dataset_privately(name: str, split: str) -> pd.DataFrame:
         except Exception as error:  # noqa: BLE001 - its message can quote the records: only the type is named
             raise DataError(f"{name}: cannot load as a Hugging Face dataset: {type(error).__name__}") from None
         return _pick_split(loaded, split, name).to_pandas()
+
+
+def _datasets(source: str | Path, kind: str) -> ModuleType:
+    """The ``datasets`` package, an optional extra: only folders, saved datasets and Hub names need it."""
+    try:
+        import datasets
+        import datasets.data_files
+    except ImportError:
+        raise DataError(f"{source}: reading {kind} needs the datasets package: pip install 'swagppm-tuner[datasets]' "
+                        "(CSV, JSON Lines and Parquet files need nothing more)") from None
+    return datasets
 
 
 _Part = TypeVar("_Part")

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -516,3 +517,16 @@ def test_a_title_column_names_the_classes_without_changing_the_data(tmp_path: Pa
     assert with_titles.label_names == ("Fractures", "Burns (200)", "Burns (300)")
     with pytest.raises(swagppm.DataError, match="column 'missing' not found"):
         swagppm.prepare_data(dataclasses.replace(plain, title_column="missing"))
+
+
+def test_files_need_no_datasets_package_and_folders_name_the_extra(tmp_path, monkeypatch):
+    """``datasets`` is an optional extra: without it files still load, and a folder says what to install."""
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets now raises ImportError
+    path = tmp_path / "records.csv"
+    _write(_frame(), path)
+    assert len(load_records(_config(path))[0]) == 24
+    folder = tmp_path / "records"
+    folder.mkdir()
+    _write(_frame(), folder / "train.csv")
+    message = error_naming(DataError, folder, lambda: load_records(_config(folder)))
+    assert "pip install 'swagppm-tuner[datasets]'" in message and len(message.splitlines()) == 1
