@@ -23,8 +23,7 @@ from optuna.distributions import FloatDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
 from tuner._config import StudyConfig
-from tuner._outcome import CONSTRAINT_KEYS
-from tuner._record import TrialRecord
+from tuner._record import CONSTRAINT_KEYS, TrialRecord, constraint_attrs
 from tuner._study import open_study
 
 STUDY = """[study]
@@ -58,7 +57,7 @@ def build_study(folder: Path, trials: int) -> Path:
         study.add_trial(create_trial(
             state=TrialState.COMPLETE, value=1.0 + 0.1 * number, params={"c": 0.1 + 0.04 * number, "ft_epochs": 7},
             distributions={"c": FloatDistribution(0.1, 1.5), "ft_epochs": IntDistribution(1, 16)},
-            user_attrs=_record(number), system_attrs={f"constraints:{k}": v for k, v in constraints.items()}))
+            user_attrs=_record(number), system_attrs=constraint_attrs(constraints)))
     return path
 
 

@@ -14,7 +14,7 @@ import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
 from swagppm._statement import privacy_statement
 from tuner._config import StudyConfig
-from tuner._record import TrialRecord
+from tuner._record import TrialRecord, named_constraints
 from tuner._storage import masked_url
 from tuner._study import CAVEATS, definition_digest, is_feasible, violated
 from tuner._tuning import tuning_cost
@@ -53,7 +53,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "swagppm": config.fit.to_dict(),
         "targets": config.to_dict()["targets"],
         "metrics": metrics,
-        "constraints": dict(trial.constraints),
+        "constraints": named_constraints(trial),
         "violated": violated(trial),
         "diagnosis": {"label": record.diagnosis, "reasons": list(record.reasons),
                       "recommendation": record.recommendation},

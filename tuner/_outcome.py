@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 import scorers
 from scorers import MIN_DRAWS
 from tuner._config import SearchSpace, Targets
-from tuner._record import TrialRecord
+from tuner._record import CONSTRAINT_KEYS, TrialRecord
 
 if TYPE_CHECKING:
     from swagppm import SWAGPPMResult
 
-CONSTRAINT_KEYS = ("epsilon", "f1_macro", "f1_weighted", "fit_spread", "fit_spikes")
 NOT_JUDGED = "not_judged"  # the label of a fit whose series was not judged: an early stop, or too few draws
 
 

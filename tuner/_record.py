@@ -12,9 +12,13 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from optuna.trial import FrozenTrial
+
+if TYPE_CHECKING:
+    from optuna.storages import BaseStorage
+    from optuna.trial import Trial
 
 # Attributes a trial may carry besides its record.
 RAN_BY = "worker"  # which process ran it (host:pid)
@@ -24,6 +28,36 @@ FIGURES_ERROR = "figures_error"  # why its figures could not be written (the rec
 RETRY_OF = "retry_of"  # the trial whose parameters it re-runs after that one's worker died
 
 _CONSTRAINT_PREFIX = "constraint_"
+
+# Every judged trial carries these constraints, in this order (samplers that model them need the same ones).
+CONSTRAINT_KEYS = ("epsilon", "f1_macro", "f1_weighted", "fit_spread", "fit_spikes")
+# The system attribute that holds them: one list in CONSTRAINT_KEYS order. Optuna reads it (as keys "0".."4") and
+# so does optuna-dashboard, which ignores the per-key form that ``Trial.set_constraint`` writes under Optuna 5.
+CONSTRAINTS = "constraints"
+
+
+def constraint_attrs(constraints: Mapping[str, float]) -> dict[str, list[float]]:
+    """The system attribute that stores ``constraints`` (for ``create_trial``)."""
+    return {CONSTRAINTS: [float(constraints[key]) for key in CONSTRAINT_KEYS]}
+
+
+def store_constraints(storage: BaseStorage, trial: Trial, constraints: Mapping[str, float]) -> None:
+    """Store a running trial's constraints where both Optuna and optuna-dashboard read them.
+
+    Through the storage's public API: a ``Trial`` offers only ``set_constraint``.
+    """
+    study_id = storage.get_study_id_from_name(trial.study.study_name)
+    trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+    for key, value in constraint_attrs(constraints).items():
+        storage.set_trial_system_attr(trial_id, key, value)
+
+
+def named_constraints(trial: FrozenTrial) -> dict[str, float]:
+    """A trial's constraints by name; also reads studies stored one key at a time (before the list form)."""
+    values = trial.constraints
+    if list(values) == [str(index) for index in range(len(CONSTRAINT_KEYS))]:
+        return dict(zip(CONSTRAINT_KEYS, values.values(), strict=True))
+    return dict(values)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,8 +14,8 @@ import optuna
 from optuna.trial import TrialState, create_trial
 
 from tuner._config import StudyConfig, Targets
-from tuner._outcome import CONSTRAINT_KEYS, judge
-from tuner._record import TrialRecord
+from tuner._outcome import judge
+from tuner._record import TrialRecord, constraint_attrs
 from tuner._study import FINISHED, open_study
 
 if TYPE_CHECKING:
@@ -46,11 +46,10 @@ def rejudge(config: StudyConfig, targets: Targets, *, name: str) -> optuna.Study
         if record is None:
             continue
         outcome = judge(result_of(trial, record), targets=targets, search=config.search)
-        constraints = {f"constraints:{key}": outcome.constraints[key] for key in CONSTRAINT_KEYS}
         state = TrialState.PRUNED if outcome.catastrophic else TrialState.COMPLETE
         values = outcome.objective_values(config.study.objective) if state == TrialState.COMPLETE else None
         study.add_trial(create_trial(
             state=state, values=None if values is None else list(values) if isinstance(values, tuple) else [values],
             params=trial.params, distributions=trial.distributions, user_attrs=outcome.attributes(),
-            system_attrs=constraints))
+            system_attrs=constraint_attrs(outcome.constraints)))
     return study

@@ -45,10 +45,21 @@ import swagppm
 from swagppm import ConfigError
 
 if TYPE_CHECKING:
+    from optuna.storages import BaseStorage
+
     from swagppm import EpochInfo
 from tuner._config import StudyConfig
-from tuner._outcome import CONSTRAINT_KEYS, Outcome, judge
-from tuner._record import FAILURE, FIGURES_ERROR, HEARTBEAT, RAN_BY, RETRY_OF, TrialRecord
+from tuner._outcome import Outcome, judge
+from tuner._record import (
+    FAILURE,
+    FIGURES_ERROR,
+    HEARTBEAT,
+    RAN_BY,
+    RETRY_OF,
+    TrialRecord,
+    named_constraints,
+    store_constraints,
+)
 from tuner._samplers import FlowchartSampler, make_sampler
 from tuner._storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
 from tuner._tuning import ACCOUNTED_TRIALS, NUM_TRAIN, draw_trial_count
@@ -74,16 +85,24 @@ class FitCrashed(RuntimeError):
     """A fit raised something other than a configuration or data error (out of memory, a bug, ...)."""
 
 
-def open_study(config: StudyConfig, *, create: bool = True, worker: str | None = None) -> optuna.Study:
+def open_storage(config: StudyConfig) -> BaseStorage:
+    """The study's storage, with the heartbeat, retry and timeout settings of ``[study]``."""
+    settings = config.study
+    return make_storage(config.storage_url, heartbeat_interval=settings.heartbeat_interval,
+                        grace_period=settings.grace_period, max_retries=settings.max_retries,
+                        connect_timeout=settings.connect_timeout)
+
+
+def open_study(config: StudyConfig, *, create: bool = True, worker: str | None = None,
+               storage: BaseStorage | None = None) -> optuna.Study:
     """Create the study or resume it; refuses to resume one defined by a different search, targets or fit.
 
     A ``worker`` (its name) seeds its sampler from the study seed and the name, so
-    parallel workers do not propose the same configurations.
+    parallel workers do not propose the same configurations. ``storage`` (from
+    ``open_storage``) is opened here when not given; a run passes its own, which
+    records the trials' constraints.
     """
-    settings = config.study
-    storage = make_storage(config.storage_url, heartbeat_interval=settings.heartbeat_interval,
-                           grace_period=settings.grace_period, max_retries=settings.max_retries,
-                           connect_timeout=settings.connect_timeout)
+    storage = open_storage(config) if storage is None else storage
     directions: list[Literal["minimize", "maximize"]] = (
         ["minimize"] if config.study.objective == "epsilon" else ["minimize", "maximize"])
     seed = config.study.seed
@@ -151,12 +170,15 @@ class Objective:
     """One trial: suggest, fit, judge, record. Catastrophic fits are pruned after recording.
 
     Every trial fits in one ``swagppm.Session`` (data, model and stage 1 loaded
-    once), created on first use; ``close()`` frees it.
+    once), created on first use; ``close()`` frees it. ``storage`` is the study's
+    (constraints are written through it; a run replaces it after a reconnect).
     """
 
-    def __init__(self, config: StudyConfig, *, on_outcome: Callable[[int, Outcome], None] | None = None,
-                 progress: bool = False, echo: Callable[[str], None] = print) -> None:
+    def __init__(self, config: StudyConfig, *, storage: BaseStorage,
+                 on_outcome: Callable[[int, Outcome], None] | None = None, progress: bool = False,
+                 echo: Callable[[str], None] = print) -> None:
         self.config = config
+        self.storage = storage
         self.on_outcome = on_outcome
         self.progress = progress
         self.echo = echo
@@ -207,7 +229,7 @@ class Objective:
             raise FitCrashed(f"trial {trial.number} (c={c:g}, epochs={epochs}): "
                              f"{type(error).__name__}: {error}") from error
         outcome = judge(result, targets=config.targets, search=config.search)
-        record(trial, outcome, self.artifacts, config, echo=self.echo)
+        record(trial, outcome, self.artifacts, config, storage=self.storage, echo=self.echo)
         self.lines[trial.number] = outcome.line()
         if self.on_outcome is not None:
             self.on_outcome(trial.number, outcome)
@@ -217,10 +239,10 @@ class Objective:
 
 
 
-def record_outcome(trial: Trial, outcome: Outcome) -> dict[str, Any]:
-    """The constraints (``trial.set_constraint``) and every aggregate as user attributes (returned)."""
-    for key in CONSTRAINT_KEYS:
-        trial.set_constraint(key, outcome.constraints[key])
+def record_outcome(trial: Trial, outcome: Outcome, *, storage: BaseStorage) -> dict[str, Any]:
+    """The constraints (where Optuna and optuna-dashboard read them) and every aggregate as user attributes
+    (returned)."""
+    store_constraints(storage, trial, outcome.constraints)
     attrs = outcome.attributes()
     for key, value in attrs.items():
         trial.set_user_attr(key, value)
@@ -252,14 +274,14 @@ def heartbeat(trial: Trial, *, interval: float) -> Iterator[None]:
 
 
 def record(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, config: StudyConfig, *,
-           echo: Callable[[str], None] = print) -> None:
+           storage: BaseStorage, echo: Callable[[str], None] = print) -> None:
     """Constraints and user attributes first, then the diagnosis note and the figures (aggregates only).
 
     The fit is what cost the time: a note or figures that cannot be written (an
     unwritable artifact folder, a full disk) leave a ``figures_error`` attribute and
     one line, and the trial keeps its value.
     """
-    record_outcome(trial, outcome)
+    record_outcome(trial, outcome, storage=storage)
     try:
         import optuna_dashboard
 
@@ -362,7 +384,7 @@ def _point(trial: FrozenTrial) -> tuple[float, float]:
 
 def violated(trial: FrozenTrial) -> dict[str, float]:
     """The constraints a trial violates, with their values."""
-    return {key: value for key, value in trial.constraints.items() if value > 0}
+    return {key: value for key, value in named_constraints(trial).items() if value > 0}
 
 
 def fits_for_figures(study: optuna.Study) -> list[dict[str, Any]]:
@@ -563,7 +585,8 @@ def run_study(
 def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, progress_fit: bool,
          worker: str | None, echo: Callable[[str], None]) -> RunSummary:
     settings = config.study
-    study = open_study(config, create=worker is None, worker=worker)
+    storage = open_storage(config)
+    study = open_study(config, create=worker is None, worker=worker, storage=storage)
     recover_stale_trials(study, config, echo=echo)
     n_trials = settings.n_trials if n_trials is None else n_trials
     if settings.accounted:  # exactly the K drawn when the study was created
@@ -593,7 +616,7 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
          f"sampler {settings.sampler}, target epsilon <= {config.targets.epsilon:g}, F1 within "
          f"{config.targets.max_f1_degradation:.0%} of the baseline ({config.targets.statistic})")
     check_artifact_dir(config)
-    objective = Objective(config, progress=progress_fit, echo=echo)
+    objective = Objective(config, storage=storage, progress=progress_fit, echo=echo)
     try:
         reason, study = _optimize(study, objective, config, worker=worker, n_trials=n_trials, timeout=timeout,
                                   echo=echo)
@@ -674,7 +697,7 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, *,
         except Exception as error:
             if not is_connection_error(error):
                 raise
-            study = _reconnect(config, error, echo, worker)
+            study, objective.storage = _reconnect(config, error, echo, worker)
     if not reason["text"]:
         if deadline is not None and time.monotonic() >= deadline:
             reason["text"] = f"the timeout ({timeout:g}s) was reached"
@@ -698,7 +721,7 @@ def _quiet_heartbeat_errors(config: StudyConfig, echo: Callable[[str], None]) ->
 
 
 def _reconnect(config: StudyConfig, error: BaseException, echo: Callable[[str], None],
-               worker: str | None) -> optuna.Study:
+               worker: str | None) -> tuple[optuna.Study, BaseStorage]:
     """Reopen the study after its storage went away: waits ``reconnect_wait`` seconds, doubling, then gives up."""
     settings, shown = config.study, masked_url(config.storage_url)
     reason = describe_error(error, config.storage_url)
@@ -708,13 +731,14 @@ def _reconnect(config: StudyConfig, error: BaseException, echo: Callable[[str], 
              f"(attempt {attempt} of {settings.reconnect_attempts})")
         time.sleep(wait)
         try:
-            study = open_study(config, create=False, worker=worker)
+            storage = open_storage(config)
+            study = open_study(config, create=False, worker=worker, storage=storage)
             finished_count(study)  # a real round trip
         except Exception as retry_error:  # noqa: BLE001 - every failure here is "still unreachable"
             reason = describe_error(retry_error, config.storage_url)
             continue
         echo(f"reconnected to the study storage {shown}")
-        return study
+        return study, storage
     raise StorageLost(f"lost the study storage {shown} and could not reconnect after "
                       f"{settings.reconnect_attempts} attempts ({reason}); finished trials are kept there. "
                       "Run the command again once the database is back")

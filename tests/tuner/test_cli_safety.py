@@ -18,7 +18,7 @@ import tuner._cli
 from tests.tuner.test_outcome import result, tight
 from tuner import StudyConfig, export_trial, judge, report_html, write_export
 from tuner._cli import EXIT_BROKEN_PIPE, EXIT_NOT_REPRODUCED, main
-from tuner._study import Objective, open_study, record_outcome
+from tuner._study import Objective, open_storage, open_study, record_outcome
 from tuner._workers import STORAGE_ENV
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,12 +28,13 @@ def with_a_feasible_trial(path: Path, *, storage: str | None = None, **fields: o
     """The study of ``path`` with one finished, feasible trial judged from a made-up result (no fit)."""
     config = StudyConfig.from_toml(path)
     config = config if storage is None else config.with_storage(storage)
-    study = open_study(config)
+    storage = open_storage(config)
+    study = open_study(config, storage=storage)
     trial = study.ask()
-    c, epochs, _ = Objective(config).suggest(trial)
+    c, epochs, _ = Objective(config, storage=storage).suggest(trial)
     outcome = judge(result(tight(), c=c, epochs=epochs, **fields), targets=config.targets, search=config.search)
     assert outcome.feasible
-    record_outcome(trial, outcome)
+    record_outcome(trial, outcome, storage=storage)
     study.tell(trial, outcome.objective_values("epsilon"))
     return study
 

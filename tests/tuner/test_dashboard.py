@@ -2,11 +2,16 @@
 
 Skipped when Debian's chromium and chromedriver are absent. The study page must
 show the study, the search grid and the trade-off figure; a trial's page its note,
-constraint values and figures artifact. A screenshot is kept in ``test-artifacts/``.
+constraint values and figures artifact; the History plot must draw infeasible
+trials as infeasible (optuna-dashboard reads the constraints list the tuner
+writes, not the per-key form of Optuna 5's ``set_constraint``). A screenshot is
+kept in ``test-artifacts/``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
 import socket
@@ -20,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.tuner.conftest import merged, write_study
-from tuner import StudyConfig, best_feasible, open_study
+from tuner import StudyConfig, best_feasible, is_feasible, named_constraints, open_study
 from tuner._cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,12 +44,14 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """A finished two-trial study served by ``swagppm-tune dashboard``; yields its URL and study file."""
+    """A finished two-trial study, and the same fits rejudged against an ε target none meets
+    (``dash-strict``), served by ``swagppm-tune dashboard``; yields its URL and study file."""
     folder = tmp_path_factory.mktemp("dashboard")
     tables = merged(study={"name": "dash", "n_trials": 2}, swagppm={**merged()["swagppm"],
                                                                      "cache_dir": str(folder / "cache")})
     path = write_study(folder / "dash.toml", tables)
     assert main(["run", str(path)]) in (0, 1)
+    assert main(["rejudge", str(path), "--name", "dash-strict", "--epsilon", "0.001"]) in (0, 1)
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "tuner._cli", "dashboard", str(path), "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
@@ -113,3 +120,41 @@ def test_a_trial_page_shows_its_note_constraints_and_figures(dashboard: tuple[st
     for key in ("constraint_epsilon", "constraint_f1_macro", "constraint_fit_spread", "feasible", "epsilon"):
         assert key in text
     assert f"trial-{trial.number}-figures.json" in text
+
+
+def api_study(url: str, name: str) -> dict[str, object]:
+    """The dashboard's JSON for the study ``name`` (what its History and Best widgets draw)."""
+    studies = json.loads(urllib.request.urlopen(f"{url}/api/studies", timeout=10).read())["study_summaries"]
+    (study_id,) = [s["study_id"] for s in studies if s["study_name"] == name]
+    study: dict[str, object] = json.loads(urllib.request.urlopen(f"{url}/api/studies/{study_id}?after=0",
+                                                                 timeout=10).read())
+    return {**study, "study_id": study_id}
+
+
+def history_points(driver: object, url: str, study_id: object) -> dict[str, int]:
+    """The History plot's traces of the study page: trace name -> number of points drawn."""
+    page_text(driver, f"{url}/dashboard/studies/{study_id}", "History")
+    script = ("return [...document.querySelectorAll('.js-plotly-plot')].flatMap(e => (e.data || [])"
+              ".filter(t => t.mode === 'markers').map(t => [t.name || '', (t.x || []).length]))")
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    traces = WebDriverWait(driver, 60).until(lambda d: [t for t in d.execute_script(script)
+                                                        if "Feasible" in t[0] or "Infeasible" in t[0]])
+    return {name: count for name, count in traces}
+
+
+@pytest.mark.parametrize("name", ["dash", "dash-strict"])
+def test_the_history_plot_marks_infeasible_trials(dashboard: tuple[str, Path], browser: object, name: str) -> None:
+    url, path = dashboard
+    config = StudyConfig.from_toml(path)
+    study = open_study(dataclasses.replace(config, study=dataclasses.replace(config.study, name=name)),
+                       create=False)
+    trials = study.get_trials(deepcopy=False)
+    infeasible = [t for t in trials if t.values is not None and not is_feasible(t)]
+    if name == "dash-strict":
+        assert len(infeasible) == len(trials) == 2  # rejudged at epsilon 0.001, none is feasible
+    served = api_study(url, name)
+    for trial, shown in zip(trials, served["trials"], strict=True):  # type: ignore[call-overload]
+        assert shown["constraints"] == list(named_constraints(trial).values())
+    points = history_points(browser, url, served["study_id"])
+    assert points.get(f"Infeasible Trial of {name}", 0) == len(infeasible)

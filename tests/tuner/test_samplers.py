@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import optuna
 import pytest
+from optuna.storages import BaseStorage
 from optuna.trial import Trial
 
 from swagppm import SWAGPPMResult
 from tests.scorers.series import CASE_STUDY, gaussian_bulk, with_spikes
-from tuner import FlowchartSampler, StudyConfig, judge, make_sampler, open_study
+from tuner import FlowchartSampler, StudyConfig, judge, make_sampler, open_storage, open_study
 from tuner._study import Objective, record
 
 # The guide's verdicts as diagnosis labels ("feasible" is a well-fit series meeting every target).
@@ -27,9 +28,9 @@ def series(verdict: str, seed: int) -> list[float]:
     return list(with_spikes(tight, 3) if verdict == "overfit" else tight)
 
 
-def scripted_objective(config: StudyConfig, verdicts: list[str]) -> Callable[[Trial], float]:
+def scripted_objective(config: StudyConfig, verdicts: list[str], storage: BaseStorage) -> Callable[[Trial], float]:
     """Returns the next scripted verdict as if it were a fit, recorded exactly as a real trial is."""
-    objective = Objective(config)
+    objective = Objective(config, storage=storage)
 
     def run(trial: Trial) -> float:
         c, epochs, g = objective.suggest(trial)
@@ -41,7 +42,7 @@ def scripted_objective(config: StudyConfig, verdicts: list[str]) -> Callable[[Tr
                                baseline_f1_macro=0.82, baseline_f1_weighted=0.87, majority_rate=0.3)
         outcome = judge(result, targets=config.targets, search=config.search)
         assert outcome.label == verdicts[trial.number]
-        record(trial, outcome, objective.artifacts, config)
+        record(trial, outcome, objective.artifacts, config, storage=storage)
         return outcome.objective_values("epsilon")  # type: ignore[return-value]
 
     return run
@@ -57,7 +58,8 @@ def flowchart_study(study_file: Callable[..., Path], **search: object) -> StudyC
 
 def replay(config: StudyConfig, verdicts: list[str]) -> optuna.Study:
     """Optimise with the flowchart until it has no move left (as ``run_study`` does)."""
-    study = open_study(config)
+    storage = open_storage(config)
+    study = open_study(config, storage=storage)
     sampler = study.sampler
     assert isinstance(sampler, FlowchartSampler)
 
@@ -65,7 +67,8 @@ def replay(config: StudyConfig, verdicts: list[str]) -> optuna.Study:
         if sampler.wants_to_stop(study):
             study.stop()
 
-    study.optimize(scripted_objective(config, verdicts), n_trials=len(verdicts) + 2, callbacks=[stop_when_done])
+    study.optimize(scripted_objective(config, verdicts, storage), n_trials=len(verdicts) + 2,
+                   callbacks=[stop_when_done])
     return study
 
 

@@ -23,9 +23,9 @@ from optuna.trial import TrialState, create_trial
 import scorers
 import swagppm
 from tests.tuner.conftest import merged, write_study
-from tuner import CONSTRAINT_KEYS, StudyConfig, best_feasible, closest_trial, open_study
+from tuner import CONSTRAINT_KEYS, StudyConfig, best_feasible, closest_trial, named_constraints, open_study
 from tuner._cli import main
-from tuner._record import TrialRecord
+from tuner._record import TrialRecord, constraint_attrs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,7 +74,8 @@ def test_trials_carry_constraints_attributes_notes_and_figures(finished: tuple[P
     trials = study.get_trials(states=(TrialState.COMPLETE,))
     assert len(trials) == 3
     for trial in trials:
-        assert tuple(sorted(trial.constraints)) == tuple(sorted(CONSTRAINT_KEYS))  # GPSampler needs the same keys
+        assert tuple(named_constraints(trial)) == CONSTRAINT_KEYS  # GPSampler needs the same keys
+        assert trial.system_attrs["constraints"] == list(named_constraints(trial).values())  # as the dashboard reads
         attrs = trial.user_attrs
         assert {f"constraint_{k}" for k in CONSTRAINT_KEYS} <= set(attrs)  # the dashboard shows user attributes
         assert attrs["epsilon"] == pytest.approx(2 * max(attrs["max_delta_series"]))
@@ -178,7 +179,7 @@ def test_epsilon_early_stop_completes_with_a_lower_bound(tmp_path: Path, shared_
         assert attrs["epsilon_is_lower_bound"] and attrs["diagnosis"] == "not_judged"
         assert attrs["draws_privacy"] + attrs["draws_skipped"] == 12 and attrs["draws_skipped"] > 0
         assert attrs["f1_macro_median"] is None and "utility" not in attrs["timings"]
-        assert trial.constraints["epsilon"] > 0
+        assert named_constraints(trial)["epsilon"] > 0
         assert trial.value == attrs["epsilon"]
     assert main(["export", str(path), "-o", str(tmp_path / "none.json")]) == 1
     assert not (tmp_path / "none.json").exists()
@@ -194,7 +195,7 @@ def test_a_fit_stuck_at_the_majority_class_is_pruned_cheaply(tmp_path: Path, sha
     assert trial.state == TrialState.PRUNED
     assert trial.user_attrs["diagnosis"] == "catastrophic"
     assert "training stuck at the majority-class rate" in trial.user_attrs["failure"]
-    assert trial.constraints == dict.fromkeys(CONSTRAINT_KEYS, scorers.CONSTRAINT_CAP)
+    assert named_constraints(trial) == dict.fromkeys(CONSTRAINT_KEYS, scorers.CONSTRAINT_CAP)
     assert trial.user_attrs["timings"]["total"] < 10 and "privacy" not in trial.user_attrs["timings"]
 
 
@@ -232,7 +233,7 @@ def synthetic_trial(number: int, *, epsilon: float, f1: float, constraints: dict
             max_robust_z=None, spike_count=0, baseline_f1_macro=f1, baseline_f1_weighted=f1, f1_macro_median=f1,
             f1_macro_q10=f1, f1_weighted_median=f1, f1_weighted_q10=f1, stage1_cache_hit=True, data_hash="",
             seed=0, device="cpu", constraints=constraints).attrs(),
-        system_attrs={f"constraints:{k}": v for k, v in constraints.items()},
+        system_attrs=constraint_attrs(constraints),
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from swagppm import ConfigError
-from tuner import StudyConfig
+from tuner import StudyConfig, named_constraints
 from tuner._accounting import TrialCountDistribution, tuning_epsilon
 from tuner._cli import main
 from tuner._study import open_study
@@ -78,7 +78,7 @@ def test_rejudge_judges_stored_fits_against_new_targets_without_refitting(
 
     strict = open_study(replace(config, study=replace(config.study, name="strict")), create=False)
     assert [t.params for t in strict.trials] == [t.params for t in source.trials if t.state.is_finished()]
-    assert all(t.constraints["epsilon"] > 0 for t in strict.trials)
+    assert all(named_constraints(t)["epsilon"] > 0 for t in strict.trials)
     assert [t.user_attrs["epsilon"] for t in strict.trials] == [t.user_attrs["epsilon"] for t in source.trials]
     assert main(["rejudge", str(path), "--name", "loose", "--epsilon", "1000"]) == 0
 
