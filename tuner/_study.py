@@ -409,7 +409,7 @@ def study_figures(study: optuna.Study, config: StudyConfig) -> dict[str, Any]:
 # --- running ----------------------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunSummary:
     """How a ``run`` ended, for the command line."""
 
@@ -592,11 +592,12 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
     if settings.accounted:  # exactly the K drawn when the study was created
         n_trials = int(study.user_attrs[ACCOUNTED_TRIALS])
         if n_trials == 0:
-            return RunSummary(0, 0, "the accounted study drew 0 trials (Poisson): nothing runs, nothing is released",
-                              None, None)
+            return RunSummary(finished_before=0, finished_now=0, best=None, closest=None,
+                              stopped_because="the accounted study drew 0 trials (Poisson): nothing runs, nothing is "
+                                              "released")
     timeout = settings.timeout if timeout is None else timeout
     before = finished_count(study)
-    summary = RunSummary(before, 0, "", None, None)
+    summary = RunSummary(finished_before=before, finished_now=0, stopped_because="", best=None, closest=None)
 
     def finish(reason: str) -> RunSummary:
         summary.finished_now = finished_count(study) - before
