@@ -40,6 +40,12 @@ Modes (run from the repository root):
     python benchmarks/bench_fit.py --paper-scale --records 200 --draws-privacy 5 \\
         --draws-utility 2 --draws-risk 5 --swag-epochs 2 --stage1-epochs 1 --ft-epochs 1
         a CPU smoke check of the paper-scale set-up
+    python benchmarks/bench_fit.py --scale --json benchmarks/tables/bench_scale_cpu.json
+        how a trial's time and peak memory grow with records (1k-50k) and classes (50, 500),
+        head and last_n_layers (n = 2), with the growth exponent (see fit_growth.py)
+    python benchmarks/bench_fit.py --modes --json benchmarks/tables/bench_modes_osha_cpu.json
+        all-MiniLM-L6-v2 on the OSHA sample in the modes head, last_n_layers (1, 2), lora and all:
+        each stage timed at reduced counts and extrapolated to the paper's settings (see fit_modes.py)
 
 ``--stage1-epochs``, ``--swag-epochs``, ``--ft-epochs``, ``--draws-*`` and
 ``--repeats`` override the mode's settings; ``--json PATH`` also writes every
@@ -129,6 +135,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--minilm", action="store_true", help="frozen all-MiniLM-L6-v2 + head on the OSHA sample")
     mode.add_argument("--paper-scale", action="store_true", help="DistilRoBERTa-shaped model, paper-sized corpus")
+    mode.add_argument("--scale", action="store_true",
+                      help="a trial's time and peak memory on 1k-50k records x 50/500 classes (fit_growth.py)")
+    mode.add_argument("--modes", action="store_true",
+                      help="MiniLM on the OSHA sample in every trainable mode, extrapolated to the paper's settings "
+                           "(fit_modes.py)")
     parser.add_argument("--records", type=int, default=None,
                         help=f"paper-scale corpus size (default {PAPER_RECORDS:,}; a small N is a smoke check)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
@@ -752,6 +763,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
+    if args.scale or args.modes:
+        bench = importlib.import_module("fit_growth" if args.scale else "fit_modes")
+        report = bench.run()
+        if args.json is not None:
+            args.json.write_text(json.dumps(report, indent=2) + "\n")
+        return 0
     workdir = Path(tempfile.mkdtemp(prefix="swagppm-bench-"))
     try:
         report = run(args, workdir)
