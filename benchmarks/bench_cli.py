@@ -22,9 +22,7 @@ import optuna
 from optuna.distributions import FloatDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
-from tuner._config import StudyConfig
-from tuner._record import CONSTRAINT_KEYS, TrialRecord, constraint_attrs
-from tuner._study import open_study
+from tuner import CONSTRAINT_KEYS, StudyConfig, TrialRecord, constraint_attrs, open_study
 
 STUDY = """[study]
 name = "bench-cli"

@@ -40,10 +40,7 @@ import numpy as np
 import optuna
 
 from swagppm import SWAGPPMResult
-from tuner import SearchSpace, Targets, judge, make_sampler
-from tuner._outcome import Outcome
-from tuner._samplers import FlowchartSampler
-from tuner._study import record_outcome
+from tuner import FlowchartSampler, Outcome, SearchSpace, Targets, judge, make_sampler, record_outcome
 
 TABLE = Path(__file__).resolve().parent / "tables" / "osha_grid_minilm_head.json"
 SAMPLERS = ("flowchart", "random", "tpe", "gp")
@@ -128,7 +125,8 @@ def replay(name: str, seed: int, judged: dict[tuple[float, int], tuple[Outcome, 
     epochs = sorted({e for _, e in judged})
     trials: list[tuple[bool, float]] = []
     sampler = make_sampler(name, seed=seed, search=search, n_startup_trials=startup)
-    study = optuna.create_study(sampler=sampler)
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(sampler=sampler, storage=storage)
     if not isinstance(sampler, FlowchartSampler):
         study.enqueue_trial({"c": START[0], "ft_epochs": START[1]})
 
@@ -137,7 +135,7 @@ def replay(name: str, seed: int, judged: dict[tuple[float, int], tuple[Outcome, 
         e = trial.suggest_int("ft_epochs", search.ft_epochs_min, search.ft_epochs_max)
         key = (min(cs, key=lambda x: abs(x - c)), min(epochs, key=lambda x: abs(x - e)))
         outcome, cost = judged[key]
-        record_outcome(trial, outcome)
+        record_outcome(trial, outcome, storage=storage)
         trials.append((outcome.feasible, cost))
         if outcome.catastrophic:
             raise optuna.TrialPruned()

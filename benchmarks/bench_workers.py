@@ -39,8 +39,7 @@ from typing import Any
 import optuna
 
 import swagppm
-from tuner import StudyConfig, make_storage, open_study
-from tuner._workers import run_workers
+from tuner import StudyConfig, make_storage, open_study, run_workers
 
 STUDY = Path(__file__).resolve().parent / "bench_workers.toml"
 

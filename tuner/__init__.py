@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from tuner._config import SearchSpace, StartPoint, StudyConfig, StudySettings, Targets
     from tuner._export import Chosen, export_trial, read_export, write_export
     from tuner._outcome import Outcome, judge
-    from tuner._record import CONSTRAINT_KEYS, TrialRecord, named_constraints
+    from tuner._record import CONSTRAINT_KEYS, TrialRecord, constraint_attrs, named_constraints
     from tuner._report import report_html, write_report
     from tuner._samplers import FlowchartSampler, make_sampler
     from tuner._storage import make_storage, masked_url
@@ -33,20 +33,23 @@ if TYPE_CHECKING:
         open_storage,
         open_study,
         pareto_front,
+        record_outcome,
         run_study,
     )
     from tuner._tuning import private_selection, with_selection_cost
+    from tuner._workers import run_workers
 
 _LAZY = {
     "tuner._config": ("SearchSpace", "StartPoint", "StudyConfig", "StudySettings", "Targets"),
     "tuner._export": ("Chosen", "export_trial", "read_export", "write_export"),
     "tuner._outcome": ("Outcome", "judge"),
-    "tuner._record": ("CONSTRAINT_KEYS", "TrialRecord", "named_constraints"),
+    "tuner._record": ("CONSTRAINT_KEYS", "TrialRecord", "constraint_attrs", "named_constraints"),
     "tuner._report": ("report_html", "write_report"),
     "tuner._samplers": ("FlowchartSampler", "make_sampler"),
     "tuner._storage": ("make_storage", "masked_url"),
     "tuner._study": ("FitCrashed", "Objective", "RunSummary", "best_feasible", "closest_trial", "is_feasible",
-                     "open_storage", "open_study", "pareto_front", "run_study"),
+                     "open_storage", "open_study", "pareto_front", "record_outcome", "run_study"),
+    "tuner._workers": ("run_workers",),
     "tuner._tuning": ("private_selection", "with_selection_cost"),
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
