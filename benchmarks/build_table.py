@@ -141,6 +141,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--draws-risk", nargs="+", metavar="N|MODEL=N",
                         help="risk draws for all models, or MODEL=N for one (default 500)")
     parser.add_argument("--seed", type=int, default=PAPER["seed"], help="seed (default: %(default)s)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the fits already in --out and run only the missing (model, c, epochs) cells "
+                             "(stage 1 is recomputed once per model: its cache is never kept)")
     args = parser.parse_args(argv)
     if any(e < 1 for e in args.epochs):
         parser.error("--epochs must be at least 1")
@@ -230,6 +233,13 @@ def write(path: Path, table: dict[str, Any]) -> int:
     return len(text.encode())
 
 
+def finished_fits(path: Path) -> list[dict[str, Any]]:
+    """The fits of an earlier (possibly partial) table at ``path``; none if it does not exist."""
+    if not path.is_file():
+        return []
+    return list(json.loads(path.read_text())["fits"])
+
+
 def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
     import transformers
 
@@ -252,7 +262,11 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
                     "seconds to 3 decimals; non-finite values written as null",
         "models": {}, "wall_seconds": {},
     }
-    fits: list[dict[str, Any]] = []
+    fits = finished_fits(args.out) if args.resume else []
+    if fits:
+        metadata["resumed"] = (f"{len(fits)} fits kept from an earlier run of this table; wall_seconds and the "
+                               "stage-1 timing of the first new fit are this run's")
+    done = {(f["model"], f["c"], f["ft_epochs"]) for f in fits}
     for name in args.models:
         settings = model_settings(name, args)
         config = swagppm.SWAGPPMConfig(data=data, model=swagppm.ModelConfig(**settings["model"]),
@@ -282,17 +296,17 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
         print(f"== {name}: {len(cs)} c x {len(args.epochs)} epochs; draws risk {config.draws_risk}, "
               f"privacy {config.draws_privacy}, utility {config.draws_utility}", flush=True)
         model_start = time.perf_counter()
-        for c in cs:
-            for epochs in args.epochs:
-                fit_start = time.perf_counter()
-                result = swagppm.run_fit(config, c=c, ft_epochs=epochs)
-                seconds = time.perf_counter() - fit_start
-                print(summary_line(name, result, seconds), flush=True)
-                metadata["data"]["data_hash"] = result.data_hash
-                metadata["data"].update(num_train=result.num_train, num_test=result.num_test,
-                                        num_classes=result.num_classes)
-                fits.append(entry(name, result))
-                write(args.out, {"metadata": {**metadata, "partial": True}, "fits": fits})
+        cells = [(c, epochs) for epochs in args.epochs for c in cs if (name, c, epochs) not in done]
+        for c, epochs in cells:
+            fit_start = time.perf_counter()
+            result = swagppm.run_fit(config, c=c, ft_epochs=epochs)
+            seconds = time.perf_counter() - fit_start
+            print(summary_line(name, result, seconds), flush=True)
+            metadata["data"]["data_hash"] = result.data_hash
+            metadata["data"].update(num_train=result.num_train, num_test=result.num_test,
+                                    num_classes=result.num_classes)
+            fits.append(entry(name, result))
+            write(args.out, {"metadata": {**metadata, "partial": True}, "fits": fits})
         metadata["wall_seconds"][name] = round(time.perf_counter() - model_start, 1)
     metadata["wall_seconds"]["total"] = round(time.perf_counter() - start, 1)
     return {"metadata": metadata, "fits": fits}
