@@ -144,7 +144,7 @@ def test_missing_name_and_missing_file(study_file: Callable[..., Path], tmp_path
     assert "nope.toml: study file not found" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("name", ["demo.toml", "demo_tiny.toml", "osha.toml"])
+@pytest.mark.parametrize("name", ["demo.toml", "demo_tiny.toml", "osha.toml", "osha_cpu.toml"])
 def test_shipped_studies_are_valid(name: str) -> None:
     config = StudyConfig.from_toml(REPO / "studies" / name)
     assert config.study.name == Path(name).stem
