@@ -30,7 +30,7 @@ from swagppm._config import (
     load_toml,
 )
 from swagppm._errors import DataError, ReleaseRefused, TrainingFailure
-from swagppm._statement import CAVEATS
+from swagppm._statement import CAVEATS, RELEASED_DRAW, audit_contradiction
 
 if TYPE_CHECKING:
     from swagppm._cache import clear_cache, default_cache_dir
@@ -83,8 +83,8 @@ __version__ = "0.1.0"
 
 __all__ = sorted([
     "CAVEATS", "ConfigError", "DEFAULT_LEARNING_RATES", "PRIVATE_TEST", "DataConfig", "DataError", "ModelConfig",
-    "ReleaseRefused", "SWAGPPMConfig", "TrainingFailure", "check_choice", "check_value", "config_from_table",
-    "load_toml", *_HOME,
+    "RELEASED_DRAW", "ReleaseRefused", "SWAGPPMConfig", "TrainingFailure", "audit_contradiction", "check_choice",
+    "check_value", "config_from_table", "load_toml", *_HOME,
 ])
 
 

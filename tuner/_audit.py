@@ -14,7 +14,7 @@ import scorers
 import swagppm
 
 BASELINE = "non_private_baseline"
-RELEASE = "released_draw"
+RELEASE = swagppm.RELEASED_DRAW
 
 
 def audit_losses(losses: swagppm.RecordLosses) -> dict[str, Any]:
@@ -32,8 +32,11 @@ def audit_fit(session: swagppm.Session, fit: swagppm.Fit) -> dict[str, Any]:
     return {BASELINE: audit_losses(session.baseline_losses()), RELEASE: audit_losses(session.secret_draw_losses(fit))}
 
 
-def audit_text(audit: dict[str, Any]) -> str:
-    """The audit as a small table: one row per (model, attack)."""
+def audit_text(audit: dict[str, Any], *, epsilon: float | None) -> str:
+    """The audit as a small table, one row per (model, attack), and a warning if it contradicts ``epsilon``.
+
+    ``epsilon`` is the released draw's stated ε (None when it is only a lower bound).
+    """
     header = f"{'model':<22} {'attack':<17} {'AUC':>6} {'95% interval':>15} {'TPR@0.1%':>9} {'TPR@1%':>7} {'eps LB':>7}"
     lines = [header, "-" * len(header)]
     for model, attacks in audit.items():
@@ -42,4 +45,7 @@ def audit_text(audit: dict[str, Any]) -> str:
             tprs = r["tpr_at_fpr"]
             lines.append(f"{model:<22} {attack:<17} {r['auc']:>6.3f} {f'[{low:.3f}, {high:.3f}]':>15} "
                          f"{tprs['0.001'][0]:>9.3f} {tprs['0.01'][0]:>7.3f} {r['epsilon_lower_bound']:>7.3f}")
+    contradiction = swagppm.audit_contradiction(epsilon, audit)
+    if contradiction:
+        lines.append(f"warning: {contradiction}")
     return "\n".join(lines)

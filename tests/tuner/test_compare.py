@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import swagppm
+from swagppm._statement import privacy_statement
 from tests.swagppm.conftest import small_config
 from tuner._audit import BASELINE, RELEASE, audit_fit, audit_losses, audit_text
 from tuner._compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
@@ -53,7 +54,7 @@ def test_the_audit_of_an_untrained_model_is_near_chance_and_has_both_columns(tmp
         for result in attacks.values():
             assert 0.0 <= result["auc"] <= 1.0 and result["epsilon_lower_bound"] >= 0.0
             assert math.isfinite(result["tpr_at_fpr"]["0.01"][0])
-    assert "released_draw" in audit_text(audit)
+    assert "released_draw" in audit_text(audit, epsilon=fit.result.epsilon)
     json.dumps(audit)
 
 
@@ -66,6 +67,27 @@ def test_audit_losses_separate_a_memorised_set_from_chance() -> None:
     assert audit_losses(memorised)["loss_threshold"]["auc"] == 1.0
     assert audit_losses(memorised)["loss_threshold"]["epsilon_lower_bound"] > 2
     assert abs(audit_losses(chance)["loss_threshold"]["auc"] - 0.5) < 0.06
+
+
+def test_an_audit_bound_above_the_stated_epsilon_is_a_warning_wherever_epsilon_is_stated() -> None:
+    members, non_members = np.full(400, 0.01), np.random.default_rng(0).uniform(1, 3, 400)
+    memorised = audit_losses(swagppm.RecordLosses(members=members, non_members=non_members,
+                                                  member_classes=np.zeros(400, int),
+                                                  non_member_classes=np.zeros(400, int)))
+    bound = memorised["loss_threshold"]["epsilon_lower_bound"]
+    audit = {BASELINE: memorised, RELEASE: memorised}
+    assert "warning" not in audit_text(audit, epsilon=bound + 0.01)
+    assert "warning" not in audit_text(audit, epsilon=None)  # an epsilon that is only a lower bound is not contradicted
+    text = audit_text(audit, epsilon=1.0)
+    assert text.splitlines()[-1].startswith(f"warning: the released draw's empirical epsilon lower bound {bound:.3g} "
+                                            "(loss threshold attack, 95% confidence) exceeds the stated epsilon 1")
+    statement = privacy_statement(epsilon=1.0, trainable="head", audit=audit)
+    assert [line for line in statement if line.startswith("Audit warning: ")] == [
+        f"Audit warning: {swagppm.audit_contradiction(1.0, audit)}."]
+    baseline_only = {BASELINE: memorised}  # the non-private baseline is expected to leak: no warning
+    assert swagppm.audit_contradiction(1.0, baseline_only) is None
+    assert not any(line.startswith("Audit warning") for line in
+                   privacy_statement(epsilon=1.0, epsilon_is_lower_bound=True, trainable="head", audit=audit))
 
 
 def test_compare_from_the_command_line_into_the_report(study_file: Any, tmp_path: Path,
