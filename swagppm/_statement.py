@@ -69,7 +69,7 @@ def privacy_statement(*, epsilon: float | None, epsilon_is_lower_bound: bool = F
         f"Release noise: {release_noise or RELEASE_NOISE_PENDING}.",
         f"Tuning: {tuning['statement'] if tuning and tuning.get('statement') else 'not reported'}"
         + (f" ({tuning['trials_run']} trials run, largest trial epsilon {_number(tuning.get('max_trial_epsilon'))})"
-           if tuning else "") + ".",
+           if tuning and tuning.get("trials_run") is not None else "") + ".",
         f"Selection of the released draw: {_selection(selection)}.",
     ]
     if audit:

@@ -13,6 +13,7 @@ import torch
 
 import swagppm
 from swagppm._release import private_report_path
+from swagppm._statement import privacy_statement
 from tests.swagppm.conftest import small_config
 
 COST = {"epsilon": 3.1, "delta": 1e-3, "epsilon_per_draw": 1.0, "accountant": "test"}
@@ -118,3 +119,8 @@ def test_bad_selection_settings_are_named(field: str, value: object, words: str)
     settings: dict[str, Any] = {"source": swagppm.PRIVATE_TEST, "threshold": 0.5, "rounds": 3, "stop_probability": 0.5}
     with pytest.raises(swagppm.ConfigError, match=words):
         swagppm.Selection(**(settings | {field: value}))
+
+
+def test_a_fit_outside_a_study_states_no_tuning_figures() -> None:
+    statement = privacy_statement(epsilon=1.0, trainable="head", tuning={"statement": None, "trials_run": None})
+    assert "Tuning: not reported." in statement
