@@ -26,12 +26,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
-from scipy import stats
 
 LOSS_THRESHOLD = "loss_threshold"
 CLASS_CALIBRATED = "class_calibrated"
+
+
+def _stats() -> ModuleType:
+    """``scipy.stats``, imported on first use: it takes about 0.6 s, and the CLI's read-only verbs never audit."""
+    import scipy.stats
+
+    return scipy.stats
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,14 +84,14 @@ def _losses(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
 def _cp_lower(k: np.ndarray, n: int, alpha: float) -> np.ndarray:
     """One-sided Clopper–Pearson lower bound on p from k of n, at level 1 − alpha."""
     k = np.asarray(k, dtype=float)
-    bound = stats.beta.ppf(alpha, np.maximum(k, 1.0), n - k + 1.0)
+    bound = _stats().beta.ppf(alpha, np.maximum(k, 1.0), n - k + 1.0)
     return np.where(k > 0, bound, 0.0)
 
 
 def _cp_upper(k: np.ndarray, n: int, alpha: float) -> np.ndarray:
     """One-sided Clopper–Pearson upper bound on p from k of n, at level 1 − alpha."""
     k = np.asarray(k, dtype=float)
-    bound = stats.beta.isf(alpha, k + 1.0, np.maximum(n - k, 1.0))
+    bound = _stats().beta.isf(alpha, k + 1.0, np.maximum(n - k, 1.0))
     return np.where(k < n, bound, 1.0)
 
 
@@ -120,7 +127,7 @@ def _auc(sweep: _Sweep, confidence: float) -> tuple[float, tuple[float, float]]:
         return auc, (0.0, 1.0)
     s10 = float(np.dot(a, (member_place - auc) ** 2) / (m - 1))
     s01 = float(np.dot(b, (non_member_place - auc) ** 2) / (n - 1))
-    half = float(stats.norm.ppf(0.5 + confidence / 2)) * math.sqrt(s10 / m + s01 / n)
+    half = float(_stats().norm.ppf(0.5 + confidence / 2)) * math.sqrt(s10 / m + s01 / n)
     return auc, (max(0.0, auc - half), min(1.0, auc + half))
 
 

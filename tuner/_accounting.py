@@ -22,18 +22,15 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 from importlib.metadata import version
+from typing import TYPE_CHECKING
 
 import numpy as np
-from dp_accounting import NeighboringRelation, RandomizedResponseDpEvent
-from dp_accounting.dp_event import RepeatAndSelectDpEvent
-from dp_accounting.rdp import RdpAccountant
-from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
-from scipy.optimize import brentq
-from scipy.special import expit
 
-# The library's default orders reach 1024; pure-DP runs want far higher ones (the optimum for
-# ε = 1, δ = 1e-5 lies at 2^17), which take the figures to the pure-DP limits of the papers.
-RDP_ORDERS: tuple[float, ...] = (*DEFAULT_RDP_ORDERS, *(float(2**k) for k in range(11, 21)))
+if TYPE_CHECKING:
+    from dp_accounting import RandomizedResponseDpEvent
+
+# dp-accounting and scipy are imported where they are used: together they take about a second,
+# and the command line's read-only verbs (status, export, report) never compute an ε.
 
 
 @dataclass(frozen=True)
@@ -159,13 +156,31 @@ def _repeat_and_select_epsilon(epsilon: float, mean: float, shape: float, delta:
         raise ValueError(f"per-run ε = {epsilon!r}: must be positive and finite")
     if not 0 < delta < 1:
         raise ValueError(f"delta = {delta!r}: must be in (0, 1) (RDP gives no ε at δ = 0)")
-    accountant = RdpAccountant(RDP_ORDERS, NeighboringRelation.REPLACE_ONE)
+    from dp_accounting import NeighboringRelation
+    from dp_accounting.dp_event import RepeatAndSelectDpEvent
+    from dp_accounting.rdp import RdpAccountant
+
+    accountant = RdpAccountant(rdp_orders(), NeighboringRelation.REPLACE_ONE)
     accountant.compose(RepeatAndSelectDpEvent(event=_pure_dp_event(epsilon), mean=mean, shape=shape))
     return float(accountant.get_epsilon(delta))
 
 
+def rdp_orders() -> tuple[float, ...]:
+    """The library's default orders, which reach 1024, and 2^11 to 2^20.
+
+    Pure-DP runs want far higher orders than the default (the optimum for ε = 1, δ = 1e-5
+    lies at 2^17); they take the figures to the pure-DP limits of the papers.
+    """
+    from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
+
+    return (*DEFAULT_RDP_ORDERS, *(float(2**k) for k in range(11, 21)))
+
+
 def _pure_dp_event(epsilon: float) -> RandomizedResponseDpEvent:
     """Binary randomized response with likelihood ratio e^ε (noise p = 2 / (1 + e^ε)): the worst ε-DP run."""
+    from dp_accounting import RandomizedResponseDpEvent
+    from scipy.special import expit
+
     return RandomizedResponseDpEvent(noise_parameter=2.0 * float(expit(-epsilon)), num_buckets=2)
 
 
@@ -188,5 +203,7 @@ def _tnb_gamma(shape: float, mean: float) -> float:
         return 1.0
     if shape == 1:
         return 1.0 / mean
+    from scipy.optimize import brentq
+
     log_gamma = brentq(lambda t: math.log(_tnb_mean_at(shape, t) / mean), -700.0, 0.0, xtol=1e-15, maxiter=500)
     return math.exp(log_gamma)

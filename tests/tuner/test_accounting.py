@@ -1,6 +1,6 @@
 """Tuning and selection ε from dp-accounting: golden figures, the papers' pure-DP limits, and the samplers.
 
-The golden values were taken from dp-accounting 0.6.0 with ``RDP_ORDERS``: a change of library
+The golden values were taken from dp-accounting 0.6.0 with ``rdp_orders()``: a change of library
 or of order grid shows up here first.
 """
 

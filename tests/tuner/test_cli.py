@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -146,3 +148,14 @@ def test_a_selection_no_draw_passes_releases_nothing(tmp_path: Path, capsys: pyt
     err = capsys.readouterr().err
     assert code == 1 and "nothing released: no candidate draw reached f1_macro >= 1" in err
     assert not (out / "release_card.json").exists()
+
+
+def test_the_command_line_loads_no_heavy_library_until_a_verb_needs_it() -> None:
+    """--help, status, export, report and dashboard answer at once: no torch, transformers, sklearn, scipy.stats
+    or dp-accounting (together several seconds of imports) is loaded with the command line."""
+    heavy = ("torch", "transformers", "sklearn", "scipy.stats", "dp_accounting", "swagppm._pipeline")
+    code = ("import sys, tuner._cli\n"
+            f"loaded = [m for m in {heavy!r} if m in sys.modules]\n"
+            "assert not loaded, loaded")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-500:]
