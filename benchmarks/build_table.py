@@ -234,10 +234,16 @@ def write(path: Path, table: dict[str, Any]) -> int:
 
 
 def finished_fits(path: Path) -> list[dict[str, Any]]:
-    """The fits of an earlier (possibly partial) table at ``path``; none if it does not exist."""
+    """The fits of an earlier (possibly partial) table at ``path``, each tagged with its run; none if no table.
+
+    A kept fit carries ``run`` (the date and library versions of the run that made it):
+    stage 1 is recomputed by every run, and another library version can change it.
+    """
     if not path.is_file():
         return []
-    return list(json.loads(path.read_text())["fits"])
+    table = json.loads(path.read_text())
+    run = {"date": table["metadata"].get("date"), "versions": table["metadata"].get("versions")}
+    return [{**fit, "run": fit.get("run", run)} for fit in table["fits"]]
 
 
 def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
@@ -264,8 +270,9 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
     }
     fits = finished_fits(args.out) if args.resume else []
     if fits:
-        metadata["resumed"] = (f"{len(fits)} fits kept from an earlier run of this table; wall_seconds and the "
-                               "stage-1 timing of the first new fit are this run's")
+        metadata["resumed"] = (f"{len(fits)} fits kept from earlier runs of this table (each names its run: stage 1 "
+                               "was computed anew by this run); wall_seconds and the stage-1 timing of the first new "
+                               "fit are this run's")
     done = {(f["model"], f["c"], f["ft_epochs"]) for f in fits}
     for name in args.models:
         settings = model_settings(name, args)
