@@ -87,13 +87,22 @@ def load_cells(path: Path, model: str) -> tuple[dict[tuple[float, int], Cell], d
     first = fits[0]["timings"]  # the first fit of a model computed stage 1 (the cache started empty)
     stage1 = sum(v for k, v in first.items() if k.startswith("stage1_")) + first.get("setup", 0.0)
     cells = {(f["c"], f["ft_epochs"]): Cell(f, stage1) for f in fits}
-    epochs = {e for _, e in cells}
-    complete = {c for c, _ in cells if all((c, e) in cells for e in epochs)}
-    if len(complete) < len({c for c, _ in cells}):  # a table still being built: replay its complete c rows
-        print(f"bench_samplers: {path.name} is partial; replaying the complete rows c in {sorted(complete)}",
-              file=sys.stderr)
-        cells = {key: cell for key, cell in cells.items() if key[0] in complete}
+    cs, epochs = {c for c, _ in cells}, {e for _, e in cells}
+    if len(cells) < len(cs) * len(epochs):  # a table still being built: proposals snap to the recorded cells
+        print(f"bench_samplers: {path.name} is partial ({len(cells)} of {len(cs) * len(epochs)} cells); proposals "
+              "snap to the nearest recorded cell", file=sys.stderr)
     return cells, table["metadata"]
+
+
+def nearest(cells: Sequence[tuple[float, int]], c: float, epochs: int, search: SearchSpace) -> tuple[float, int]:
+    """The recorded cell nearest to (c, epochs), each axis scaled by its search range (ties: the smaller c, epochs).
+
+    On a complete grid this is the nearest value on each axis; on a partial one, the
+    nearest cell that exists.
+    """
+    span_c = (search.c_max - search.c_min) or 1.0
+    span_e = (search.ft_epochs_max - search.ft_epochs_min) or 1
+    return min(sorted(cells), key=lambda k: abs(k[0] - c) / span_c + abs(k[1] - epochs) / span_e)
 
 
 def outcomes(cells: dict[tuple[float, int], Cell], targets: Targets, search: SearchSpace,
@@ -121,8 +130,7 @@ def auto_epsilon(cells: dict[tuple[float, int], Cell], search: SearchSpace, max_
 def replay(name: str, seed: int, judged: dict[tuple[float, int], tuple[Outcome, float]], search: SearchSpace,
            budget: int, startup: int) -> list[tuple[bool, float]]:
     """One study: (feasible, cost) of every trial until the first feasible one or the budget."""
-    cs = sorted({c for c, _ in judged})
-    epochs = sorted({e for _, e in judged})
+    recorded = sorted(judged)
     trials: list[tuple[bool, float]] = []
     sampler = make_sampler(name, seed=seed, search=search, n_startup_trials=startup)
     storage = optuna.storages.InMemoryStorage()
@@ -133,8 +141,7 @@ def replay(name: str, seed: int, judged: dict[tuple[float, int], tuple[Outcome, 
     def objective(trial: optuna.Trial) -> float:
         c = trial.suggest_float("c", search.c_min, search.c_max)
         e = trial.suggest_int("ft_epochs", search.ft_epochs_min, search.ft_epochs_max)
-        key = (min(cs, key=lambda x: abs(x - c)), min(epochs, key=lambda x: abs(x - e)))
-        outcome, cost = judged[key]
+        outcome, cost = judged[nearest(recorded, c, e, search)]
         record_outcome(trial, outcome, storage=storage)
         trials.append((outcome.feasible, cost))
         if outcome.catastrophic:
