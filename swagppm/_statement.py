@@ -25,15 +25,18 @@ RELEASE_NOISE_PENDING = "drawn at release time from fresh operating-system entro
 RELEASED_DRAW = "released_draw"  # the audit's column for the released (or a release-like) draw
 
 
-def audit_contradiction(epsilon: float | None, audit: Mapping[str, Any] | None) -> str | None:
+def audit_contradiction(epsilon: float | None, audit: Mapping[str, Any] | None, *,
+                        epsilon_is_lower_bound: bool = False) -> str | None:
     """A warning when the released draw's empirical ε lower bound exceeds the stated ε, else None.
+
+    An ε that is itself only a lower bound (the early stop) states nothing to contradict.
 
     The audit's bound holds with 95% confidence for any ε-DP mechanism, so a bound
     above the stated ε means the stated ε is not a valid bound for this model on
     these records: a review board must hear it wherever ε is stated.
     """
     attacks = (audit or {}).get(RELEASED_DRAW)
-    if epsilon is None or not attacks:
+    if epsilon is None or epsilon_is_lower_bound or not attacks:
         return None
     attack, bound = max(((name, r["epsilon_lower_bound"]) for name, r in attacks.items()), key=lambda item: item[1])
     if bound <= epsilon:
@@ -77,7 +80,7 @@ def privacy_statement(*, epsilon: float | None, epsilon_is_lower_bound: bool = F
                      + "; ".join(f"{model.replace('_', ' ')}: AUC {attacks['loss_threshold']['auc']:.3f}, empirical "
                                  f"epsilon lower bound {attacks['loss_threshold']['epsilon_lower_bound']:.3f}"
                                  for model, attacks in audit.items()) + ".")
-    contradiction = None if epsilon_is_lower_bound else audit_contradiction(epsilon, audit)
+    contradiction = audit_contradiction(epsilon, audit, epsilon_is_lower_bound=epsilon_is_lower_bound)
     if contradiction:
         lines.append(f"Audit warning: {contradiction}.")
     return lines + [f"Caveat: {caveat}" for caveat in CAVEATS]

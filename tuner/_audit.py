@@ -32,10 +32,10 @@ def audit_fit(session: swagppm.Session, fit: swagppm.Fit) -> dict[str, Any]:
     return {BASELINE: audit_losses(session.baseline_losses()), RELEASE: audit_losses(session.secret_draw_losses(fit))}
 
 
-def audit_text(audit: dict[str, Any], *, epsilon: float | None) -> str:
+def audit_text(audit: dict[str, Any], *, epsilon: float | None, epsilon_is_lower_bound: bool = False) -> str:
     """The audit as a small table, one row per (model, attack), and a warning if it contradicts ``epsilon``.
 
-    ``epsilon`` is the released draw's stated ε (None when it is only a lower bound).
+    ``epsilon`` is the released draw's stated ε; ``swagppm.audit_contradiction`` decides.
     """
     header = f"{'model':<22} {'attack':<17} {'AUC':>6} {'95% interval':>15} {'TPR@0.1%':>9} {'TPR@1%':>7} {'eps LB':>7}"
     lines = [header, "-" * len(header)]
@@ -45,7 +45,7 @@ def audit_text(audit: dict[str, Any], *, epsilon: float | None) -> str:
             tprs = r["tpr_at_fpr"]
             lines.append(f"{model:<22} {attack:<17} {r['auc']:>6.3f} {f'[{low:.3f}, {high:.3f}]':>15} "
                          f"{tprs['0.001'][0]:>9.3f} {tprs['0.01'][0]:>7.3f} {r['epsilon_lower_bound']:>7.3f}")
-    contradiction = swagppm.audit_contradiction(epsilon, audit)
+    contradiction = swagppm.audit_contradiction(epsilon, audit, epsilon_is_lower_bound=epsilon_is_lower_bound)
     if contradiction:
         lines.append(f"warning: {contradiction}")
     return "\n".join(lines)

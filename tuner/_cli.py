@@ -460,7 +460,7 @@ def _write_release(session: swagppm.Session, fit: swagppm.Fit, out: Path, *, arg
     if selection is not None:
         print(_selection_line(path))
     print("membership-inference audit (members: training records, non-members: test records):")
-    print(audit_text(audits, epsilon=None if fit.result.epsilon_is_lower_bound else fit.result.epsilon))
+    print(audit_text(audits, epsilon=fit.result.epsilon, epsilon_is_lower_bound=fit.result.epsilon_is_lower_bound))
     return 0
 
 
@@ -600,7 +600,7 @@ def _audit(args: argparse.Namespace) -> int:
         audit = audit_fit(session, fit)
     print(f"membership-inference audit of c = {chosen.c:.4g}, {chosen.ft_epochs} epochs (epsilon "
           f"{fit.result.epsilon:.3g}; members: training records, non-members: test records):")
-    print(audit_text(audit, epsilon=None if fit.result.epsilon_is_lower_bound else fit.result.epsilon))
+    print(audit_text(audit, epsilon=fit.result.epsilon, epsilon_is_lower_bound=fit.result.epsilon_is_lower_bound))
     if args.output is not None:
         args.output.write_text(json.dumps({"c": chosen.c, "ft_epochs": chosen.ft_epochs, "g": chosen.g,
                                            "epsilon": fit.result.epsilon, "audit": audit}, indent=2) + "\n")
