@@ -38,8 +38,11 @@ per-record losses, risks or weights.
 
 Usage::
 
-    python benchmarks/build_table.py                      # both models (over an hour on 2 CPU cores)
+    python benchmarks/build_table.py                      # every model (over an hour on 2 CPU cores)
     python benchmarks/build_table.py --models minilm-head --out benchmarks/tables/osha_minilm_head.json
+    # extend a table by chosen cells, in this order, under one stage 1:
+    python benchmarks/build_table.py --models minilm-last2 --cells 0.55:13 1.0:10 --resume \
+        --out benchmarks/tables/osha_grid_minilm_last2.json
 """
 
 from __future__ import annotations
@@ -124,6 +127,17 @@ def parse_draws(values: Sequence[str] | None, option: str, models: Sequence[str]
     return result
 
 
+def parse_cell(text: str) -> tuple[float, int]:
+    """``"0.55:13"`` -> ``(0.55, 13)``; argparse reports a bad cell by name."""
+    c, sep, epochs = text.partition(":")
+    try:
+        if sep and float(c) > 0 and int(epochs) >= 1:
+            return float(c), int(epochs)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"not a cell C:EPOCHS with C > 0 and EPOCHS >= 1: {text!r}")
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Run SWAG-PPM fits on the OSHA sample over a (model, c, FT epochs) grid and write a JSON table "
@@ -141,6 +155,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--draws-risk", nargs="+", metavar="N|MODEL=N",
                         help="risk draws for all models, or MODEL=N for one (default 500)")
     parser.add_argument("--seed", type=int, default=PAPER["seed"], help="seed (default: %(default)s)")
+    parser.add_argument("--cells", nargs="+", metavar="C:EPOCHS", type=parse_cell,
+                        help="run exactly these (c, FT epochs) cells, in this order, instead of --cs x --epochs "
+                             "(e.g. 0.55:13 1.0:10): one stage 1 serves them all")
     parser.add_argument("--resume", action="store_true",
                         help="keep the fits already in --out and run only the missing (model, c, epochs) cells "
                              "(stage 1 is recomputed once per model: its cache is never kept)")
@@ -278,7 +295,8 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
         settings = model_settings(name, args)
         config = swagppm.SWAGPPMConfig(data=data, model=swagppm.ModelConfig(**settings["model"]),
                                        **{k: v for k, v in settings.items() if k != "model"}, cache_dir=cache_dir)
-        cs = args.cs
+        grid = args.cells or [(c, epochs) for epochs in args.epochs for c in args.cs]
+        table_cells = set(grid) | {(f["c"], f["ft_epochs"]) for f in fits if f["model"] == name}
         reduced = {k: settings[k] for k in ("draws_risk", "draws_privacy") if settings[k] != PAPER[k]}
         info = {
             "note": MODELS[name]["note"],
@@ -288,7 +306,8 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
             "resolved_pooling": config.model.resolved_pooling,
             "learning_rates": {"finetune": config.learning_rates[0], "swag": config.learning_rates[1]},
             **{k: v for k, v in config.to_dict().items() if k not in ("data", "model", "cache_dir")},
-            "grid": {"c": list(cs), "ft_epochs": list(args.epochs), "g": 0.0},
+            "grid": {"c": sorted({c for c, _ in table_cells}, reverse=True),
+                     "ft_epochs": sorted({e for _, e in table_cells}), "g": 0.0},
         }
         if reduced:
             info["draws_note"] = (
@@ -300,10 +319,10 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
                 if name == "minilm-last2" else
                 f"draws reduced from the paper's 500 to {reduced} for this model (command-line override)")
         metadata["models"][name] = info
-        print(f"== {name}: {len(cs)} c x {len(args.epochs)} epochs; draws risk {config.draws_risk}, "
+        print(f"== {name}: {len(grid)} cells; draws risk {config.draws_risk}, "
               f"privacy {config.draws_privacy}, utility {config.draws_utility}", flush=True)
         model_start = time.perf_counter()
-        cells = [(c, epochs) for epochs in args.epochs for c in cs if (name, c, epochs) not in done]
+        cells = [(c, epochs) for c, epochs in grid if (name, c, epochs) not in done]
         for c, epochs in cells:
             fit_start = time.perf_counter()
             result = swagppm.run_fit(config, c=c, ft_epochs=epochs)
