@@ -40,11 +40,11 @@ import numpy as np
 import optuna
 
 from swagppm import SWAGPPMResult
-from tuner import FlowchartSampler, Outcome, SearchSpace, Targets, judge, make_sampler, record_outcome
+from tuner import FlowchartSampler, Outcome, SearchSpace, StartPoint, Targets, judge, make_sampler, record_outcome
 
 TABLE = Path(__file__).resolve().parent / "tables" / "osha_grid_minilm_head.json"
 SAMPLERS = ("flowchart", "random", "tpe", "gp")
-START = (1.0, 7)  # the guide's start point: enqueued first, as in a live study
+START = StartPoint(1.0, 7)  # the guide's start point: enqueued first (then the probe), as in a live study
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,8 @@ def replay(name: str, seed: int, judged: dict[tuple[float, int], tuple[Outcome, 
     storage = optuna.storages.InMemoryStorage()
     study = optuna.create_study(sampler=sampler, storage=storage)
     if not isinstance(sampler, FlowchartSampler):
-        study.enqueue_trial({"c": START[0], "ft_epochs": START[1]})
+        for point in search.start_points():
+            study.enqueue_trial({"c": point.c, "ft_epochs": point.ft_epochs})
 
     def objective(trial: optuna.Trial) -> float:
         c = trial.suggest_float("c", search.c_min, search.c_max)
@@ -191,6 +192,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="epsilon targets, one comparison each (default: automatic)")
     parser.add_argument("--startup", type=int, default=2,
                         help="TPE/GP startup trials, the start point included (default: %(default)s, the tuner's)")
+    parser.add_argument("--no-probe", dest="probe", action="store_false",
+                        help="enqueue the guide's start point only, not the tuner's private-side probe after it")
     parser.add_argument("--feasible-cells", type=int, default=4,
                         help="with the automatic target: the target admits this many cells (default: %(default)s)")
     parser.add_argument("--max-degradation", type=float, default=0.10, help="F1 target (default: %(default)s)")
@@ -258,16 +261,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     cells, metadata = load_cells(args.table, args.model)
     cs, epochs = sorted({c for c, _ in cells}), sorted({e for _, e in cells})
     search = SearchSpace(c_min=min(cs), c_max=max(cs), ft_epochs_min=min(epochs), ft_epochs_max=max(epochs),
-                         start=())
+                         start=(START,), probe=args.probe)
     targets_list = args.epsilon or [auto_epsilon(cells, search, args.max_degradation, args.feasible_cells,
                                                           args.well_fit)]
     stage1 = next(iter(cells.values())).stage1
     print(f"table {args.table.name}, model {args.model}: {len(cells)} cells (c {cs}, epochs {epochs}); "
           f"stage 1 {stage1:.1f}s; built in {metadata.get('wall_seconds', {}).get(args.model, '?')}s; "
-          f"{args.seeds} seeds, budget {args.budget} fits, {args.startup} startup trials")
+          f"{args.seeds} seeds, budget {args.budget} fits, {args.startup} startup trials, start points "
+          f"{[(p.c, p.ft_epochs) for p in search.start_points()]}")
     results: dict[str, Any] = {"table": args.table.name, "model": args.model, "stage1_seconds": stage1,
                                "max_f1_degradation": args.max_degradation, "require_well_fit": args.well_fit,
-                               "seeds": args.seeds, "budget": args.budget, "startup": args.startup, "targets": {}}
+                               "seeds": args.seeds, "budget": args.budget, "startup": args.startup,
+                               "start_points": [[p.c, p.ft_epochs] for p in search.start_points()], "targets": {}}
     for epsilon in targets_list:
         results["targets"][str(epsilon)] = compare(args, cells, search, epsilon, stage1)
     if args.json is not None:

@@ -119,6 +119,7 @@ class SearchSpace:
     """``[search]``: the ranges of c, fine-tuning epochs and (optionally) g, and the start points.
 
     g is searched only when ``g_min``/``g_max`` are given; otherwise it stays at ``g``.
+    ``probe`` adds one start point after ``start`` (see ``start_points``).
     ``epochs_step``, ``c_step`` and ``restart_epochs`` are the guide's flowchart moves,
     used by the ``flowchart`` sampler and for every trial's recommendation.
     """
@@ -132,6 +133,7 @@ class SearchSpace:
     g_min: float | None = None
     g_max: float | None = None
     start: tuple[StartPoint, ...] = (StartPoint(GUIDE.start_c, GUIDE.start_epochs),)
+    probe: bool = True
     epochs_step: int = GUIDE.epochs_step
     c_step: float = GUIDE.c_step
     restart_epochs: int = GUIDE.restart_epochs
@@ -165,6 +167,20 @@ class SearchSpace:
     @property
     def searches_g(self) -> bool:
         return self.g_min is not None
+
+    def start_points(self) -> tuple[StartPoint, ...]:
+        """The points every study evaluates first: ``start``, then (with ``probe``) the private-side probe.
+
+        The probe is the middle of the c range at ``ft_epochs_max``: the side of the
+        range where ε falls and the band tightens, opposite the guide's start (high c,
+        7 epochs), so TPE and GP model both sides of the trade-off from their first
+        fits. Chosen on the table replay (``benchmarks/bench_samplers.py``; README,
+        Performance): with it TPE's median fits to the first feasible configuration
+        never rose, and fell on most tables and targets.
+        """
+        probe = StartPoint(round((self.c_min + self.c_max) / 2, 6), self.ft_epochs_max)
+        known = {(point.c, point.ft_epochs) for point in self.start}
+        return self.start + ((probe,) if self.probe and (probe.c, probe.ft_epochs) not in known else ())
 
 
 @dataclass(frozen=True, kw_only=True)

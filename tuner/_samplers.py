@@ -21,10 +21,10 @@ def make_sampler(name: SamplerName, *, seed: int, search: SearchSpace, n_startup
 
     TPE is multivariate (c and epochs interact) and GP models the constraints too;
     both start modelling after ``n_startup_trials`` finished trials (enqueued start
-    points count). The default, 2 (the guide's start point and one random point),
-    won on the table replay (``benchmarks/bench_samplers.py``): on the MiniLM table at
-    ε ≤ 0.82, TPE's median fits to the first feasible configuration fell from 5 (with 4)
-    to 4.
+    points count). The default, 2 (by default the guide's start point and the probe,
+    ``SearchSpace.start_points``), won on the table replay
+    (``benchmarks/bench_samplers.py``): on the MiniLM head table at ε ≤ 0.82, TPE's
+    median fits to the first feasible configuration was 5 with 4.
     """
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=n_startup_trials)

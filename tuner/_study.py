@@ -150,6 +150,7 @@ def study_definition(config: StudyConfig) -> dict[str, dict[str, Any]]:
     fit["data"].pop("source")  # the same data may live at another path on another machine (data_hash checks it)
     search = dataclasses.asdict(config.search)
     search.pop("start")
+    search.pop("probe")  # like the start points, where a study begins does not change what its trials measure
     return {"search": search, "targets": dataclasses.asdict(config.targets), "swagppm": json.loads(json.dumps(fit))}
 
 
@@ -428,11 +429,20 @@ class StorageLost(RuntimeError):
     """The study storage went away mid-run and did not come back within the reconnect attempts."""
 
 
-def enqueue_start_points(study: optuna.Study, config: StudyConfig) -> None:
-    """The study's start points, once (the flowchart starts from the first one by itself)."""
+def planned_trials(study: optuna.Study, config: StudyConfig, n_trials: int | None = None) -> int | None:
+    """Finished trials the study runs to: ``n_trials`` (a run's override) or ``[study] n_trials``; an
+    accounted study exactly the K drawn when it was created."""
+    if config.study.accounted:
+        return int(study.user_attrs[ACCOUNTED_TRIALS])
+    return config.study.n_trials if n_trials is None else n_trials
+
+
+def enqueue_start_points(study: optuna.Study, config: StudyConfig, *, n_trials: int | None) -> None:
+    """The study's start points and probe, once, at most ``n_trials`` of them (none left waiting after a short
+    study); the flowchart starts from the first one by itself."""
     if isinstance(study.sampler, FlowchartSampler):
         return
-    for point in config.search.start:
+    for point in config.search.start_points()[:n_trials]:
         params: dict[str, Any] = {"c": point.c, "ft_epochs": point.ft_epochs}
         if config.search.searches_g:
             params["g"] = config.search.g if point.g is None else point.g
@@ -588,9 +598,8 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
     storage = open_storage(config)
     study = open_study(config, create=worker is None, worker=worker, storage=storage)
     recover_stale_trials(study, config, echo=echo)
-    n_trials = settings.n_trials if n_trials is None else n_trials
-    if settings.accounted:  # exactly the K drawn when the study was created
-        n_trials = int(study.user_attrs[ACCOUNTED_TRIALS])
+    n_trials = planned_trials(study, config, n_trials)
+    if settings.accounted:
         if n_trials == 0:
             return RunSummary(finished_before=0, finished_now=0, best=None, closest=None,
                               stopped_because="the accounted study drew 0 trials (Poisson): nothing runs, nothing is "
@@ -653,7 +662,7 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, *,
          f"stage 1 {'read from the cache' if prep.stage1_cache_hit else 'computed'} in "
          f"{sum(prep.timings.values()):.1f}s")
     if worker is None:
-        enqueue_start_points(study, config)
+        enqueue_start_points(study, config, n_trials=n_trials)
 
     reason = {"text": ""}
     crashes = {"run": 0}

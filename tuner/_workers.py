@@ -24,7 +24,14 @@ import optuna
 from swagppm import ConfigError
 from tuner._config import StudyConfig
 from tuner._storage import describe_error, is_connection_error, masked_url, supports_workers
-from tuner._study import enqueue_start_points, open_study, recover_stale_trials, study_lock, worker_id
+from tuner._study import (
+    enqueue_start_points,
+    open_study,
+    planned_trials,
+    recover_stale_trials,
+    study_lock,
+    worker_id,
+)
 
 STORAGE_ENV = "SWAGPPM_TUNE_STORAGE"
 POLL_SECONDS = 0.5
@@ -67,7 +74,7 @@ def run_workers(
             "the study) or a PostgreSQL/MySQL URL (several machines)")
     with study_lock(config):
         study = open_study(config)
-        enqueue_start_points(study, config)
+        enqueue_start_points(study, config, n_trials=planned_trials(study, config, n_trials))
     echo(f"starting {workers} workers on study {config.study.name!r} in {masked_url(url)}"
          + (f", GPUs {', '.join(gpus)} round-robin" if gpus else ""))
     processes: dict[str, subprocess.Popen[str]] = {}

@@ -10,7 +10,7 @@ import pytest
 from scorers._scores import MIN_DRAWS
 from swagppm import ConfigError
 from tests.tuner.conftest import write_study
-from tuner import StartPoint, StudyConfig, masked_url
+from tuner import SearchSpace, StartPoint, StudyConfig, masked_url
 from tuner._cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,6 +28,14 @@ def test_defaults_and_paths_beside_the_file(study_file: Callable[..., Path], tmp
     assert config.early_stop  # on by default ...
     flowchart = StudyConfig.from_toml(study_file(study={"sampler": "flowchart"}))
     assert not flowchart.early_stop  # ... except for the flowchart, which reads whole series
+
+
+def test_start_points_are_the_guides_then_the_private_side_probe() -> None:
+    search = SearchSpace(c_min=0.1, c_max=1.5, ft_epochs_min=1, ft_epochs_max=16)
+    assert search.start_points() == (StartPoint(1.0, 7), StartPoint(0.8, 16))  # mid c, most epochs
+    assert SearchSpace(probe=False).start_points() == (StartPoint(1.0, 7),)
+    assert SearchSpace(start=(StartPoint(0.8, 16),)).start_points() == (StartPoint(0.8, 16),)  # never twice
+    assert SearchSpace(start=()).start_points() == (StartPoint(0.8, 16),)
 
 
 def test_relative_sqlite_and_artifacts_resolve_beside_the_file(study_file: Callable[..., Path], tmp_path: Path) -> None:

@@ -178,7 +178,7 @@ def test_a_run_on_postgres_fails_trials_with_a_stale_heartbeat_even_with_n_trial
     path = fault_study(tmp_path, cache, postgres, name=name, study={"n_trials": 1, "grace_period": 120})
     config = StudyConfig.from_toml(path)
     cleanup.append(config)
-    enqueue_start_points(open_study(config), config)
+    enqueue_start_points(open_study(config), config, n_trials=1)
     worker, _ = start_until(["worker", str(path)], "finished trial(s)")
     killed = kill_the_start_point(worker, path)
     worker.communicate(timeout=30)
@@ -203,7 +203,7 @@ def test_retries_of_a_stale_trial_stop_at_max_retries(tmp_path: Path, cache: Pat
     lines: list[str] = []
     with study_lock(config):
         study = open_study(config)
-        enqueue_start_points(study, config)
+        enqueue_start_points(study, config, n_trials=1)  # the start point alone, not the probe
         for _ in range(2):
             study.ask()  # pops the waiting start point (then its retry) and leaves it running, as a killed run does
             recover_stale_trials(study, config, echo=lines.append)

@@ -65,6 +65,7 @@ def test_run_prints_one_line_per_trial_and_the_best(finished: tuple[Path, str]) 
     lines = [line for line in output.splitlines() if line.startswith("trial ")]
     assert len(lines) == 3
     assert lines[0].startswith("trial   0  c=1.000 epochs= 6  eps=")  # the enqueued start point first
+    assert lines[1].startswith("trial   1  c=0.750 epochs= 8  eps=")  # then the probe: mid c, most epochs
     assert all("F1 macro" in line and ("FEASIBLE" in line or "infeasible" in line) for line in lines)
     assert "non-private baseline F1 macro" in output and "best feasible: trial" in output
 
@@ -206,6 +207,9 @@ def test_a_changed_definition_is_refused(finished: tuple[Path, str], tmp_path: P
     assert main(["run", str(changed)]) == 2
     err = capsys.readouterr().err
     assert "[targets] epsilon changed" in err and "use a new [study] name" in err and "Traceback" not in err
+    moved = study_at(tmp_path, shared_cache, study={"storage": config.storage_url},
+                     search={"start": [{"c": 0.9, "ft_epochs": 5}], "probe": False})
+    open_study(StudyConfig.from_toml(moved))  # where a study starts is not part of its definition
 
 
 def test_pareto_objective(tmp_path: Path, shared_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
