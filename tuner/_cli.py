@@ -79,6 +79,7 @@ EXIT_NOT_REPRODUCED = 6
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 DEBUG_ENV = "SWAGPPM_TUNE_DEBUG"
+PROGRESS_BARS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"  # read by huggingface_hub and transformers; 0 shows the bars
 EXPOSE_HELP = ("listen on a --host other than this machine. optuna-dashboard has no login: anyone who can reach the "
                "port can read and modify or delete the study (trials, notes, figures). Prefer an SSH tunnel: "
                "ssh -L 8080:127.0.0.1:8080 HOST, then open http://127.0.0.1:8080/dashboard/")
@@ -764,6 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one verb; every failure is one line on stderr and a documented exit status (see the module docstring)."""
     args = _parser().parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    os.environ.setdefault(PROGRESS_BARS_ENV, "1")  # our one line per step replaces the libraries' progress bars
     try:
         code = _VERBS[args.verb](args)
         sys.stdout.flush()  # a closed pipe shows here, where it is handled below
