@@ -175,8 +175,9 @@ class SearchSpace:
         range where ε falls and the band tightens, opposite the guide's start (high c,
         7 epochs), so TPE and GP model both sides of the trade-off from their first
         fits. Chosen on the table replay (``benchmarks/bench_samplers.py``; README,
-        Performance): with it TPE's median fits to the first feasible configuration
-        never rose, and fell on most tables and targets.
+        Performance): TPE's median fits to the first feasible configuration fell or
+        stayed on six of eight table targets, and rose on two whose feasible cells are
+        an artefact of mixed stage-1 runs.
         """
         probe = StartPoint(round((self.c_min + self.c_max) / 2, 6), self.ft_epochs_max)
         known = {(point.c, point.ft_epochs) for point in self.start}
