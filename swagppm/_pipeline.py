@@ -63,6 +63,8 @@ class SWAGPPMResult:
     are empty). ``failure`` is set (and ε is inf) when stage-2 training diverged or
     was stopped, or a draw gave a non-finite max delta. ``threads`` is the CPU
     thread count the fit ran with: on a CPU it changes ε in the last digits.
+    ``cpu_kernels`` is torch's CPU kernel level on a CPU (e.g. ``"AVX512"``; empty
+    elsewhere): another level rounds differently, and stage 1 amplifies it.
     """
 
     c: float
@@ -88,6 +90,7 @@ class SWAGPPMResult:
     data_hash: str = ""
     device: str = ""
     threads: int = 0
+    cpu_kernels: str = ""
 
     @property
     def f1_macro_median(self) -> float:
@@ -202,6 +205,7 @@ class Session:
         self.config = config
         self.device = resolve_device(config.device)
         self.threads = torch.get_num_threads()
+        self.cpu_kernels = torch.backends.cpu.get_cpu_capability() if self.device.type == "cpu" else ""
         self.data: PreparedData = prepare_data(config.data, seed=config.seed)
         self.cache = PrivateCache(config.cache_dir)
         self.bundle: ModelBundle = build_model(config, self.data, self.device)
@@ -527,7 +531,8 @@ class Session:
             baseline_f1_macro=float(stage1["baseline_f1_macro"]),
             baseline_f1_weighted=float(stage1["baseline_f1_weighted"]), stage1_cache_hit=cache_hit,
             majority_rate=data.majority_rate, num_train=len(data.train_texts), num_test=len(data.test_texts),
-            num_classes=data.num_classes, data_hash=data.data_hash, device=self.device.type, threads=self.threads)
+            num_classes=data.num_classes, data_hash=data.data_hash, device=self.device.type, threads=self.threads,
+            cpu_kernels=self.cpu_kernels)
 
     def _stage2(
         self, result: SWAGPPMResult, weights: torch.Tensor, *, init: dict[str, torch.Tensor] | None, seed: int,

@@ -395,12 +395,13 @@ def _reproduced(result: swagppm.SWAGPPMResult, chosen: Chosen | None) -> int:
 
 
 def _suspects(result: swagppm.SWAGPPMResult, chosen: Chosen) -> str:
-    """The thread count, device and library versions of the refit against the export's, and the cache."""
+    """The thread count, CPU kernels, device and library versions of the refit against the export's, and the cache."""
     now, then = swagppm.versions("optuna", "optuna-dashboard"), chosen.versions or {}
     changed = sorted(name for name in set(now) | set(then) if now.get(name) != then.get(name))
     versions = (f"{', '.join(changed)} differ" if changed else "the same") if then else "not recorded"
     return (f"the CPU thread count ({result.threads} here, {chosen.threads or 'not recorded'} in the export), the "
-            f"device ({result.device} here, {chosen.device or 'not recorded'} in the export), the library versions "
+            f"CPU kernels ({result.cpu_kernels or 'none'} here, {chosen.cpu_kernels or 'not recorded'} in the export), "
+            f"the device ({result.device} here, {chosen.device or 'not recorded'} in the export), the library versions "
             f"({versions}), or a stage 1 cached under other settings")
 
 

@@ -67,6 +67,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "seeds": {"fit": record.seed, "sampler": config.study.seed},
         "device": record.device,
         "threads": record.threads,
+        "cpu_kernels": record.cpu_kernels or None,
         "versions": swagppm.versions("optuna", "optuna-dashboard"),
         "caveats": list(CAVEATS) + [f"This configuration was selected from {counts['total']} trials "
                                     f"({counts['complete']} complete, {counts['pruned']} pruned, "
@@ -86,7 +87,8 @@ class Chosen:
     """A configuration read back from an export: the fit settings, the trial's (c, epochs, g) and what it measured.
 
     ``device``, ``threads`` (the CPU thread count; ε depends on it in the last
-    digits on a CPU) and ``versions`` say where the trial ran, for a refit to match.
+    digits on a CPU), ``cpu_kernels`` (torch's CPU kernel level, e.g. AVX512; another
+    level changes stage 1) and ``versions`` say where the trial ran, for a refit to match.
     """
 
     config: SWAGPPMConfig
@@ -98,6 +100,7 @@ class Chosen:
     path: Path
     device: str | None = None
     threads: int | None = None
+    cpu_kernels: str | None = None
     versions: dict[str, str] | None = None
     tuning: dict[str, Any] | None = None  # what choosing it cost (tuner._tuning.tuning_cost)
 
@@ -121,9 +124,10 @@ def read_export(path: str | Path) -> Chosen:
         raise ConfigError(f"{path}: field {error} is missing or malformed") from None
     config = SWAGPPMConfig.from_dict(fit, where=f"{path} swagppm")
     epsilon = (document.get("metrics") or {}).get("epsilon")
-    threads = document.get("threads")
+    threads, kernels = document.get("threads"), document.get("cpu_kernels")
     return Chosen(config=config, c=c, ft_epochs=ft_epochs, g=g, epsilon=epsilon,
                   trials_run=(document.get("trials_run") or {}).get("total"), path=path,
                   device=document.get("device"), threads=threads if isinstance(threads, int) and threads > 0 else None,
+                  cpu_kernels=kernels if isinstance(kernels, str) and kernels else None,
                   versions=document.get("versions"), tuning=document.get("tuning"))
 

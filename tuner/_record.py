@@ -96,6 +96,7 @@ class TrialRecord:
     seed: int
     device: str
     threads: int = 0  # absent from studies recorded before it was
+    cpu_kernels: str = ""  # likewise
     majority_rate: float = 0.0  # the majority class's share of the training set (the collapse reference)
     timings: dict[str, float] = field(default_factory=dict)
     max_delta_series: tuple[float, ...] = ()

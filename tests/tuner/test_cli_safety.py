@@ -297,10 +297,11 @@ def test_a_refit_uses_the_exported_thread_count_and_names_the_suspects(study_fil
                                                                        tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     path = study_file()
-    with_a_feasible_trial(path, threads=1)
+    with_a_feasible_trial(path, threads=1, cpu_kernels="DEFAULT")
     exported = tmp_path / "best.json"
     assert main(["export", str(path), "-o", str(exported)]) == 0
-    assert json.loads(exported.read_text())["threads"] == 1
+    document = json.loads(exported.read_text())
+    assert document["threads"] == 1 and document["cpu_kernels"] == "DEFAULT"
     before = torch.get_num_threads()
     try:
         code = main(["fit", "--from", str(exported)])
@@ -312,6 +313,8 @@ def test_a_refit_uses_the_exported_thread_count_and_names_the_suspects(study_fil
     assert code == EXIT_NOT_REPRODUCED  # the made-up trial's epsilon is not this fit's
     differs = next(line for line in out.splitlines() if "differs from the export" in line)
     assert "thread" in differs and "device" in differs and "version" in differs
+    kernels = torch.backends.cpu.get_cpu_capability()
+    assert f"CPU kernels ({kernels} here, DEFAULT in the export)" in differs  # another CPU rounds differently
 
 
 # --- 11. no study yet; the hint after a run ---------------------------------------------------------------------
