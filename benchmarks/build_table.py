@@ -258,11 +258,13 @@ def machine() -> dict[str, Any]:
     """
     import torch
 
+    import swagppm
+
     cpuinfo = Path("/proc/cpuinfo")
     names = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
              if line.startswith("model name")]
     return {"platform": platform.platform(), "cpu": names[0] if names else platform.processor(),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "cpu_threads": torch.get_num_threads()}
+            "cpu_capability": swagppm.cpu_kernels(), "cpu_threads": torch.get_num_threads()}
 
 
 def finished_fits(path: Path) -> list[dict[str, Any]]:

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
         weighted_delta,
         weighted_nll,
     )
-    from swagppm._provenance import versions
+    from swagppm._provenance import cpu_kernels, versions
     from swagppm._release import check_release_dir
     from swagppm._selection import Selection, SelectionFailed, check_selection
     from swagppm._swag import SWAGPosterior
@@ -72,7 +72,7 @@ _LAZY = {
     "swagppm._pooled": ("PooledClassifier", "PooledClassifierConfig"),
     "swagppm._privacy": ("epsilon_from_series", "normalise_risk", "privacy_weights", "reweight", "weighted_delta",
                          "weighted_nll"),
-    "swagppm._provenance": ("versions",),
+    "swagppm._provenance": ("cpu_kernels", "versions"),
     "swagppm._release": ("check_release_dir",),
     "swagppm._selection": ("Selection", "SelectionFailed", "check_selection"),
     "swagppm._swag": ("SWAGPosterior",),

@@ -41,7 +41,7 @@ from swagppm._engine import (
 from swagppm._models import ModelBundle, build_model
 from swagppm._partial import HiddenSplit, boundary_states
 from swagppm._privacy import epsilon_from_series, normalise_risk, privacy_weights, reweight, series_failure
-from swagppm._provenance import code_digest, versions
+from swagppm._provenance import code_digest, cpu_kernels, versions
 from swagppm._release import check_release_dir, write_release
 from swagppm._selection import Selection
 from swagppm._swag import SWAGPosterior
@@ -205,7 +205,7 @@ class Session:
         self.config = config
         self.device = resolve_device(config.device)
         self.threads = torch.get_num_threads()
-        self.cpu_kernels = torch.backends.cpu.get_cpu_capability() if self.device.type == "cpu" else ""
+        self.cpu_kernels = cpu_kernels(self.device)
         self.data: PreparedData = prepare_data(config.data, seed=config.seed)
         self.cache = PrivateCache(config.cache_dir)
         self.bundle: ModelBundle = build_model(config, self.data, self.device)

@@ -18,6 +18,12 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 
+def cpu_kernels(device: torch.device | str = "cpu") -> str:
+    """torch's CPU kernel level (e.g. ``"AVX512"``) on a CPU, empty elsewhere: not a cache key (see README,
+    Reproducibility), but another level rounds differently, so results record it."""
+    return torch.backends.cpu.get_cpu_capability() if torch.device(device).type == "cpu" else ""
+
+
 def versions(*extra: str) -> dict[str, str]:
     """Versions of Python and the packages a result depends on (plus ``extra`` distributions), for records."""
     found = {"python": platform.python_version(), "torch": torch.__version__}

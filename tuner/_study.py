@@ -599,11 +599,10 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
     study = open_study(config, create=worker is None, worker=worker, storage=storage)
     recover_stale_trials(study, config, echo=echo)
     n_trials = planned_trials(study, config, n_trials)
-    if settings.accounted:
-        if n_trials == 0:
-            return RunSummary(finished_before=0, finished_now=0, best=None, closest=None,
-                              stopped_because="the accounted study drew 0 trials (Poisson): nothing runs, nothing is "
-                                              "released")
+    if settings.accounted and n_trials == 0:
+        return RunSummary(finished_before=0, finished_now=0, best=None, closest=None,
+                          stopped_because="the accounted study drew 0 trials (Poisson): nothing runs, nothing is "
+                                          "released")
     timeout = settings.timeout if timeout is None else timeout
     before = finished_count(study)
     summary = RunSummary(finished_before=before, finished_now=0, stopped_because="", best=None, closest=None)
