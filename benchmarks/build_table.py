@@ -208,6 +208,7 @@ def entry(name: str, result: Any) -> dict[str, Any]:
         "model": name, "c": result.c, "g": result.g, "ft_epochs": result.ft_epochs, "seed": result.seed,
         "epsilon": significant(result.epsilon), "epsilon_is_lower_bound": result.epsilon_is_lower_bound,
         "failure": result.failure, "stage1_cache_hit": result.stage1_cache_hit,
+        "stage1_fingerprint": result.stage1_fingerprint,
         "baseline_f1_macro": significant(result.baseline_f1_macro),
         "baseline_f1_weighted": significant(result.baseline_f1_weighted),
         "majority_rate": significant(result.majority_rate),
@@ -280,6 +281,25 @@ def finished_fits(path: Path) -> list[dict[str, Any]]:
     return [{**fit, "run": fit.get("run", run)} for fit in table["fits"]]
 
 
+def other_stage1(name: str, result: Any, fits: Sequence[dict[str, Any]]) -> str | None:
+    """A line saying which kept fits of ``name`` used another stage 1 than ``result``; None if all used its own.
+
+    Older fits carry no fingerprint: their baseline F1 pair stands in for it.
+    """
+    def same(fit: dict[str, Any]) -> bool:
+        if fit.get("stage1_fingerprint"):
+            return bool(fit["stage1_fingerprint"] == result.stage1_fingerprint)
+        return (fit["baseline_f1_macro"], fit["baseline_f1_weighted"]) == (
+            significant(result.baseline_f1_macro), significant(result.baseline_f1_weighted))
+
+    others = [f"{fit['c']:g}:{fit['ft_epochs']}" for fit in fits if fit["model"] == name and not same(fit)]
+    if not others:
+        return None
+    return (f"note: {name}: this run's stage 1 (fingerprint {result.stage1_fingerprint}, baseline F1 "
+            f"{result.baseline_f1_macro:.4f}/{result.baseline_f1_weighted:.4f}) is not the one of {len(others)} kept "
+            f"fits ({' '.join(others)}); each fit's run and stage1_fingerprint tell them apart")
+
+
 def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
     import transformers
 
@@ -340,11 +360,13 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
               f"privacy {config.draws_privacy}, utility {config.draws_utility}", flush=True)
         model_start = time.perf_counter()
         cells = [(c, epochs) for c, epochs in grid if (name, c, epochs) not in done]
-        for c, epochs in cells:
+        for index, (c, epochs) in enumerate(cells):
             fit_start = time.perf_counter()
             result = swagppm.run_fit(config, c=c, ft_epochs=epochs)
             seconds = time.perf_counter() - fit_start
             print(summary_line(name, result, seconds), flush=True)
+            if index == 0 and (line := other_stage1(name, result, fits)):
+                print(line, flush=True)
             metadata["data"]["data_hash"] = result.data_hash
             metadata["data"].update(num_train=result.num_train, num_test=result.num_test,
                                     num_classes=result.num_classes)

@@ -41,7 +41,7 @@ from swagppm._engine import (
 from swagppm._models import ModelBundle, build_model
 from swagppm._partial import HiddenSplit, boundary_states
 from swagppm._privacy import epsilon_from_series, normalise_risk, privacy_weights, reweight, series_failure
-from swagppm._provenance import code_digest, cpu_kernels, versions
+from swagppm._provenance import code_digest, cpu_kernels, stage1_fingerprint, versions
 from swagppm._release import check_release_dir, write_release
 from swagppm._selection import Selection
 from swagppm._swag import SWAGPosterior
@@ -65,6 +65,8 @@ class SWAGPPMResult:
     thread count the fit ran with: on a CPU it changes ε in the last digits.
     ``cpu_kernels`` is torch's CPU kernel level on a CPU (e.g. ``"AVX512"``; empty
     elsewhere): another level rounds differently, and stage 1 amplifies it.
+    ``stage1_fingerprint`` identifies the stage 1 the fit used (see
+    ``stage1_fingerprint``): fits compare only when it is the same.
     """
 
     c: float
@@ -81,6 +83,7 @@ class SWAGPPMResult:
     draws_skipped: int = 0
     failure: str | None = None
     stage1_cache_hit: bool = False
+    stage1_fingerprint: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
     majority_rate: float = 0.0
@@ -124,6 +127,7 @@ class Preparation:
     baseline_f1_macro: float
     baseline_f1_weighted: float
     stage1_cache_hit: bool
+    stage1_fingerprint: str
     timings: dict[str, float]
 
 
@@ -347,12 +351,13 @@ class Session:
                                       "fit is unusable (lower the learning rates or check the data)")
             return {"risk": risk, "baseline_f1_macro": baseline["f1_macro"],
                     "baseline_f1_weighted": baseline["f1_weighted"], "stage1_state": baseline["state"],
+                    "fingerprint": stage1_fingerprint(risk, baseline["state"]),
                     "history": [dataclasses.asdict(h) for h in history], "timings": parts.seconds}
 
         def valid(payload: dict[str, Any]) -> bool:
             risk = payload.get("risk")
             return (isinstance(risk, torch.Tensor) and risk.shape == (len(self.train),)
-                    and not bool(torch.isnan(risk).any()))
+                    and not bool(torch.isnan(risk).any()) and isinstance(payload.get("fingerprint"), str))
 
         with timer("stage1"):
             return self.cache.get_or_compute("stage1", self.stage1_key, compute, validate=valid)
@@ -369,7 +374,7 @@ class Session:
             majority_rate=data.majority_rate, data_hash=data.data_hash,
             baseline_f1_macro=float(stage1["baseline_f1_macro"]),
             baseline_f1_weighted=float(stage1["baseline_f1_weighted"]), stage1_cache_hit=cache_hit,
-            timings=timer.seconds)
+            stage1_fingerprint=stage1["fingerprint"], timings=timer.seconds)
 
     def fit(
         self, *, c: float, ft_epochs: int, g: float = 0.0, stop_above_epsilon: float | None = None,
@@ -530,7 +535,8 @@ class Session:
             c=c, g=g, ft_epochs=ft_epochs, seed=seed, epsilon=math.inf, max_delta=[], f1_macro=[], f1_weighted=[],
             baseline_f1_macro=float(stage1["baseline_f1_macro"]),
             baseline_f1_weighted=float(stage1["baseline_f1_weighted"]), stage1_cache_hit=cache_hit,
-            majority_rate=data.majority_rate, num_train=len(data.train_texts), num_test=len(data.test_texts),
+            stage1_fingerprint=stage1["fingerprint"], majority_rate=data.majority_rate,
+            num_train=len(data.train_texts), num_test=len(data.test_texts),
             num_classes=data.num_classes, data_hash=data.data_hash, device=self.device.type, threads=self.threads,
             cpu_kernels=self.cpu_kernels)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+from collections.abc import Mapping
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -51,6 +52,17 @@ def tensor_digest(tensor: torch.Tensor) -> str:
     digest = hashlib.sha256(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
     digest.update(data.data)
     return digest.hexdigest()
+
+
+def stage1_fingerprint(risk: torch.Tensor, state: Mapping[str, torch.Tensor]) -> str:
+    """16 hex digits of SHA-256 over stage 1's per-record risks and trained state.
+
+    Equal exactly when two stage 1s are bit-identical: another CPU, thread count or
+    library version can change stage 1, and trials on different ones do not compare.
+    One-way, it tells nothing of the risks beyond that equality, so results carry it.
+    """
+    text = json.dumps([tensor_digest(risk), sorted((name, tensor_digest(value)) for name, value in state.items())])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def tokenizer_digest(tokenizer: PreTrainedTokenizerBase) -> str:

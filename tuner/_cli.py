@@ -395,14 +395,21 @@ def _reproduced(result: swagppm.SWAGPPMResult, chosen: Chosen | None) -> int:
 
 
 def _suspects(result: swagppm.SWAGPPMResult, chosen: Chosen) -> str:
-    """The thread count, CPU kernels, device and library versions of the refit against the export's, and the cache."""
+    """Whether stage 1 is the export's, then the thread count, CPU kernels, device and library versions against it."""
     now, then = swagppm.versions("optuna", "optuna-dashboard"), chosen.versions or {}
     changed = sorted(name for name in set(now) | set(then) if now.get(name) != then.get(name))
     versions = (f"{', '.join(changed)} differ" if changed else "the same") if then else "not recorded"
-    return (f"the CPU thread count ({result.threads} here, {chosen.threads or 'not recorded'} in the export), the "
-            f"CPU kernels ({result.cpu_kernels or 'none'} here, {chosen.cpu_kernels or 'not recorded'} in the export), "
-            f"the device ({result.device} here, {chosen.device or 'not recorded'} in the export), the library versions "
-            f"({versions}), or a stage 1 cached under other settings")
+    causes = (f"the CPU thread count ({result.threads} here, {chosen.threads or 'not recorded'} in the export), the "
+              f"CPU kernels ({result.cpu_kernels or 'none'} here, {chosen.cpu_kernels or 'not recorded'} in the "
+              f"export), the device ({result.device} here, {chosen.device or 'not recorded'} in the export), the "
+              f"library versions ({versions})")
+    here, there = result.stage1_fingerprint, chosen.stage1_fingerprint
+    if there is None:
+        return f"{causes}, or a stage 1 cached under other settings"
+    if here == there:
+        return f"not stage 1 (the export's, fingerprint {here}), so stage 2: {causes}"
+    return (f"stage 1 differs (fingerprint {here} here, {there} in the export), from {causes}, or a stage 1 cached "
+            "under other settings")
 
 
 def _release_fit(session: swagppm.Session, fit: swagppm.Fit, args: argparse.Namespace, request: _FitRequest,

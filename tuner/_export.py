@@ -68,6 +68,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "device": record.device,
         "threads": record.threads,
         "cpu_kernels": record.cpu_kernels or None,
+        "stage1_fingerprint": record.stage1_fingerprint or None,
         "versions": swagppm.versions("optuna", "optuna-dashboard"),
         "caveats": list(CAVEATS) + [f"This configuration was selected from {counts['total']} trials "
                                     f"({counts['complete']} complete, {counts['pruned']} pruned, "
@@ -88,7 +89,8 @@ class Chosen:
 
     ``device``, ``threads`` (the CPU thread count; ε depends on it in the last
     digits on a CPU), ``cpu_kernels`` (torch's CPU kernel level, e.g. AVX512; another
-    level changes stage 1) and ``versions`` say where the trial ran, for a refit to match.
+    level changes stage 1) and ``versions`` say where the trial ran, for a refit to match;
+    ``stage1_fingerprint`` says whether a refit's stage 1 is the trial's.
     """
 
     config: SWAGPPMConfig
@@ -101,6 +103,7 @@ class Chosen:
     device: str | None = None
     threads: int | None = None
     cpu_kernels: str | None = None
+    stage1_fingerprint: str | None = None
     versions: dict[str, str] | None = None
     tuning: dict[str, Any] | None = None  # what choosing it cost (tuner._tuning.tuning_cost)
 
@@ -124,10 +127,11 @@ def read_export(path: str | Path) -> Chosen:
         raise ConfigError(f"{path}: field {error} is missing or malformed") from None
     config = SWAGPPMConfig.from_dict(fit, where=f"{path} swagppm")
     epsilon = (document.get("metrics") or {}).get("epsilon")
-    threads, kernels = document.get("threads"), document.get("cpu_kernels")
+    threads, kernels, stage1 = document.get("threads"), document.get("cpu_kernels"), document.get("stage1_fingerprint")
     return Chosen(config=config, c=c, ft_epochs=ft_epochs, g=g, epsilon=epsilon,
                   trials_run=(document.get("trials_run") or {}).get("total"), path=path,
                   device=document.get("device"), threads=threads if isinstance(threads, int) and threads > 0 else None,
                   cpu_kernels=kernels if isinstance(kernels, str) and kernels else None,
+                  stage1_fingerprint=stage1 if isinstance(stage1, str) and stage1 else None,
                   versions=document.get("versions"), tuning=document.get("tuning"))
 

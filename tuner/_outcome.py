@@ -77,7 +77,7 @@ class Outcome:
             f1_weighted_q10=_finite_or_none(result.f1_weighted_q10) if measured else None,
             stage1_cache_hit=result.stage1_cache_hit, data_hash=result.data_hash, seed=result.seed,
             device=result.device, threads=result.threads, cpu_kernels=result.cpu_kernels,
-            majority_rate=result.majority_rate,
+            stage1_fingerprint=result.stage1_fingerprint, majority_rate=result.majority_rate,
             timings={stage: round(seconds, 3) for stage, seconds in result.timings.items()},
             max_delta_series=tuple(float(x) for x in result.max_delta), f1_macro_draws=tuple(result.f1_macro),
             f1_weighted_draws=tuple(result.f1_weighted), constraints=dict(self.constraints),

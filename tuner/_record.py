@@ -97,6 +97,7 @@ class TrialRecord:
     device: str
     threads: int = 0  # absent from studies recorded before it was
     cpu_kernels: str = ""  # likewise
+    stage1_fingerprint: str = ""  # likewise; which stage 1 the fit used (trials compare only on the same one)
     majority_rate: float = 0.0  # the majority class's share of the training set (the collapse reference)
     timings: dict[str, float] = field(default_factory=dict)
     max_delta_series: tuple[float, ...] = ()

@@ -66,6 +66,7 @@ from tuner._tuning import ACCOUNTED_TRIALS, NUM_TRAIN, draw_trial_count
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 DEFINITION_ATTR = "definition"
+STAGE1_FINGERPRINT = "stage1_fingerprint"  # study attribute: the stage 1 every trial of the study used
 CAVEATS = (*swagppm.CAVEATS,
            "The released model is one draw from the SWAG posterior; its own F1 varies around the medians reported "
            "here.")
@@ -644,6 +645,18 @@ def check_data(study: optuna.Study, data_hash: str, config: StudyConfig) -> None
                           f"trials (data hash {data_hash[:12]} vs {stored[:12]}); use a new [study] name")
 
 
+def check_stage1(study: optuna.Study, fingerprint: str, config: StudyConfig) -> None:
+    """Refuse a stage 1 other than the one the study's earlier trials used: their ε and F1 would not compare."""
+    stored = study.user_attrs.get(STAGE1_FINGERPRINT)
+    if stored is None:
+        study.set_user_attr(STAGE1_FINGERPRINT, fingerprint)
+    elif stored != fingerprint:
+        raise ConfigError(f"{config.path} [swagppm]: this worker's stage 1 differs from the one the study's earlier "
+                          f"trials used (fingerprint {fingerprint} vs {stored}): another CPU, thread count or library "
+                          "version rounds differently, so its trials would not compare; give every worker one "
+                          "cache_dir and thread count, or use a new [study] name")
+
+
 def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, *, worker: str | None,
               n_trials: int | None, timeout: float | None, echo: Callable[[str], None]) -> tuple[str, optuna.Study]:
     """Stage 1 (once, under the cache lock), the start points, then trials until a stop rule holds.
@@ -653,6 +666,7 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, *,
     settings, sampler = config.study, study.sampler
     check_data(study, objective.session.data.data_hash, config)
     prep = objective.session.prepare(progress=True)  # stage 1 can run for minutes: show its bars on a terminal
+    check_stage1(study, prep.stage1_fingerprint, config)
     study.set_user_attr(NUM_TRAIN, prep.num_train)
     study.set_user_attr("baseline_f1_macro", prep.baseline_f1_macro)
     study.set_user_attr("baseline_f1_weighted", prep.baseline_f1_weighted)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -44,10 +45,14 @@ def test_same_seeds_same_epsilon_different_seeds_differ(make_config: MakeConfig)
     assert second.stage1_cache_hit
     assert first.max_delta == second.max_delta and first.epsilon == second.epsilon
     assert first.f1_macro == second.f1_macro
+    assert re.fullmatch("[0-9a-f]{16}", first.stage1_fingerprint)
+    assert second.stage1_fingerprint == first.stage1_fingerprint  # the stage 1 read back is the one computed
     other_trial = swagppm.run_fit(config, c=0.8, ft_epochs=2, seed=123)
     assert other_trial.max_delta != first.max_delta
+    assert other_trial.stage1_fingerprint == first.stage1_fingerprint  # a trial seed acts on stage 2 only
     other_study = swagppm.run_fit(make_config(seed=1), c=0.8, ft_epochs=2)
     assert not other_study.stage1_cache_hit and other_study.max_delta != first.max_delta
+    assert other_study.stage1_fingerprint != first.stage1_fingerprint
 
 
 def test_c_scales_down_epsilon(config: swagppm.SWAGPPMConfig) -> None:

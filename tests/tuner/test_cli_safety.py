@@ -297,11 +297,12 @@ def test_a_refit_uses_the_exported_thread_count_and_names_the_suspects(study_fil
                                                                        tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     path = study_file()
-    with_a_feasible_trial(path, threads=1, cpu_kernels="DEFAULT")
+    with_a_feasible_trial(path, threads=1, cpu_kernels="DEFAULT", stage1_fingerprint="0123456789abcdef")
     exported = tmp_path / "best.json"
     assert main(["export", str(path), "-o", str(exported)]) == 0
     document = json.loads(exported.read_text())
     assert document["threads"] == 1 and document["cpu_kernels"] == "DEFAULT"
+    assert document["stage1_fingerprint"] == "0123456789abcdef"
     before = torch.get_num_threads()
     try:
         code = main(["fit", "--from", str(exported)])
@@ -315,6 +316,9 @@ def test_a_refit_uses_the_exported_thread_count_and_names_the_suspects(study_fil
     assert "thread" in differs and "device" in differs and "version" in differs
     kernels = torch.backends.cpu.get_cpu_capability()
     assert f"CPU kernels ({kernels} here, DEFAULT in the export)" in differs  # another CPU rounds differently
+    fingerprint = re.search(r"stage 1 differs \(fingerprint ([0-9a-f]{16}) here, 0123456789abcdef in the export\)",
+                            differs)
+    assert fingerprint is not None  # the refit's own stage 1, named by its digest
 
 
 # --- 11. no study yet; the hint after a run ---------------------------------------------------------------------

@@ -80,6 +80,7 @@ def test_trials_carry_constraints_attributes_notes_and_figures(finished: tuple[P
         attrs = trial.user_attrs
         assert {f"constraint_{k}" for k in CONSTRAINT_KEYS} <= set(attrs)  # the dashboard shows user attributes
         assert attrs["epsilon"] == pytest.approx(2 * max(attrs["max_delta_series"]))
+        assert attrs["stage1_fingerprint"] == study.user_attrs["stage1_fingerprint"]  # one stage 1 for all
         assert attrs["diagnosis"] in ("underfit", "well_fit", "overfit") and attrs["reasons"]
         assert set(attrs["timings"]) >= {"finetune", "swag", "privacy", "utility", "total"}
         note = optuna_dashboard_note(study, trial)
@@ -210,6 +211,18 @@ def test_a_changed_definition_is_refused(finished: tuple[Path, str], tmp_path: P
     moved = study_at(tmp_path, shared_cache, study={"storage": config.storage_url},
                      search={"start": [{"c": 0.9, "ft_epochs": 5}], "probe": False})
     open_study(StudyConfig.from_toml(moved))  # where a study starts is not part of its definition
+
+
+def test_a_worker_with_another_stage_1_is_refused(tmp_path: Path, shared_cache: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_at(tmp_path, shared_cache, name="elsewhere")
+    study = open_study(StudyConfig.from_toml(path))
+    study.set_user_attr("stage1_fingerprint", "0123456789abcdef")  # as if another CPU had run its first trials
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "stage 1 differs from the one the study's earlier trials used" in err and "0123456789abcdef" in err
+    assert "cache_dir and thread count" in err and not study.get_trials()  # refused before any trial
 
 
 def test_pareto_objective(tmp_path: Path, shared_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
