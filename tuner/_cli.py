@@ -64,6 +64,7 @@ from tuner._study import (
     open_study,
     pareto_front,
     run_study,
+    stage1_runs,
     trial_rows,
     violated,
 )
@@ -487,6 +488,7 @@ def _status(args: argparse.Namespace) -> int:
     print(f"\n{counts['total']} trials: {counts['complete']} complete, {counts['pruned']} pruned, "
           f"{counts['fail']} failed")
     print(tuning_line(tuning_cost(study, config)))
+    _warn_mixed_stage1(study)
     best = best_feasible(study)
     if best is None:
         _print_closest(study)
@@ -498,6 +500,17 @@ def _status(args: argparse.Namespace) -> int:
                           for t in pareto_front(study) if (r := TrialRecord.of(t)) is not None)
         print(f"feasible Pareto front: {front}")
     return 0
+
+
+def _warn_mixed_stage1(study: optuna.Study) -> None:
+    """Say so when the trials used more than one stage 1: their ε and F1 do not compare."""
+    runs = stage1_runs(study)
+    if len(runs) > 1:
+        listed = "; ".join(f"{fingerprint}: trials {', '.join(map(str, numbers))}"
+                           for fingerprint, numbers in runs.items())
+        print(f"warning: the trials used {len(runs)} different stage 1s ({listed}), so their epsilon and F1 do not "
+              "compare; give every worker one cache_dir and thread count, and rerun the choice in a new study",
+              file=sys.stderr)
 
 
 def _warn_at_edge(best: optuna.trial.FrozenTrial, config: StudyConfig) -> None:

@@ -396,6 +396,16 @@ def fits_for_figures(study: optuna.Study) -> list[dict[str, Any]]:
             for t in study.get_trials(deepcopy=False, states=FINISHED) if (r := TrialRecord.of(t)) is not None]
 
 
+def stage1_runs(study: optuna.Study) -> dict[str, list[int]]:
+    """The trial numbers of every stage 1 the study's finished trials used, by fingerprint (older records: none)."""
+    runs: dict[str, list[int]] = {}
+    for trial in study.get_trials(deepcopy=False, states=FINISHED):
+        record = TrialRecord.of(trial)
+        if record is not None and record.stage1_fingerprint:
+            runs.setdefault(record.stage1_fingerprint, []).append(trial.number)
+    return runs
+
+
 def study_figures(study: optuna.Study, config: StudyConfig) -> dict[str, Any]:
     """The search grid and the ε–F1 trade-off of every finished trial."""
     fits = fits_for_figures(study)

@@ -321,6 +321,18 @@ def test_a_refit_uses_the_exported_thread_count_and_names_the_suspects(study_fil
     assert fingerprint is not None  # the refit's own stage 1, named by its digest
 
 
+def test_status_warns_when_the_trials_used_several_stage_1s(study_file: Callable[..., Path],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path, stage1_fingerprint="0123456789abcdef")
+    assert main(["status", str(path)]) == 0
+    assert "stage 1" not in capsys.readouterr().err  # one stage 1: nothing to say
+    with_a_feasible_trial(path, stage1_fingerprint="fedcba9876543210")  # e.g. a worker of a release before the check
+    assert main(["status", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "the trials used 2 different stage 1s (0123456789abcdef: trials 0; fedcba9876543210: trials 1)" in err
+
+
 # --- 11. no study yet; the hint after a run ---------------------------------------------------------------------
 
 
