@@ -79,12 +79,29 @@ class Cell:
                              f1_weighted=fit["f1_weighted"], **common), cost
 
 
-def load_cells(path: Path, model: str) -> tuple[dict[tuple[float, int], Cell], dict[str, Any]]:
+def stage1_of(fit: dict[str, Any]) -> str:
+    """Which stage 1 a fit used: its fingerprint, or (older tables) its baseline F1 pair."""
+    return fit.get("stage1_fingerprint") or f"baseline {fit['baseline_f1_macro']}/{fit['baseline_f1_weighted']}"
+
+
+def load_cells(path: Path, model: str, *, one_stage1: bool = False,
+               ) -> tuple[dict[tuple[float, int], Cell], dict[str, Any]]:
+    """The table's cells of ``model``; with ``one_stage1``, only those of its most common stage 1."""
     table = json.loads(path.read_text())
     fits = [f for f in table["fits"] if f["model"] == model]
     if not fits:
         raise SystemExit(f"bench_samplers: no fits of model {model!r} in {path}")
-    first = fits[0]["timings"]  # the first fit of a model computed stage 1 (the cache started empty)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for fit in fits:
+        groups.setdefault(stage1_of(fit), []).append(fit)
+    if len(groups) > 1:
+        sizes = ", ".join(f"{len(group)} ({key})" for key, group in groups.items())
+        print(f"bench_samplers: {path.name} mixes {len(groups)} stage 1s: {sizes}; "
+              + ("keeping the largest" if one_stage1 else "--one-stage1 keeps the largest"), file=sys.stderr)
+        if one_stage1:
+            fits = max(groups.values(), key=len)
+    # stage 1's cost: from the fit that computed it (the first of a run; the cache started empty)
+    first = next((f["timings"] for f in fits if any(k.startswith("stage1_") for k in f["timings"])), fits[0]["timings"])
     stage1 = sum(v for k, v in first.items() if k.startswith("stage1_")) + first.get("setup", 0.0)
     cells = {(f["c"], f["ft_epochs"]): Cell(f, stage1) for f in fits}
     cs, epochs = {c for c, _ in cells}, {e for _, e in cells}
@@ -199,6 +216,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-degradation", type=float, default=0.10, help="F1 target (default: %(default)s)")
     parser.add_argument("--no-well-fit", dest="well_fit", action="store_false",
                         help="targets epsilon and F1 only, as the guide's (default: also a well-fit series)")
+    parser.add_argument("--one-stage1", action="store_true",
+                        help="replay only the fits of the table's most common stage 1 (a table resumed on other "
+                             "CPUs mixes several; fits on different ones do not compare)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
     return parser.parse_args(argv)
 
@@ -258,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench_samplers: {args.table} not found; build it with python benchmarks/build_table.py",
               file=sys.stderr)
         return 2
-    cells, metadata = load_cells(args.table, args.model)
+    cells, metadata = load_cells(args.table, args.model, one_stage1=args.one_stage1)
     cs, epochs = sorted({c for c, _ in cells}), sorted({e for _, e in cells})
     search = SearchSpace(c_min=min(cs), c_max=max(cs), ft_epochs_min=min(epochs), ft_epochs_max=max(epochs),
                          start=(START,), probe=args.probe)
@@ -271,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{[(p.c, p.ft_epochs) for p in search.start_points()]}")
     results: dict[str, Any] = {"table": args.table.name, "model": args.model, "stage1_seconds": stage1,
                                "max_f1_degradation": args.max_degradation, "require_well_fit": args.well_fit,
+                               "one_stage1": args.one_stage1, "cells": len(cells),
                                "seeds": args.seeds, "budget": args.budget, "startup": args.startup,
                                "start_points": [[p.c, p.ft_epochs] for p in search.start_points()], "targets": {}}
     for epsilon in targets_list:
