@@ -41,7 +41,8 @@ def release_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             fit.posterior.load_into(model, fit.posterior.sample(_rng.generator(fit.result.seed, *labels)))
         seeded = model.classifier.weight.detach().clone()
         fit.posterior.restore_mean(model)
-    return {"out": out, "again": again, "config": config, "mean": mean, "seeded": seeded}
+    return {"out": out, "again": again, "config": config, "mean": mean, "seeded": seeded,
+            "stage1_fingerprint": fit.result.stage1_fingerprint}
 
 
 @pytest.fixture
@@ -89,6 +90,7 @@ def test_release_card_has_aggregates_caveats_and_no_records(release_run: dict[st
     texts, _ = swagppm.synthetic_corpus(config.data.synthetic_size, num_classes=4, seed=config.seed)
     text = (released / "release_card.json").read_text()
     assert not any(t in text for t in texts)
+    assert release_run["stage1_fingerprint"] not in text  # a published digest could be tested against candidate data
 
 
 def test_release_draw_differs_from_the_restored_swag_mean(release_run: dict[str, Any]) -> None:
