@@ -9,13 +9,17 @@
    targets: recall of spikes of at least 6 robust SDs (≥ 95%), the share of pure
    Gaussian series flagged as spiky (< 1%) and the overall accuracy (≥ 90%).
 2. Real series (``benchmarks/tables/real_max_delta_series.json``, made by
-   an earlier grid of ``benchmarks/build_table.py`` from SWAG-PPM fits on the OSHA sample): the scores
-   and verdicts per model, c and fine-tuning epochs, and whether the practical
-   guide's story shows up (few epochs → wide band; many epochs at high c → spikes).
+   an earlier grid of ``benchmarks/build_table.py`` from SWAG-PPM fits on the OSHA sample, or the
+   tables given with ``--table``): the scores and verdicts per model, c and fine-tuning
+   epochs, and whether the practical guide's story shows up (few epochs → wide band;
+   many epochs at high c → spikes).
+3. Real series with a reference label read by hand from the series
+   (``benchmarks/tables/real_series_labels.json``, each with its reason): the confusion
+   matrix of ``scorers.diagnose`` on those of the tables given.
 
 ``--sweep`` also prints the synthetic targets for a grid of candidate thresholds.
 
-    python benchmarks/calibrate_scorers.py [--seeds 100] [--sweep]
+    python benchmarks/calibrate_scorers.py [--seeds 100] [--sweep] [--table T1.json T2.json ...]
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ LABELS = ("underfit", "well_fit", "overfit", "catastrophic")
 LENGTH = 500
 LEVEL = 5.0  # the bulk's median; every score used is relative, so the level is arbitrary
 TABLE = Path(__file__).resolve().parent / "tables" / "real_max_delta_series.json"
+LABELS_FILE = Path(__file__).resolve().parent / "tables" / "real_series_labels.json"
 
 
 @dataclass(frozen=True)
@@ -210,12 +215,16 @@ def print_real(path: Path, thresholds: scorers.DiagnosisThresholds) -> None:
 def story(scored: dict, cs: list[float], epochs: list[int]) -> None:
     """Say plainly whether the guide's story shows up: wide bands at few epochs; spikes at many epochs and high c."""
     spread = {key: s.bulk_spread for key, (s, _) in scored.items()}
-    rho = stats.spearmanr([e for _, e in spread], list(spread.values())).statistic
-    few = float(np.median([v for (_, e), v in spread.items() if e <= 2]))
-    many = float(np.median([v for (_, e), v in spread.items() if e >= 5]))
-    verdict = "yes" if few >= 1.5 * many and rho < -0.3 else "weakly" if few > many else "no"
-    print(f"  spread vs epochs: Spearman rho {rho:+.2f}; median bulk spread {few:.1%} at <= 2 epochs, {many:.1%} at "
-          f">= 5 epochs -> few epochs give a wider band: {verdict}")
+    few_values = [v for (_, e), v in spread.items() if e <= 2]
+    many_values = [v for (_, e), v in spread.items() if e >= 5]
+    if len(spread) < 3 or not few_values or not many_values:
+        print("  spread vs epochs: too few cells at <= 2 and >= 5 epochs to say")
+    else:
+        rho = stats.spearmanr([e for _, e in spread], list(spread.values())).statistic
+        few, many = float(np.median(few_values)), float(np.median(many_values))
+        verdict = "yes" if few >= 1.5 * many and rho < -0.3 else "weakly" if few > many else "no"
+        print(f"  spread vs epochs: Spearman rho {rho:+.2f}; median bulk spread {few:.1%} at <= 2 epochs, {many:.1%} "
+              f"at >= 5 epochs -> few epochs give a wider band: {verdict}")
     high = cs[0]
     late = [scored[(high, e)] for e in epochs if e >= 13 and (high, e) in scored]
     middle = [scored[(high, e)] for e in epochs if 5 <= e <= 10 and (high, e) in scored]
@@ -228,11 +237,41 @@ def story(scored: dict, cs: list[float], epochs: list[int]) -> None:
           f"{'yes' if shows else 'no'}")
 
 
+def print_real_confusion(paths: list[Path], labels_file: Path, thresholds: scorers.DiagnosisThresholds) -> None:
+    """The scorers' verdicts against the hand-read labels of the real series in ``paths``."""
+    if not labels_file.exists():
+        print(f"\nReal series with a reference label: {labels_file} not found")
+        return
+    fits = {(path.name, f["model"], f["c"], f["ft_epochs"]): f for path in paths if path.exists()
+            for f in real_fits(path)}
+    labelled = [(entry, fits[key]) for entry in json.loads(labels_file.read_text())["series"]
+                if (key := (entry["table"], entry["model"], entry["c"], entry["ft_epochs"])) in fits]
+    print(f"\nReal series with a reference label read by hand ({labels_file.name}): {len(labelled)} series in "
+          "these tables")
+    if not labelled:
+        return
+    confusion = {label: Counter() for label in LABELS}
+    misread = []
+    for entry, fit in labelled:
+        verdict = scorers.diagnose(scorers.score_max_delta(fit["max_delta"]), thresholds=thresholds,
+                                   failure=fit.get("failure")).label
+        confusion[entry["label"]][verdict] += 1
+        if verdict != entry["label"]:
+            misread.append(f"  {entry['model']} c = {entry['c']:g}, {entry['ft_epochs']} epochs: read "
+                           f"{entry['label']} ({entry['why']}), diagnosed {verdict}")
+    print(f"{'label / diagnosed':<18}" + "".join(f"{label:>14}" for label in LABELS))
+    for truth in LABELS[:3]:
+        print(f"{truth:<18}" + "".join(f"{confusion[truth][label]:>14}" for label in LABELS))
+    print("\n".join(misread) if misread else "every labelled series diagnosed as read")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=100, help="seeds per synthetic shape (default 100)")
     parser.add_argument("--sweep", action="store_true", help="also print the targets for candidate thresholds")
-    parser.add_argument("--table", type=Path, default=TABLE, help="the real-series table")
+    parser.add_argument("--table", type=Path, nargs="+", default=[TABLE], help="the real-series tables")
+    parser.add_argument("--labels", type=Path, default=LABELS_FILE,
+                        help="hand-read reference labels of real series (default: %(default)s)")
     args = parser.parse_args()
     thresholds = scorers.DiagnosisThresholds()
     print(f"Defaults: spike z {scorers.DEFAULT_SPIKE_Z:g} robust SDs, max bulk spread "
@@ -240,7 +279,9 @@ def main() -> None:
     print_synthetic(run_synthetic(args.seeds, scorers.DEFAULT_SPIKE_Z, thresholds), args.seeds)
     if args.sweep:
         sweep(max(10, args.seeds // 4))
-    print_real(args.table, thresholds)
+    for table in args.table:
+        print_real(table, thresholds)
+    print_real_confusion(args.table, args.labels, thresholds)
 
 
 if __name__ == "__main__":
