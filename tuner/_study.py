@@ -645,22 +645,24 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
     return finish(reason)
 
 
+def keep_first(study: optuna.Study, key: str, value: str) -> str | None:
+    """Store ``value`` under ``key`` if the study has none yet; otherwise the stored value when it differs."""
+    stored = study.user_attrs.get(key)
+    if stored is None:
+        study.set_user_attr(key, value)
+    return stored if stored is not None and stored != value else None
+
+
 def check_data(study: optuna.Study, data_hash: str, config: StudyConfig) -> None:
     """Refuse records that differ from those of the study's earlier trials (before any stage 1 or fit runs)."""
-    stored = study.user_attrs.get("data_hash")
-    if stored is None:
-        study.set_user_attr("data_hash", data_hash)
-    elif stored != data_hash:
+    if (stored := keep_first(study, "data_hash", data_hash)) is not None:
         raise ConfigError(f"{config.path} [data]: the records differ from those of the study's earlier "
                           f"trials (data hash {data_hash[:12]} vs {stored[:12]}); use a new [study] name")
 
 
 def check_stage1(study: optuna.Study, fingerprint: str, config: StudyConfig) -> None:
     """Refuse a stage 1 other than the one the study's earlier trials used: their ε and F1 would not compare."""
-    stored = study.user_attrs.get(STAGE1_FINGERPRINT)
-    if stored is None:
-        study.set_user_attr(STAGE1_FINGERPRINT, fingerprint)
-    elif stored != fingerprint:
+    if (stored := keep_first(study, STAGE1_FINGERPRINT, fingerprint)) is not None:
         raise ConfigError(f"{config.path} [swagppm]: this worker's stage 1 differs from the one the study's earlier "
                           f"trials used (fingerprint {fingerprint} vs {stored}): another CPU, thread count or library "
                           "version rounds differently, so its trials would not compare; give every worker one "
