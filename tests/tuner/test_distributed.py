@@ -151,12 +151,29 @@ def test_an_unreachable_database_is_a_clear_error_within_ten_seconds(tmp_path: P
         assert "s3cret" not in err + done.stdout and "Traceback" not in err
 
 
+def _listener_below_ephemeral_range(port: int) -> socket.socket:
+    """A listening socket on ``port``, or on a free port below the kernel's ephemeral range when ``port`` is 0.
+
+    A port the kernel also hands out as a client's source port can be taken while the proxy is down (a client
+    retrying it may even connect to itself), so a proxy that comes back on the same port could not bind it.
+    """
+    if port:
+        return socket.create_server(("127.0.0.1", port))
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for candidate in range(low - 1, 1024, -1):
+        try:
+            return socket.create_server(("127.0.0.1", candidate))
+        except OSError:
+            continue
+    raise OSError("no free port below the ephemeral range")
+
+
 class Proxy:
     """A TCP proxy in front of a server; ``stop`` drops every connection, as a server going away does."""
 
     def __init__(self, target: tuple[str, int], port: int = 0) -> None:
         self.target = target
-        self.listener = socket.create_server(("127.0.0.1", port))
+        self.listener = _listener_below_ephemeral_range(port)
         self.port = self.listener.getsockname()[1]
         self.sockets: list[socket.socket] = []
         self.running = True
