@@ -131,6 +131,11 @@ def diagnose(
         label = "underfit"
         reasons.append(f"bulk spread {max_delta.bulk_spread:.1%} exceeds {thresholds.max_bulk_spread:.1%}: "
                        "underfit; add fine-tuning epochs")
+        if max_delta.spike_count:
+            reasons.append(f"{max_delta.spike_count} draw(s) lie more than {max_delta.spike_z:g} robust SDs above "
+                           f"the median (largest {max_delta.max_robust_z:.1f} SDs, {max_delta.max_over_median:.2f}× "
+                           "it) and set epsilon: if they stand apart once the bulk is tight, they are spikes; "
+                           "then lower c (more epochs at this c make spikes worse)")
     elif max_delta.spike_count >= thresholds.min_spikes:
         label = "overfit"
         reasons.append(f"{max_delta.spike_count} spike(s) above {max_delta.spike_z:g} robust SDs (largest "

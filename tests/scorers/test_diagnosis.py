@@ -75,6 +75,21 @@ def test_wide_bulk_is_underfit(seed: int) -> None:
     assert not d.feasible
 
 
+def test_a_wide_bulk_without_spikes_gives_one_reason() -> None:
+    assert len(diagnose(score_max_delta(wide())).reasons) == 1
+
+
+def test_high_draws_on_a_wide_bulk_stay_underfit_and_are_named() -> None:
+    # A real full fine-tuning series had both: a bulk 10.9% wide and one draw 25 robust SDs above it, which set
+    # epsilon. The guide reads the wide bulk first, but a person must see the high draws too.
+    s = score_max_delta(with_spikes(wide(), 2))
+    d = diagnose(s)
+    assert d.label == "underfit" and s.spike_count == 2
+    assert "add fine-tuning epochs" in d.reasons[0]
+    assert d.reasons[1].startswith(f"2 draw(s) lie more than {DEFAULT_SPIKE_Z:g} robust SDs above the median")
+    assert f"{s.max_over_median:.2f}× it) and set epsilon" in d.reasons[1] and "lower c" in d.reasons[1]
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_tight_bulk_with_spikes_is_overfit(seed: int) -> None:
     s = score_max_delta(spiky(seed))
