@@ -226,15 +226,15 @@ def story(scored: dict, cs: list[float], epochs: list[int]) -> None:
         print(f"  spread vs epochs: Spearman rho {rho:+.2f}; median bulk spread {few:.1%} at <= 2 epochs, {many:.1%} "
               f"at >= 5 epochs -> few epochs give a wider band: {verdict}")
     high = cs[0]
-    late = [scored[(high, e)] for e in epochs if e >= 13 and (high, e) in scored]
-    middle = [scored[(high, e)] for e in epochs if 5 <= e <= 10 and (high, e) in scored]
-    late_overfit = sum(d.label == "overfit" for _, d in late)
-    middle_overfit = sum(d.label == "overfit" for _, d in middle)
-    shows = late_overfit > 0 and late_overfit / len(late) > middle_overfit / max(len(middle), 1)
+    groups = {"<= 3": lambda e: e <= 3, "5-10": lambda e: 5 <= e <= 10, ">= 13": lambda e: e >= 13}
+    overfit = {name: [scored[(high, e)][1].label == "overfit" for e in epochs if (high, e) in scored and keep(e)]
+               for name, keep in groups.items()}
+    later = overfit["5-10"] + overfit[">= 13"]
+    shows = bool(later) and sum(later) >= len(later) / 2 and not any(overfit["<= 3"])
     spikes = ", ".join(f"{e}: {scored[(high, e)][0].spike_count}" for e in epochs if (high, e) in scored)
-    print(f"  spikes per fit at c = {high:g} by epochs ({spikes}); overfit verdicts at >= 13 epochs {late_overfit}/"
-          f"{len(late)}, at 5-10 epochs {middle_overfit}/{len(middle)} -> many epochs at high c give spikes: "
-          f"{'yes' if shows else 'no'}")
+    counts = ", ".join(f"{name} epochs {sum(v)}/{len(v)}" for name, v in overfit.items())
+    print(f"  spikes per fit at c = {high:g} by epochs ({spikes}); overfit verdicts at {counts} -> many epochs "
+          f"(5 or more) at high c give spikes: {'yes' if shows else 'no'}")
 
 
 def print_real_confusion(paths: list[Path], labels_file: Path, thresholds: scorers.DiagnosisThresholds) -> None:
