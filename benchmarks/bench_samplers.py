@@ -79,9 +79,17 @@ class Cell:
                              f1_weighted=fit["f1_weighted"], **common), cost
 
 
-def stage1_of(fit: dict[str, Any]) -> str:
-    """Which stage 1 a fit used: its fingerprint, or (older tables) its baseline F1 pair."""
-    return fit.get("stage1_fingerprint") or f"baseline {fit['baseline_f1_macro']}/{fit['baseline_f1_weighted']}"
+def stage1_keys(fits: Sequence[dict[str, Any]]) -> list[str]:
+    """Which stage 1 each fit used: its fingerprint.
+
+    An older fit carries none: it takes the fingerprint of a newer fit with the same baseline F1 pair (the rule
+    ``build_table.py`` applies when it resumes a table), else that pair.
+    """
+    def pair(fit: dict[str, Any]) -> str:
+        return f"baseline {fit['baseline_f1_macro']}/{fit['baseline_f1_weighted']}"
+
+    known = {pair(fit): fit["stage1_fingerprint"] for fit in fits if fit.get("stage1_fingerprint")}
+    return [fit.get("stage1_fingerprint") or known.get(pair(fit), pair(fit)) for fit in fits]
 
 
 def load_cells(path: Path, model: str, *, one_stage1: bool = False,
@@ -92,8 +100,8 @@ def load_cells(path: Path, model: str, *, one_stage1: bool = False,
     if not fits:
         raise SystemExit(f"bench_samplers: no fits of model {model!r} in {path}")
     groups: dict[str, list[dict[str, Any]]] = {}
-    for fit in fits:
-        groups.setdefault(stage1_of(fit), []).append(fit)
+    for fit, key in zip(fits, stage1_keys(fits), strict=True):
+        groups.setdefault(key, []).append(fit)
     if len(groups) > 1:
         sizes = ", ".join(f"{len(group)} ({key})" for key, group in groups.items())
         print(f"bench_samplers: {path.name} mixes {len(groups)} stage 1s: {sizes}; "
