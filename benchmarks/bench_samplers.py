@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import optuna
+from build_table import stage1_keys
 
 from swagppm import SWAGPPMResult
 from tuner import FlowchartSampler, Outcome, SearchSpace, StartPoint, Targets, judge, make_sampler, record_outcome
@@ -77,19 +78,6 @@ class Cell:
         epsilon = math.inf if fit["epsilon"] is None else fit["epsilon"]
         return SWAGPPMResult(epsilon=epsilon, max_delta=series, f1_macro=fit["f1_macro"],
                              f1_weighted=fit["f1_weighted"], **common), cost
-
-
-def stage1_keys(fits: Sequence[dict[str, Any]]) -> list[str]:
-    """Which stage 1 each fit used: its fingerprint.
-
-    An older fit carries none: it takes the fingerprint of a newer fit with the same baseline F1 pair (the rule
-    ``build_table.py`` applies when it resumes a table), else that pair.
-    """
-    def pair(fit: dict[str, Any]) -> str:
-        return f"baseline {fit['baseline_f1_macro']}/{fit['baseline_f1_weighted']}"
-
-    known = {pair(fit): fit["stage1_fingerprint"] for fit in fits if fit.get("stage1_fingerprint")}
-    return [fit.get("stage1_fingerprint") or known.get(pair(fit), pair(fit)) for fit in fits]
 
 
 def load_cells(path: Path, model: str, *, one_stage1: bool = False,

@@ -295,22 +295,28 @@ def finished_fits(path: Path) -> list[dict[str, Any]]:
     return [{**fit, "run": fit.get("run", run)} for fit in table["fits"]]
 
 
-def other_stage1(name: str, result: Any, fits: Sequence[dict[str, Any]]) -> str | None:
-    """A line saying which kept fits of ``name`` used another stage 1 than ``result``; None if all used its own.
+def stage1_keys(fits: Sequence[dict[str, Any]]) -> list[str]:
+    """Which stage 1 each fit used: its fingerprint.
 
-    Older fits carry no fingerprint: their baseline F1 pair stands in for it.
+    An older fit carries none: it takes the fingerprint of a fit with the same baseline F1 pair (the later fit
+    wins), else that pair. ``bench_samplers.py --one-stage1`` groups a table's fits by this key too.
     """
-    def same(fit: dict[str, Any]) -> bool:
-        if fit.get("stage1_fingerprint"):
-            return bool(fit["stage1_fingerprint"] == result.stage1_fingerprint)
-        return (fit["baseline_f1_macro"], fit["baseline_f1_weighted"]) == (
-            significant(result.baseline_f1_macro), significant(result.baseline_f1_weighted))
+    def pair(fit: dict[str, Any]) -> str:
+        return f"baseline {fit['baseline_f1_macro']}/{fit['baseline_f1_weighted']}"
 
-    others = [f"{fit['c']:g}:{fit['ft_epochs']}" for fit in fits if fit["model"] == name and not same(fit)]
+    known = {pair(fit): fit["stage1_fingerprint"] for fit in fits if fit.get("stage1_fingerprint")}
+    return [fit.get("stage1_fingerprint") or known.get(pair(fit), pair(fit)) for fit in fits]
+
+
+def other_stage1(name: str, new: dict[str, Any], fits: Sequence[dict[str, Any]]) -> str | None:
+    """A line saying which kept fits of ``name`` used another stage 1 than the ``new`` fit; None if all used its own."""
+    kept = [fit for fit in fits if fit["model"] == name]
+    *keys, own = stage1_keys([*kept, new])
+    others = [f"{fit['c']:g}:{fit['ft_epochs']}" for fit, key in zip(kept, keys, strict=True) if key != own]
     if not others:
         return None
-    return (f"note: {name}: this run's stage 1 (fingerprint {result.stage1_fingerprint}, baseline F1 "
-            f"{result.baseline_f1_macro:.4f}/{result.baseline_f1_weighted:.4f}) is not the one of {len(others)} kept "
+    return (f"note: {name}: this run's stage 1 (fingerprint {new['stage1_fingerprint']}, baseline F1 "
+            f"{new['baseline_f1_macro']:.4f}/{new['baseline_f1_weighted']:.4f}) is not the one of {len(others)} kept "
             f"fits ({' '.join(others)}); each fit's run and stage1_fingerprint tell them apart")
 
 
@@ -373,7 +379,7 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
             result = swagppm.run_fit(config, c=c, ft_epochs=epochs)
             seconds = time.perf_counter() - fit_start
             print(summary_line(name, result, seconds), flush=True)
-            if index == 0 and (line := other_stage1(name, result, fits)):
+            if index == 0 and (line := other_stage1(name, entry(name, result), fits)):
                 print(line, flush=True)
             metadata["data"]["data_hash"] = result.data_hash
             metadata["data"].update(num_train=result.num_train, num_test=result.num_test,
