@@ -287,6 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{[(p.c, p.ft_epochs) for p in search.start_points()]}")
     results: dict[str, Any] = {"table": args.table.name, "model": args.model, "stage1_seconds": stage1,
                                "max_f1_degradation": args.max_degradation, "require_well_fit": args.well_fit,
+                               "max_bulk_spread": Targets.max_bulk_spread,
                                "one_stage1": args.one_stage1, "cells": len(cells),
                                "seeds": args.seeds, "budget": args.budget, "startup": args.startup,
                                "start_points": [[p.c, p.ft_epochs] for p in search.start_points()], "targets": {}}

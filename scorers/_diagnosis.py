@@ -51,12 +51,14 @@ class DiagnosisThresholds:
     """Where the verdicts change.
 
     Attributes:
-        max_bulk_spread: IQR/median of the bulk above which the fit is underfit.
+        max_bulk_spread: IQR/median of the bulk above which the fit is underfit. 7%: on real
+            fine-tuned fits every band read as tight by hand was at most 6.7% wide and every
+            band read as wide at least 7.9%; synthetic series leave 5-8% equally accurate.
         min_spikes: spikes (draws above ``spike_z`` robust SDs, see ``score_max_delta``)
             at which a tight fit is overfit.
     """
 
-    max_bulk_spread: float = 0.05
+    max_bulk_spread: float = 0.07
     min_spikes: int = 1
 
     def __post_init__(self) -> None:
