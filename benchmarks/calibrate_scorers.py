@@ -226,15 +226,16 @@ def story(scored: dict, cs: list[float], epochs: list[int]) -> None:
         print(f"  spread vs epochs: Spearman rho {rho:+.2f}; median bulk spread {few:.1%} at <= 2 epochs, {many:.1%} "
               f"at >= 5 epochs -> few epochs give a wider band: {verdict}")
     high = cs[0]
+    at_high = {e: scored[(high, e)] for e in epochs if (high, e) in scored}
     groups = {"<= 3": lambda e: e <= 3, "5-10": lambda e: 5 <= e <= 10, ">= 13": lambda e: e >= 13}
-    overfit = {name: [scored[(high, e)][1].label == "overfit" for e in epochs if (high, e) in scored and keep(e)]
+    overfit = {name: [d.label == "overfit" for e, (_, d) in at_high.items() if keep(e)]
                for name, keep in groups.items()}
     later, early = overfit["5-10"] + overfit[">= 13"], overfit["<= 3"]
     # "yes": most later fits are overfit, and a larger share of them than of the early ones
     shows = bool(later) and sum(later) >= len(later) / 2 and sum(later) / len(later) > sum(early) / max(len(early), 1)
-    spikes = ", ".join(f"{e}: {scored[(high, e)][0].spike_count}" for e in epochs if (high, e) in scored)
+    spikes = ", ".join(f"{e}: {s.spike_count}" for e, (s, _) in at_high.items())
     counts = ", ".join(f"{name} epochs {sum(v)}/{len(v)}" for name, v in overfit.items())
-    first = next((e for e in epochs if (high, e) in scored and scored[(high, e)][1].label == "overfit"), None)
+    first = next((e for e, (_, d) in at_high.items() if d.label == "overfit"), None)
     onset = f" (the first at {first} epochs)" if first is not None else ""
     print(f"  spikes per fit at c = {high:g} by epochs ({spikes}); overfit verdicts at {counts}{onset} -> many "
           f"epochs (5 or more) at high c give spikes: {'yes' if shows else 'no'}")
