@@ -202,7 +202,12 @@ class Proxy:
             return
 
     def stop(self) -> None:
+        """Closing alone would leave the port listening while ``accept`` blocks on it; shutdown wakes it first."""
         self.running = False
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.listener.close()
         for s in self.sockets:
             try:
