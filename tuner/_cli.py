@@ -58,6 +58,7 @@ from tuner._study import (
     StorageLost,
     best_feasible,
     closest_trial,
+    describe_violations,
     figures_html,
     finished_count,
     format_table,
@@ -66,7 +67,6 @@ from tuner._study import (
     run_study,
     stage1_runs,
     trial_rows,
-    violated,
 )
 from tuner._tuning import private_selection, tuning_cost, tuning_line, with_selection_cost
 from tuner._workers import STORAGE_ENV, run_workers
@@ -541,10 +541,10 @@ def _print_closest(study: optuna.Study) -> None:
     if closest is None:
         print("no finished trial yet")
         return
-    misses = ", ".join(f"{key} {value:+.3f}" for key, value in violated(closest).items())
     record = TrialRecord.of(closest)
     print(f"no feasible trial; closest: trial {closest.number} (c = {closest.params['c']:.4g}, "
-          f"{closest.params['ft_epochs']} epochs, {record.diagnosis if record else '?'}) violates: {misses}")
+          f"{closest.params['ft_epochs']} epochs, {record.diagnosis if record else '?'}) violates: "
+          f"{describe_violations(closest)}")
     if record is not None:
         print(f"  the guide's next move from there: {record.recommendation}")
 

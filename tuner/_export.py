@@ -55,6 +55,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "metrics": metrics,
         "constraints": named_constraints(trial),
         "violated": violated(trial),
+        "not_measured": list(record.unmeasured),
         "diagnosis": {"label": record.diagnosis, "reasons": list(record.reasons),
                       "recommendation": record.recommendation},
         "timings": record.timings,

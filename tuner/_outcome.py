@@ -28,10 +28,13 @@ class Outcome:
 
     ``constraints`` follow Optuna's convention (≤ 0 met) and always carry the same
     keys, ``CONSTRAINT_KEYS``: the fit constraints are 0 when the study does not
-    require a good fit, and after an early stop everything not measured is 0 (only
-    ε is known to be violated). A series too short to judge violates the fit
-    constraints when a good fit is required. ``catastrophic`` fits violate every
-    constraint.
+    require a good fit. After an ε early stop the required targets the fit did not
+    measure are named in ``unmeasured`` and set to ``CONSTRAINT_CAP``: a sampler
+    must not read the region as meeting them (counted as met, they made TPE return
+    to early-stopped regions: 19 fits to the first feasible configuration instead of
+    5 on the last-2-layers table), while lines and reports say "not measured", never
+    "missed". A series too short to judge violates the fit constraints when a good
+    fit is required. ``catastrophic`` fits violate every constraint.
     """
 
     result: SWAGPPMResult
@@ -41,6 +44,7 @@ class Outcome:
     reasons: tuple[str, ...]
     constraints: dict[str, float]
     recommendation: scorers.Recommendation
+    unmeasured: tuple[str, ...] = ()
 
     @property
     def catastrophic(self) -> bool:
@@ -81,6 +85,7 @@ class Outcome:
             timings={stage: round(seconds, 3) for stage, seconds in result.timings.items()},
             max_delta_series=tuple(float(x) for x in result.max_delta), f1_macro_draws=tuple(result.f1_macro),
             f1_weighted_draws=tuple(result.f1_weighted), constraints=dict(self.constraints),
+            unmeasured=self.unmeasured,
         )
 
     def attributes(self) -> dict[str, Any]:
@@ -103,7 +108,7 @@ class Outcome:
                      f"{result.baseline_f1_weighted:.3f})")
         else:
             text += f"  F1 not measured ({result.draws_skipped} privacy draws skipped)"
-        missed = [key for key, value in self.constraints.items() if value > 0]
+        missed = [key for key, value in self.constraints.items() if value > 0 and key not in self.unmeasured]
         text += f"  {self.label:<12}  " + ("FEASIBLE" if self.feasible else f"infeasible ({', '.join(missed)})")
         text += f"  {result.timings.get('total', 0.0):.1f}s"
         return text + ("  [stage 1 cached]" if result.stage1_cache_hit else "")
@@ -149,8 +154,10 @@ def judge(result: SWAGPPMResult, *, targets: Targets, search: SearchSpace) -> Ou
 
 def _stopped_early(result: SWAGPPMResult, md: scorers.MaxDeltaScores, targets: Targets,
                    steps: dict[str, Any]) -> Outcome:
-    """ε already above target after a few draws: only the ε constraint is known (and violated)."""
-    constraints = dict.fromkeys(CONSTRAINT_KEYS, 0.0)
+    """ε already above target after a few draws: only the ε constraint is known (and violated); the other
+    required targets are unmeasured (at the cap, see ``Outcome``)."""
+    unmeasured = ("f1_macro", "f1_weighted") + (("fit_spread", "fit_spikes") if targets.require_well_fit else ())
+    constraints = dict.fromkeys(CONSTRAINT_KEYS, 0.0) | dict.fromkeys(unmeasured, scorers.CONSTRAINT_CAP)
     constraints["epsilon"] = min(scorers.CONSTRAINT_CAP, result.epsilon / targets.epsilon - 1.0)
     drawn = len(result.max_delta)
     reasons = (f"privacy draws stopped after {drawn} of {drawn + result.draws_skipped}: epsilon >= "
@@ -158,7 +165,7 @@ def _stopped_early(result: SWAGPPMResult, md: scorers.MaxDeltaScores, targets: T
     recommendation = scorers.recommend_lower_c("epsilon above target", c=result.c, epochs=result.ft_epochs,
                                                c_step=steps["c_step"], restart_epochs=steps["restart_epochs"])
     return Outcome(result=result, max_delta=md, utility=None, label=NOT_JUDGED, reasons=reasons,
-                   constraints=constraints, recommendation=recommendation)
+                   constraints=constraints, recommendation=recommendation, unmeasured=unmeasured)
 
 
 def _too_short(result: SWAGPPMResult, md: scorers.MaxDeltaScores, utility: scorers.UtilityScores | None,

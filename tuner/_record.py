@@ -60,11 +60,19 @@ def named_constraints(trial: FrozenTrial) -> dict[str, float]:
     return dict(values)
 
 
+def measured_constraints(trial: FrozenTrial) -> dict[str, float]:
+    """A trial's constraints by name without those its fit did not measure (an ε early stop's F1 and fit)."""
+    record = TrialRecord.of(trial)
+    unmeasured = record.unmeasured if record is not None else ()
+    return {key: value for key, value in named_constraints(trial).items() if key not in unmeasured}
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrialRecord:
     """Everything a study stores about one judged fit.
 
-    ``constraints`` follow Optuna's convention (≤ 0 met; see ``tuner.judge``);
+    ``constraints`` follow Optuna's convention (≤ 0 met; see ``tuner.judge``), those
+    in ``unmeasured`` at the cap without having been measured;
     ``diagnosis`` is the scorers' label or ``"not_judged"``. F1 statistics are
     None when the utility draws did not run (an ε early stop, a failure).
     """
@@ -104,6 +112,7 @@ class TrialRecord:
     f1_macro_draws: tuple[float, ...] = ()
     f1_weighted_draws: tuple[float, ...] = ()
     constraints: dict[str, float] = field(default_factory=dict)
+    unmeasured: tuple[str, ...] = ()  # required targets an ε early stop left unmeasured (stored at the cap)
 
     def attrs(self) -> dict[str, Any]:
         """JSON-ready user attributes (constraints flattened as ``constraint_<key>`` for the dashboard)."""

@@ -21,10 +21,10 @@ from tuner._study import (
     FINISHED,
     best_feasible,
     closest_trial,
+    describe_violations,
     study_figures,
     trial_figures,
     trial_rows,
-    violated,
 )
 from tuner._tuning import tuning_cost, tuning_line
 
@@ -72,8 +72,7 @@ def report_html(study: optuna.Study, config: StudyConfig, *,
         closest = closest_trial(study)
         text = "<p><b>No feasible configuration yet.</b>"
         if closest is not None:
-            misses = ", ".join(f"{k} {v:+.3f}" for k, v in violated(closest).items())
-            text += f" Closest: trial {closest.number} (violates {esc(misses)})."
+            text += f" Closest: trial {closest.number} (violates {esc(describe_violations(closest))})."
         parts.append(text + "</p>")
     cost = tuning_cost(study, config)
     parts.append("<div class='caveats'><h2>Caveats and the privacy of the procedure</h2><ul>"

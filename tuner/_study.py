@@ -57,7 +57,7 @@ from tuner._record import (
     RAN_BY,
     RETRY_OF,
     TrialRecord,
-    named_constraints,
+    measured_constraints,
     store_constraints,
 )
 from tuner._samplers import FlowchartSampler, make_sampler
@@ -344,8 +344,8 @@ def is_feasible(trial: FrozenTrial) -> bool:
 
 
 def violation(trial: FrozenTrial) -> float:
-    """The sum of violated constraint values (0 for a feasible trial; inf without constraints)."""
-    constraints = trial.constraints
+    """The sum of violated measured constraint values (0 for a feasible trial; inf without constraints)."""
+    constraints = measured_constraints(trial)
     return sum(max(0.0, v) for v in constraints.values()) if constraints else math.inf
 
 
@@ -358,7 +358,7 @@ def best_feasible(study: optuna.Study) -> FrozenTrial | None:
 
 
 def closest_trial(study: optuna.Study) -> FrozenTrial | None:
-    """With no feasible trial: the finished trial with the smallest total constraint violation."""
+    """With no feasible trial: the finished trial with the smallest total violation of what it measured."""
     finished = [t for t in study.get_trials(deepcopy=False, states=FINISHED) if t.constraints]
     return min(finished, key=lambda t: (violation(t), t.number)) if finished else None
 
@@ -385,8 +385,17 @@ def _point(trial: FrozenTrial) -> tuple[float, float]:
 
 
 def violated(trial: FrozenTrial) -> dict[str, float]:
-    """The constraints a trial violates, with their values."""
-    return {key: value for key, value in named_constraints(trial).items() if value > 0}
+    """The measured constraints a trial violates, with their values."""
+    return {key: value for key, value in measured_constraints(trial).items() if value > 0}
+
+
+def describe_violations(trial: FrozenTrial) -> str:
+    """What a trial misses, for a line or a report: ``epsilon +0.200; not measured: f1_macro, f1_weighted``."""
+    text = ", ".join(f"{key} {value:+.3f}" for key, value in violated(trial).items())
+    record = TrialRecord.of(trial)
+    if record is not None and record.unmeasured:
+        text += f"; not measured: {', '.join(record.unmeasured)}"
+    return text
 
 
 def fits_for_figures(study: optuna.Study) -> list[dict[str, Any]]:

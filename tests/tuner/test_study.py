@@ -26,6 +26,7 @@ from tests.tuner.conftest import merged, write_study
 from tuner import CONSTRAINT_KEYS, StudyConfig, best_feasible, closest_trial, named_constraints, open_study
 from tuner._cli import main
 from tuner._record import TrialRecord, constraint_attrs
+from tuner._study import describe_violations, violated
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -120,6 +121,7 @@ def test_status_export_refit_and_report(finished: tuple[Path, str], tmp_path: Pa
     assert document["seeds"] == {"fit": 0, "sampler": 0} and "optuna" in document["versions"]
     assert any("asymptotic" in caveat for caveat in document["caveats"])
     assert all(v <= 0 for v in document["constraints"].values()) and document["violated"] == {}
+    assert document["not_measured"] == []
 
     assert main(["fit", "--from", str(exported), "--json", str(tmp_path / "refit.json")]) == 0
     assert "reproduces the export exactly" in capsys.readouterr().out
@@ -174,6 +176,7 @@ def test_epsilon_early_stop_completes_with_a_lower_bound(tmp_path: Path, shared_
     assert main(["run", str(path)]) == 1  # nothing feasible: non-zero exit and the closest trial
     output = capsys.readouterr().out
     assert "no feasible trial; closest: trial" in output and "violates: epsilon +" in output
+    assert "; not measured: f1_macro, f1_weighted, fit_spread, fit_spikes" in output
     _, study = load(path)
     for trial in study.trials:
         assert trial.state == TrialState.COMPLETE
@@ -237,7 +240,8 @@ def test_pareto_objective(tmp_path: Path, shared_cache: Path, capsys: pytest.Cap
 
 
 def synthetic_trial(number: int, *, epsilon: float, f1: float, constraints: dict[str, float],
-                    state: TrialState = TrialState.COMPLETE) -> optuna.trial.FrozenTrial:
+                    state: TrialState = TrialState.COMPLETE,
+                    unmeasured: tuple[str, ...] = ()) -> optuna.trial.FrozenTrial:
     return create_trial(
         state=state, value=epsilon if state == TrialState.COMPLETE else None,
         params={"c": 1.0 - 0.1 * number, "ft_epochs": 7},
@@ -249,7 +253,7 @@ def synthetic_trial(number: int, *, epsilon: float, f1: float, constraints: dict
             draws_privacy=8, draws_skipped=0, failure=None, max_delta_median=None, bulk_spread=None,
             max_robust_z=None, spike_count=0, baseline_f1_macro=f1, baseline_f1_weighted=f1, f1_macro_median=f1,
             f1_macro_q10=f1, f1_weighted_median=f1, f1_weighted_q10=f1, stage1_cache_hit=True, data_hash="",
-            seed=0, device="cpu", constraints=constraints).attrs(),
+            seed=0, device="cpu", constraints=constraints, unmeasured=unmeasured).attrs(),
         system_attrs=constraint_attrs(constraints),
     )
 
@@ -279,6 +283,20 @@ def test_without_a_feasible_trial_the_closest_is_the_smallest_total_violation() 
     assert best_feasible(study) is None
     closest = closest_trial(study)
     assert closest is not None and closest.number == 1  # 0.1 + 0.2 < 1.0
+
+
+def test_what_an_early_stop_did_not_measure_is_neither_missed_nor_counted_in_the_closest_choice() -> None:
+    study = optuna.create_study()
+    unmeasured = ("f1_macro", "f1_weighted", "fit_spread", "fit_spikes")
+    study.add_trial(synthetic_trial(0, epsilon=13.0, f1=0.9, unmeasured=unmeasured, constraints={
+        **dict.fromkeys(unmeasured, scorers.CONSTRAINT_CAP), "epsilon": 0.3}))
+    study.add_trial(synthetic_trial(1, epsilon=11.0, f1=0.5, constraints={**dict.fromkeys(CONSTRAINT_KEYS, -1.0),
+                                                                          "epsilon": 0.1, "f1_macro": 0.3}))
+    early = study.trials[0]
+    assert violated(early) == {"epsilon": 0.3}
+    assert describe_violations(early) == "epsilon +0.300; not measured: f1_macro, f1_weighted, fit_spread, fit_spikes"
+    closest = closest_trial(study)  # 0.3 measured < 0.1 + 0.3: the caps stand for unmeasured, not for misses
+    assert closest is not None and closest.number == 0
 
 
 def test_an_interrupted_run_keeps_finished_trials_and_resumes(tmp_path: Path, shared_cache: Path) -> None:
