@@ -72,7 +72,7 @@ class TrialRecord:
     """Everything a study stores about one judged fit.
 
     ``constraints`` follow Optuna's convention (≤ 0 met; see ``tuner.judge``), those
-    in ``unmeasured`` at the cap without having been measured;
+    in ``unmeasured`` violated without having been measured;
     ``diagnosis`` is the scorers' label or ``"not_judged"``. F1 statistics are
     None when the utility draws did not run (an ε early stop, a failure).
     """
@@ -112,7 +112,7 @@ class TrialRecord:
     f1_macro_draws: tuple[float, ...] = ()
     f1_weighted_draws: tuple[float, ...] = ()
     constraints: dict[str, float] = field(default_factory=dict)
-    unmeasured: tuple[str, ...] = ()  # required targets an ε early stop left unmeasured (stored at the cap)
+    unmeasured: tuple[str, ...] = ()  # required targets an ε early stop left unmeasured (stored as violated)
 
     def attrs(self) -> dict[str, Any]:
         """JSON-ready user attributes (constraints flattened as ``constraint_<key>`` for the dashboard)."""

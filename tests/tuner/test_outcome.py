@@ -62,9 +62,9 @@ def test_an_early_stop_keeps_the_lower_bound_and_counts_what_it_did_not_measure_
     fit = result([4.0, 5.5], f1_macro=[], f1_weighted=[], epsilon=11.0, epsilon_is_lower_bound=True, draws_skipped=498)
     outcome = judge(fit, targets=TARGETS, search=SEARCH)
     assert outcome.label == "not_judged" and outcome.utility is None and not outcome.feasible
-    cap = scorers.CONSTRAINT_CAP  # what a sampler reads: the region does not meet the targets it never measured
-    assert outcome.constraints == {"epsilon": pytest.approx(0.1), "f1_macro": cap, "f1_weighted": cap,
-                                   "fit_spread": cap, "fit_spikes": cap}
+    # what a sampler reads: the region does not meet the targets it never measured (by a whole target)
+    assert outcome.constraints == {"epsilon": pytest.approx(0.1), "f1_macro": 1.0, "f1_weighted": 1.0,
+                                   "fit_spread": 1.0, "fit_spikes": 1.0}
     assert outcome.unmeasured == ("f1_macro", "f1_weighted", "fit_spread", "fit_spikes")
     assert "stopped after 2 of 500" in outcome.reasons[0]
     attrs = outcome.attributes()
@@ -80,7 +80,7 @@ def test_an_early_stop_without_a_fit_requirement_leaves_the_fit_constraints_at_z
     outcome = judge(fit, targets=Targets(epsilon=10.0, require_well_fit=False), search=SEARCH)
     assert outcome.unmeasured == ("f1_macro", "f1_weighted")
     assert (outcome.constraints["fit_spread"], outcome.constraints["fit_spikes"]) == (0.0, 0.0)
-    assert outcome.constraints["f1_macro"] == scorers.CONSTRAINT_CAP
+    assert outcome.constraints["f1_macro"] == 1.0
 
 
 def test_a_training_failure_violates_everything_and_is_catastrophic() -> None:

@@ -289,13 +289,13 @@ def test_what_an_early_stop_did_not_measure_is_neither_missed_nor_counted_in_the
     study = optuna.create_study()
     unmeasured = ("f1_macro", "f1_weighted", "fit_spread", "fit_spikes")
     study.add_trial(synthetic_trial(0, epsilon=13.0, f1=0.9, unmeasured=unmeasured, constraints={
-        **dict.fromkeys(unmeasured, scorers.CONSTRAINT_CAP), "epsilon": 0.3}))
+        **dict.fromkeys(unmeasured, 1.0), "epsilon": 0.3}))
     study.add_trial(synthetic_trial(1, epsilon=11.0, f1=0.5, constraints={**dict.fromkeys(CONSTRAINT_KEYS, -1.0),
                                                                           "epsilon": 0.1, "f1_macro": 0.3}))
     early = study.trials[0]
     assert violated(early) == {"epsilon": 0.3}
     assert describe_violations(early) == "epsilon +0.300; not measured: f1_macro, f1_weighted, fit_spread, fit_spikes"
-    closest = closest_trial(study)  # 0.3 measured < 0.1 + 0.3: the caps stand for unmeasured, not for misses
+    closest = closest_trial(study)  # 0.3 measured < 0.1 + 0.3: unmeasured targets are not misses
     assert closest is not None and closest.number == 0
 
 
