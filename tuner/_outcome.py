@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import scorers
 from scorers import MIN_DRAWS
 from tuner._config import SearchSpace, Targets
-from tuner._record import CONSTRAINT_KEYS, TrialRecord
+from tuner._record import CONSTRAINT_KEYS, TrialRecord, measured_violations
 
 if TYPE_CHECKING:
     from swagppm import SWAGPPMResult
@@ -113,7 +113,7 @@ class Outcome:
                      f"{result.baseline_f1_weighted:.3f})")
         else:
             text += f"  F1 not measured ({result.draws_skipped} privacy draws skipped)"
-        missed = [key for key, value in self.constraints.items() if value > 0 and key not in self.unmeasured]
+        missed = measured_violations(self.constraints, self.unmeasured)
         text += f"  {self.label:<12}  " + ("FEASIBLE" if self.feasible else f"infeasible ({', '.join(missed)})")
         text += f"  {result.timings.get('total', 0.0):.1f}s"
         return text + ("  [stage 1 cached]" if result.stage1_cache_hit else "")

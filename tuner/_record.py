@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,11 +60,10 @@ def named_constraints(trial: FrozenTrial) -> dict[str, float]:
     return dict(values)
 
 
-def measured_constraints(trial: FrozenTrial) -> dict[str, float]:
-    """A trial's constraints by name without those its fit did not measure (an ε early stop's F1 and fit)."""
-    record = TrialRecord.of(trial)
-    unmeasured = record.unmeasured if record is not None else ()
-    return {key: value for key, value in named_constraints(trial).items() if key not in unmeasured}
+def measured_violations(constraints: Mapping[str, float], unmeasured: Sequence[str] = ()) -> dict[str, float]:
+    """What a fit missed: its violated constraints (> 0) with their values, less those it did not measure (an ε
+    early stop's F1 and fit targets are stored as violated, but they are not misses)."""
+    return {key: value for key, value in constraints.items() if value > 0 and key not in unmeasured}
 
 
 @dataclass(frozen=True, kw_only=True)

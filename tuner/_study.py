@@ -57,7 +57,8 @@ from tuner._record import (
     RAN_BY,
     RETRY_OF,
     TrialRecord,
-    measured_constraints,
+    measured_violations,
+    named_constraints,
     store_constraints,
 )
 from tuner._samplers import FlowchartSampler, make_sampler
@@ -345,8 +346,7 @@ def is_feasible(trial: FrozenTrial) -> bool:
 
 def violation(trial: FrozenTrial) -> float:
     """The sum of violated measured constraint values (0 for a feasible trial; inf without constraints)."""
-    constraints = measured_constraints(trial)
-    return sum(max(0.0, v) for v in constraints.values()) if constraints else math.inf
+    return sum(violated(trial).values()) if trial.constraints else math.inf
 
 
 def best_feasible(study: optuna.Study) -> FrozenTrial | None:
@@ -386,16 +386,20 @@ def _point(trial: FrozenTrial) -> tuple[float, float]:
 
 def violated(trial: FrozenTrial) -> dict[str, float]:
     """The measured constraints a trial violates, with their values."""
-    return {key: value for key, value in measured_constraints(trial).items() if value > 0}
+    return measured_violations(named_constraints(trial), _unmeasured(trial))
 
 
 def describe_violations(trial: FrozenTrial) -> str:
     """What a trial misses, for a line or a report: ``epsilon +0.200; not measured: f1_macro, f1_weighted``."""
-    text = ", ".join(f"{key} {value:+.3f}" for key, value in violated(trial).items())
+    unmeasured = _unmeasured(trial)
+    missed = measured_violations(named_constraints(trial), unmeasured)
+    text = ", ".join(f"{key} {value:+.3f}" for key, value in missed.items())
+    return text + (f"; not measured: {', '.join(unmeasured)}" if unmeasured else "")
+
+
+def _unmeasured(trial: FrozenTrial) -> tuple[str, ...]:
     record = TrialRecord.of(trial)
-    if record is not None and record.unmeasured:
-        text += f"; not measured: {', '.join(record.unmeasured)}"
-    return text
+    return record.unmeasured if record is not None else ()
 
 
 def fits_for_figures(study: optuna.Study) -> list[dict[str, Any]]:
