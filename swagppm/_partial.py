@@ -47,9 +47,8 @@ class HiddenSplit(Split):
     def batch(self, index: np.ndarray) -> tuple[object, torch.Tensor, torch.Tensor]:
         idx = torch.as_tensor(index, device=self.device)
         width = self.width(index)
-        assert self._lengths_device is not None
         offsets = torch.arange(width, device=self.device)
-        mask = offsets[None, :] < self._lengths_device[idx][:, None]
+        mask = offsets[None, :] < self.device_lengths[idx][:, None]
         rows = (self._starts[idx][:, None] + offsets[None, :]).clamp_(max=self.inputs.shape[0] - 1)
         hidden = self.inputs[rows].float() * mask[..., None]
         return {"hidden": hidden, "attention_mask": mask.long()}, self.labels[idx], idx

@@ -50,7 +50,7 @@ from swagppm._utility import class_report, f1_pair, summarise
 # Settings that never change stage 1 (they act on stage 2, or on where things are kept).
 _NOT_STAGE1 = ("draws_privacy", "draws_utility", "stage2_init", "reweight_k", "cache_dir", "device")
 # Settings that change results only on CUDA (bf16 kernels, batch shapes, where D lives).
-_CUDA_ONLY = ("amp", "eval_batch_size", "swag_deviations_device")
+_CUDA_ONLY = ("amp", "cuda_graphs", "eval_batch_size", "swag_deviations_device")
 
 
 @dataclass(kw_only=True)
@@ -221,8 +221,9 @@ class Session:
                              device=self.device),
         )
         self.train, self.test = self._splits()
-        self.net = Net(self.bundle.model, self.bundle.head, device=self.device,
-                       amp=config.amp and self.device.type == "cuda")
+        on_cuda = self.device.type == "cuda"
+        self.net = Net(self.bundle.model, self.bundle.head, device=self.device, amp=config.amp and on_cuda,
+                       graphs=config.cuda_graphs and on_cuda)
         self.train_counts = np.bincount(self.data.train_labels, minlength=self.data.num_classes)
         self._setup_seconds: float | None = time.perf_counter() - start  # reported by the first fit or prepare
 
