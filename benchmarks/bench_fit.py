@@ -360,18 +360,20 @@ class Ablation:
 
     Adopted changes are in the shipped code (``baseline`` is what it avoids); an
     optional change that was not adopted has the shipped path as its ``baseline``.
+    A pair that could not run has no times and names its ``error``.
     """
 
     change: str
     baseline: str
     unit: str
-    change_s: float
-    baseline_s: float
+    change_s: float | None
+    baseline_s: float | None
     adopted: bool = True
+    error: str | None = None
 
     @property
-    def speedup(self) -> float:
-        return self.baseline_s / self.change_s
+    def speedup(self) -> float | None:
+        return None if self.change_s is None or self.baseline_s is None else self.baseline_s / self.change_s
 
 
 class RecordOrder(Split):
@@ -474,10 +476,10 @@ def ablations(session: swagppm.Session, *, draws: int, rounds: int, compile_mode
             try:
                 change_s, baseline_s = paired(*pair, rounds, device)
             except Exception as error:  # one broken variant must not lose the other figures
-                first_line = (str(error).splitlines() or [""])[0]
-                print(f"bench_fit: ablation {change!r} failed: {type(error).__name__}: {first_line}",
-                      file=sys.stderr, flush=True)
-                change_s = baseline_s = math.nan
+                message = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+                print(f"bench_fit: ablation {change!r} failed: {message}", file=sys.stderr, flush=True)
+                results.append(Ablation(change, baseline, what, None, None, adopted, error=message))
+                return
             results.append(Ablation(change, baseline, what, change_s, baseline_s, adopted))
 
         add("draws written in place", "a fresh model copy per draw", (sweep(), fresh_model_per_draw))
@@ -678,8 +680,12 @@ def padding_text(pad: dict[str, Any]) -> str:
 
 
 def ablations_text(rows: Sequence[Ablation]) -> str:
-    body = [[a.change, a.baseline, a.unit, f"{a.change_s * 1e3:,.1f}", f"{a.baseline_s * 1e3:,.1f}",
-             f"{a.speedup:.2f}x", "yes" if a.adopted else "no"] for a in rows]
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value * 1e3:,.1f}"
+
+    body = [[a.change, a.baseline, a.unit, ms(a.change_s), ms(a.baseline_s),
+             f"failed ({a.error})" if a.speedup is None else f"{a.speedup:.2f}x", "yes" if a.adopted else "no"]
+            for a in rows]
     return "\n".join([
         "What each change buys (median of alternating timings in this run; speedup = baseline / change)",
         table(["change", "baseline", "timed", "change [ms]", "baseline [ms]", "speedup", "shipped"], body),
