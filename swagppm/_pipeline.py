@@ -49,7 +49,7 @@ from swagppm._utility import class_report, f1_pair, summarise
 
 # Settings that never change stage 1 (they act on stage 2, or on where things are kept).
 _NOT_STAGE1 = ("draws_privacy", "draws_utility", "stage2_init", "reweight_k", "cache_dir", "device")
-# Settings that change results only on CUDA (bf16 kernels, batch shapes, where D lives).
+# Settings that change results only on CUDA (bf16 kernels, batch shapes, graphed steps, where D lives).
 _CUDA_ONLY = ("amp", "cuda_graphs", "eval_batch_size", "swag_deviations_device")
 
 
