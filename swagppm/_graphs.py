@@ -62,6 +62,7 @@ class _Static:
     weights: torch.Tensor
     valid: torch.Tensor
     real: torch.Tensor
+    positions: torch.Tensor  # 0 .. width-1, for the attention mask
     loss: torch.Tensor | None = None
     correct: torch.Tensor | None = None
 
@@ -103,7 +104,8 @@ class GraphedSteps:
                        mask=torch.ones(n, width, dtype=torch.long, device=device),
                        labels=torch.zeros(n, dtype=torch.long, device=device),
                        weights=torch.ones(n, device=device), valid=torch.ones(n, dtype=torch.bool, device=device),
-                       real=torch.full((), float(n), device=device))
+                       real=torch.full((), float(n), device=device),
+                       positions=torch.arange(width, device=device))
 
     def _body(self, static: _Static) -> tuple[torch.Tensor, torch.Tensor]:
         logits = self.forward(static.ids, static.mask)
@@ -135,7 +137,7 @@ class GraphedSteps:
         graph, static = self.graphs[width]
         padded, valid = padded_rows(rows, self.batch_size)
         static.ids.copy_(split.inputs[padded, :width])
-        static.mask.copy_(torch.arange(width, device=self.device)[None, :] < split.device_lengths[padded][:, None])
+        static.mask.copy_(static.positions[None, :] < split.device_lengths[padded][:, None])
         static.labels.copy_(split.labels[padded])
         static.valid.copy_(valid)
         static.weights.copy_(valid.float() if weights is None else weights[padded] * valid)
