@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 import optuna
 from build_table import stage1_keys
+from optuna.samplers import BaseSampler
+from scipy import stats
 
 from swagppm import SWAGPPMResult
 from tuner import FlowchartSampler, Outcome, SearchSpace, StartPoint, Targets, judge, make_sampler, record_outcome
@@ -140,12 +142,14 @@ def auto_epsilon(cells: dict[tuple[float, int], Cell], search: SearchSpace, max_
     return math.ceil(candidates[min(feasible_cells, len(candidates)) - 1] * 100) / 100
 
 
-def replay(name: str, seed: int, judged: dict[tuple[float, int], tuple[Outcome, float]], search: SearchSpace,
-           budget: int, startup: int) -> list[tuple[bool, float]]:
-    """One study: (feasible, cost) of every trial until the first feasible one or the budget."""
+def replay(sampler: BaseSampler, judged: dict[tuple[float, int], tuple[Outcome, float]], search: SearchSpace,
+           budget: int) -> list[tuple[bool, float]]:
+    """One study: (feasible, cost) of every trial until the first feasible one or the budget.
+
+    Every sampler but the flowchart evaluates ``search.start_points()`` first, as in the tuner.
+    """
     recorded = sorted(judged)
     trials: list[tuple[bool, float]] = []
-    sampler = make_sampler(name, seed=seed, search=search, n_startup_trials=startup)
     storage = optuna.storages.InMemoryStorage()
     study = optuna.create_study(sampler=sampler, storage=storage)
     if not isinstance(sampler, FlowchartSampler):
@@ -171,12 +175,27 @@ def replay(name: str, seed: int, judged: dict[tuple[float, int], tuple[Outcome, 
     return trials
 
 
+def median_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """A distribution-free confidence interval for the median: the order statistics whose ranks the binomial
+    distribution of "how many values fall below the median" puts at (1 - level)/2 from each end.
+
+    Fits to the first feasible configuration are bimodal (a quick hit or a long tail), so a median over 50 seeds
+    moves by several fits with the seeds; one-fit differences between samplers need this interval.
+    """
+    ordered, n = sorted(values), len(values)
+    lower = max(int(stats.binom.ppf((1 - level) / 2, n, 0.5)), 1)  # 1-based rank
+    return float(ordered[lower - 1]), float(ordered[n - lower])
+
+
 def summarise(runs: list[list[tuple[bool, float]]], stage1: float) -> dict[str, Any]:
-    fits, cached, uncached = [], [], []
+    fits: list[float] = []
+    cached: list[float] = []
+    uncached: list[float] = []
     for trials in runs:
         hit = next((i for i, (ok, _) in enumerate(trials) if ok), None)
         if hit is None:
-            fits.append(math.inf), cached.append(math.inf), uncached.append(math.inf)
+            for values in (fits, cached, uncached):
+                values.append(math.inf)
             continue
         spent = sum(cost for _, cost in trials[: hit + 1])
         fits.append(hit + 1)
@@ -186,7 +205,7 @@ def summarise(runs: list[list[tuple[bool, float]]], stage1: float) -> dict[str, 
     def q(values: list[float], p: float) -> float:
         return float(np.percentile(values, p, method="lower"))
 
-    return {"fits_median": q(fits, 50), "fits_p90": q(fits, 90),
+    return {"fits_median": q(fits, 50), "fits_median_ci95": list(median_ci(fits)), "fits_p90": q(fits, 90),
             "compute_median": q(cached, 50), "compute_p90": q(cached, 90),
             "compute_uncached_median": q(uncached, 50), "compute_uncached_p90": q(uncached, 90),
             "compute_fits_only_median": q([c - stage1 for c in cached], 50),
@@ -232,6 +251,11 @@ def fmt(value: float, unit: str = "") -> str:
     return "never" if math.isinf(value) else f"{value:.0f}{unit}" if unit == "" else f"{value:.1f}{unit}"
 
 
+def fmt_ci(interval: Sequence[float]) -> str:
+    """A median's interval, e.g. "3-7" or "5-never"."""
+    return f"{fmt(interval[0])}-{fmt(interval[1])}"
+
+
 def compare(args: argparse.Namespace, cells: dict[tuple[float, int], Cell], search: SearchSpace, epsilon: float,
             stage1: float) -> dict[str, Any]:
     """Every sampler on one ε target: printed as a table and returned."""
@@ -244,8 +268,8 @@ def compare(args: argparse.Namespace, cells: dict[tuple[float, int], Cell], sear
     fit_target = "well fit" if args.well_fit else "any fit"
     print(f"\ntargets: epsilon <= {epsilon:g}, F1 within {args.max_degradation:.0%} of the baseline, {fit_target}; "
           f"feasible cells (c, epochs): {feasible}; verdicts of the cells: {labels}")
-    header = (f"{'sampler':<10} {'early stop':<10} {'fits med':>8} {'fits p90':>8} {'<=8':>5} {'<=16':>5} "
-              f"{'compute med':>11} {'p90':>8} {'no cache med':>12} {'p90':>8} {'s/study':>8}")
+    header = (f"{'sampler':<10} {'early stop':<10} {'fits med':>8} {'95% CI':>9} {'fits p90':>8} {'<=8':>5} "
+              f"{'<=16':>5} {'compute med':>11} {'p90':>8} {'no cache med':>12} {'p90':>8} {'s/study':>8}")
     print(header)
     print("-" * len(header))
     found: dict[str, Any] = {"feasible_cells": feasible, "samplers": {}}
@@ -255,12 +279,14 @@ def compare(args: argparse.Namespace, cells: dict[tuple[float, int], Cell], sear
                 continue  # the flowchart reads whole series
             seeds = 1 if name == "flowchart" else args.seeds  # the flowchart is deterministic
             start = time.perf_counter()
-            runs = [replay(name, seed, judged[stop], search, args.budget, args.startup) for seed in range(seeds)]
+            runs = [replay(make_sampler(name, seed=seed, search=search, n_startup_trials=args.startup), judged[stop],
+                           search, args.budget) for seed in range(seeds)]
             figures = summarise(runs, stage1)
             figures["seconds_per_study"] = (time.perf_counter() - start) / seeds
             found["samplers"][f"{name}{'+early-stop' if stop else ''}"] = figures
             print(f"{name:<10} {'yes' if stop else 'no':<10} {fmt(figures['fits_median']):>8} "
-                  f"{fmt(figures['fits_p90']):>8} {figures['within_8']:5.0%} {figures['within_16']:5.0%} "
+                  f"{fmt_ci(figures['fits_median_ci95']):>9} {fmt(figures['fits_p90']):>8} {figures['within_8']:5.0%} "
+                  f"{figures['within_16']:5.0%} "
                   f"{fmt(figures['compute_median'], 's'):>11} {fmt(figures['compute_p90'], 's'):>8} "
                   f"{fmt(figures['compute_uncached_median'], 's'):>12} {fmt(figures['compute_uncached_p90'], 's'):>8} "
                   f"{figures['seconds_per_study']:8.2f}", flush=True)

@@ -13,7 +13,8 @@ from optuna.trial import Trial
 
 from swagppm import SWAGPPMResult
 from tests.scorers.series import CASE_STUDY, gaussian_bulk, with_spikes
-from tuner import FlowchartSampler, StudyConfig, judge, make_sampler, open_storage, open_study
+from tuner import FlowchartSampler, SearchSpace, StudyConfig, judge, make_sampler, open_storage, open_study
+from tuner._samplers import repeats
 from tuner._study import Objective, record
 
 # The guide's verdicts as diagnosis labels ("feasible" is a well-fit series meeting every target).
@@ -116,3 +117,32 @@ def test_flowchart_stops_when_its_move_leaves_the_ranges(study_file: Callable[..
     sampler = study.sampler
     assert isinstance(sampler, FlowchartSampler) and sampler.wants_to_stop(study)
     assert "leaves the search ranges (c in [0.8, 1.5]" in sampler.end_reason(study)
+
+
+def test_a_repeat_is_the_same_fit_at_the_guides_resolution() -> None:
+    search = SearchSpace(c_step=0.15, epochs_step=3)
+    seen = {"c": 0.7, "ft_epochs": 16}
+    assert repeats({"c": 0.64, "ft_epochs": 15}, seen, search)  # within 0.075 and 1.5
+    assert not repeats({"c": 0.62, "ft_epochs": 16}, seen, search)  # 0.08 away in c
+    assert not repeats({"c": 0.7, "ft_epochs": 14}, seen, search)  # 2 epochs away
+    assert not repeats({"c": 0.7, "ft_epochs": 16, "g": 0.1}, seen, search)  # g searched, not in the seen fit
+    assert repeats({"c": 0.7, "ft_epochs": 16, "g": 0.05}, {**seen, "g": 0.0}, search)
+
+
+def test_the_default_sampler_never_repeats_a_fit_where_plain_tpe_does() -> None:
+    search = SearchSpace(c_min=0.1, c_max=1.5, ft_epochs_min=1, ft_epochs_max=16)
+
+    def proposals(sampler: optuna.samplers.BaseSampler) -> list[dict[str, float]]:
+        study = optuna.create_study(sampler=sampler)
+        for point in search.start_points():
+            study.enqueue_trial({"c": point.c, "ft_epochs": point.ft_epochs})
+        study.optimize(lambda t: (t.suggest_float("c", 0.1, 1.5) - 0.5) ** 2
+                       + (t.suggest_int("ft_epochs", 1, 16) - 8) ** 2 / 100, n_trials=14)
+        return [t.params for t in study.trials]
+
+    def repeated(points: list[dict[str, float]]) -> int:
+        return sum(repeats(b, a, search) for i, a in enumerate(points) for b in points[i + 1:])
+
+    plain = optuna.samplers.TPESampler(seed=3, multivariate=True, n_startup_trials=2)
+    assert repeated(proposals(plain)) > 0
+    assert repeated(proposals(make_sampler("tpe", seed=3, search=search))) == 0
