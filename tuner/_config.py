@@ -121,7 +121,9 @@ class SearchSpace:
     g is searched only when ``g_min``/``g_max`` are given; otherwise it stays at ``g``.
     ``probe`` adds one start point after ``start`` (see ``start_points``).
     ``epochs_step``, ``c_step`` and ``restart_epochs`` are the guide's flowchart moves,
-    used by the ``flowchart`` sampler and for every trial's recommendation.
+    used by the ``flowchart`` sampler and for every trial's recommendation; half a
+    step is the resolution at which the default TPE counts a proposal as a repeat
+    (``tuner._samplers.repeats``).
     """
 
     c_min: float = 0.1
