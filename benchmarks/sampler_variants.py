@@ -56,7 +56,7 @@ ROWS = (
 
 
 class _Hybrid(BaseSampler):
-    """TPE, except where ``propose`` returns a point (the guide's move)."""
+    """The default TPE (which does not repeat fits), except where ``propose`` returns a point (the guide's move)."""
 
     def __init__(self, *, seed: int, search: SearchSpace) -> None:
         self.flowchart = FlowchartSampler(search=search, seed=seed)
