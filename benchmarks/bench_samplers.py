@@ -109,6 +109,13 @@ def load_cells(path: Path, model: str, *, one_stage1: bool = False,
     return cells, table["metadata"]
 
 
+def table_search(cells: dict[tuple[float, int], Cell], *, probe: bool = True) -> SearchSpace:
+    """The search a replay runs: the table's ranges of c and epochs, the guide's start point (then the probe)."""
+    cs, epochs = [c for c, _ in cells], [e for _, e in cells]
+    return SearchSpace(c_min=min(cs), c_max=max(cs), ft_epochs_min=min(epochs), ft_epochs_max=max(epochs),
+                       start=(START,), probe=probe)
+
+
 def nearest(cells: Sequence[tuple[float, int]], c: float, epochs: int, search: SearchSpace) -> tuple[float, int]:
     """The recorded cell nearest to (c, epochs), each axis scaled by its search range (ties: the smaller c, epochs).
 
@@ -302,8 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     cells, metadata = load_cells(args.table, args.model, one_stage1=args.one_stage1)
     cs, epochs = sorted({c for c, _ in cells}), sorted({e for _, e in cells})
-    search = SearchSpace(c_min=min(cs), c_max=max(cs), ft_epochs_min=min(epochs), ft_epochs_max=max(epochs),
-                         start=(START,), probe=args.probe)
+    search = table_search(cells, probe=args.probe)
     targets_list = args.epsilon or [auto_epsilon(cells, search, args.max_degradation, args.feasible_cells,
                                                           args.well_fit)]
     stage1 = next(iter(cells.values())).stage1

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from bench_samplers import START, fmt, fmt_ci, load_cells, outcomes, replay, strict, summarise
+from bench_samplers import fmt, fmt_ci, load_cells, outcomes, replay, strict, summarise, table_search
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, TPESampler
 from optuna.study import Study
@@ -143,15 +143,13 @@ def replay_row(table: str, model: str, one_stage1: bool, well_fit: bool, epsilon
                budget: int) -> dict[str, dict[str, Any]]:
     """Every variant's fits to the first feasible configuration on one table and target."""
     cells, _ = load_cells(TABLES / table, model, one_stage1=one_stage1)
-    cs, epochs = sorted({c for c, _ in cells}), sorted({e for _, e in cells})
-    search = SearchSpace(c_min=min(cs), c_max=max(cs), ft_epochs_min=min(epochs), ft_epochs_max=max(epochs),
-                         start=(START,))
+    search = table_search(cells)
     targets = Targets(epsilon=epsilon, max_f1_degradation=0.10, require_well_fit=well_fit)
     judged = {stop: outcomes(cells, targets, search, early_stop=stop) for stop in (True, False)}
     stage1 = next(iter(cells.values())).stage1
     found = {}
     for name, variant in VARIANTS.items():
-        space = search if variant.probe else dataclasses.replace(search, probe=False)
+        space = search if variant.probe else table_search(cells, probe=False)
         runs = [replay(variant.make(seed, search), judged[variant.early_stop], space, budget)
                 for seed in range(variant.seeds or seeds)]
         figures = summarise(runs, stage1)
