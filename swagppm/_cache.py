@@ -15,6 +15,7 @@ by a killed writer are removed by the next writer of the same key.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -77,15 +78,38 @@ def _create_own(directory: str | Path | None) -> Path:
         raise ConfigError(f"swagppm.cache_dir = {str(requested)!r}: {folder} exists and was not created by swagppm; "
                           "name a new folder for the private cache")
     try:
-        folder.mkdir(mode=0o700, parents=True)
-        os.chmod(folder, 0o700)  # the mode given to mkdir is reduced by the umask
-        marker = folder / MARKER
-        marker.write_text(_MARKER_TEXT)
-        os.chmod(marker, 0o600)
+        return _publish_marked(folder) or _raced(requested)
     except OSError as error:
         raise ConfigError(f"swagppm.cache_dir = {str(requested)!r}: cannot create the private cache folder "
                           f"{folder} ({error.strerror or error})") from None
+
+
+def _publish_marked(folder: Path) -> Path | None:
+    """Create ``folder`` with its marker in one step (a marked staging folder renamed into place), so that processes
+    starting together never see it unmarked; None when another one created ``folder`` first."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    os.chmod(staging, 0o700)  # owner only, whatever the umask
+    marker = staging / MARKER
+    marker.write_text(_MARKER_TEXT)
+    os.chmod(marker, 0o600)
+    try:
+        staging.rename(folder)
+    except OSError:
+        if not folder.exists():
+            raise
+        marker.unlink()
+        staging.rmdir()
+        return None
     return folder
+
+
+def _raced(requested: Path) -> Path:
+    """The cache folder another process created for ``requested`` while this one was creating it."""
+    found = own_cache_dir(requested)
+    if found is None:
+        raise FileExistsError(errno.EEXIST, "created meanwhile by something other than swagppm")
+    return found
 
 
 def clear_cache(directory: str | Path | None) -> tuple[Path | None, int]:

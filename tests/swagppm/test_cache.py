@@ -56,6 +56,20 @@ def test_keys_depend_on_every_part() -> None:
     assert cache_key("a", {"x": 1}) != cache_key("a", {"x": 2}) != cache_key("b", {"x": 1})
 
 
+def _open_in_child(cache_dir: str) -> str:
+    return str(PrivateCache(cache_dir).directory)
+
+
+def test_processes_starting_together_share_one_marked_cache_folder(tmp_path: Path) -> None:
+    for round_ in range(5):
+        requested = tmp_path / str(round_) / "cache"
+        with multiprocessing.get_context("fork").Pool(6) as pool:
+            opened = pool.map(_open_in_child, [str(requested)] * 6)
+        assert set(opened) == {str(requested)}
+        assert (requested / MARKER).is_file()
+        assert [p.name for p in requested.parent.iterdir()] == ["cache"]  # no staging folder left behind
+
+
 def _fit_in_child(cache_dir: str) -> tuple[bool, float]:
     import swagppm
 
