@@ -70,11 +70,12 @@ def own_cache_dir(directory: str | Path | None) -> Path | None:
 def _create_own(directory: str | Path | None) -> Path:
     """The cache folder for ``directory``: the folder itself when new, else a marked subfolder of it."""
     requested = _requested(directory)
-    found = own_cache_dir(requested)
+    existed = requested.exists()  # looked at before the marker: a folder a process starting together publishes
+    found = own_cache_dir(requested)  # appears marked, so one that existed and is unmarked now is not the tool's
     if found is not None:
         return found
-    folder = requested / SUBFOLDER if requested.exists() else requested
-    if folder.exists():
+    folder = requested / SUBFOLDER if existed else requested
+    if folder.exists() and not _is_own(folder):  # marked: published meanwhile by a process starting together
         raise ConfigError(f"swagppm.cache_dir = {str(requested)!r}: {folder} exists and was not created by swagppm; "
                           "name a new folder for the private cache")
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from swagppm import ConfigError
+from swagppm import ConfigError, _cache
 from swagppm._cache import MARKER, SUBFOLDER, PrivateCache, cache_key, clear_cache
 from tests.swagppm.conftest import small_config
 
@@ -68,6 +68,25 @@ def test_processes_starting_together_share_one_marked_cache_folder(tmp_path: Pat
         assert set(opened) == {str(requested)}
         assert (requested / MARKER).is_file()
         assert [p.name for p in requested.parent.iterdir()] == ["cache"]  # no staging folder left behind
+
+
+def test_a_folder_published_right_after_the_marker_check_is_used_not_nested(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interleaving that the race above hits a few times in a hundred, made certain: another process publishes
+    the marked folder just after this one found no marked folder, and before it decides where to create one."""
+    requested = tmp_path / "cache"
+    real = _cache.own_cache_dir
+
+    def then_another_process_publishes(directory: Path) -> Path | None:
+        found = real(directory)
+        if not requested.exists():
+            _cache._publish_marked(requested)
+        return found
+
+    monkeypatch.setattr(_cache, "own_cache_dir", then_another_process_publishes)
+    assert PrivateCache(requested).directory == requested
+    assert not (requested / SUBFOLDER).exists()
 
 
 def _fit_in_child(cache_dir: str) -> tuple[bool, float]:
