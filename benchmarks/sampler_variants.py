@@ -7,6 +7,8 @@ start point and the probe) against the variants tried, with ``bench_samplers``'s
 replay (same snapping, same judging, same early stop), so the README's figures for
 them can be reproduced:
 
+- ``no-repeat tpe`` with Optuna's 24 expected-improvement candidates (the default
+  before it weighed ``EI_CANDIDATES``) or with 100;
 - ``plain tpe``: Optuna's multivariate TPE, which may propose a fit already run (the
   default before the redraws);
 - ``plain tpe`` with more expected-improvement candidates (``n_ei_candidates``;
@@ -39,6 +41,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner import FlowchartSampler, SearchSpace, Targets, make_sampler
+from tuner._samplers import DistinctTPESampler
 
 TABLES = Path(__file__).resolve().parent / "tables"
 # (table, model, one stage 1 only, well fit required, ε targets): the rows of the README's replays
@@ -128,9 +131,14 @@ def _plain_tpe(n_ei_candidates: int = 24) -> Callable[[int, SearchSpace], BaseSa
                                            n_ei_candidates=n_ei_candidates)
 
 
+def _no_repeat_tpe(n_ei_candidates: int) -> Callable[[int, SearchSpace], BaseSampler]:
+    return lambda seed, search: DistinctTPESampler(search=search, seed=seed, n_ei_candidates=n_ei_candidates)
+
+
 VARIANTS = {
     "flowchart": Variant(lambda seed, search: FlowchartSampler(search=search, seed=seed), early_stop=False, seeds=1),
     "tpe (default)": Variant(lambda seed, search: make_sampler("tpe", seed=seed, search=search)),
+    **{f"no-repeat tpe, {n} EI": Variant(_no_repeat_tpe(n)) for n in (24, 100)},
     "plain tpe": Variant(_plain_tpe()),
     **{f"plain tpe, {n} EI cand.": Variant(_plain_tpe(n)) for n in (48, 100, 200)},
     "guided": Variant(lambda seed, search: Guided(seed=seed, search=search)),
