@@ -67,7 +67,7 @@ class DistinctTPESampler(optuna.samplers.TPESampler):
     proposal is then nearer the estimators' best point and varies less with the seed,
     which, once repeats are redrawn, removed the long tails of the replays (90th
     percentile of the fits to the first feasible configuration from 5–26 to 3 on five
-    targets, over two sets of 100 seeds) without moving a median.
+    targets, over two sets of 100 seeds) without moving a median beyond its noise.
     """
 
     def __init__(
