@@ -75,7 +75,9 @@ def _create_own(directory: str | Path | None) -> Path:
     if found is not None:
         return found
     folder = requested / SUBFOLDER if existed else requested
-    if folder.exists() and not _is_own(folder):  # marked: published meanwhile by a process starting together
+    if folder.exists():
+        if _is_own(folder):  # published meanwhile by a process starting together
+            return folder
         raise ConfigError(f"swagppm.cache_dir = {str(requested)!r}: {folder} exists and was not created by swagppm; "
                           "name a new folder for the private cache")
     try:
