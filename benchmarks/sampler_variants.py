@@ -18,9 +18,14 @@ them can be reproduced:
 - ``flowchart-first``: the flowchart (whole series, no early stop) until it stops or
   repeats a point, then the probe, then TPE with everything seen so far.
 
+With ``--gp`` (slow: GP refits its models at every proposal) also the tuner's GP,
+GP with ``deterministic_objective`` (the fits are deterministic), and TPE that hands
+its trials to GP after 3 or 5 fits without a feasible one.
+
 Usage::
 
     python benchmarks/sampler_variants.py --json benchmarks/tables/sampler_variants.json
+    python benchmarks/sampler_variants.py --gp --seeds 20
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ class _Hybrid(BaseSampler):
         self.flowchart = FlowchartSampler(search=search, seed=seed)
         self.tpe = make_sampler("tpe", seed=seed, search=search)
 
-    def propose(self, study: Study, seen: set[tuple[Any, Any]]) -> dict[str, Any] | None:
+    def propose(self, study: Study, trial: FrozenTrial, seen: set[tuple[Any, Any]]) -> dict[str, Any] | None:
         raise NotImplementedError
 
     def reseed_rng(self) -> None:
@@ -77,7 +82,7 @@ class _Hybrid(BaseSampler):
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
         seen = {(t.params.get("c"), t.params.get("ft_epochs")) for t in study.get_trials(deepcopy=False)}
-        point = self.propose(study, seen)
+        point = self.propose(study, trial, seen)
         return point if point is not None else self.tpe.sample_relative(study, trial, search_space)
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
@@ -94,7 +99,7 @@ class _Hybrid(BaseSampler):
 class Guided(_Hybrid):
     """The guide's move from the last trial when it leads to a point not yet seen; TPE otherwise."""
 
-    def propose(self, study: Study, seen: set[tuple[Any, Any]]) -> dict[str, Any] | None:
+    def propose(self, study: Study, trial: FrozenTrial, seen: set[tuple[Any, Any]]) -> dict[str, Any] | None:
         point = self.flowchart.next_point(study)
         return point if point is not None and (point["c"], point["ft_epochs"]) not in seen else None
 
@@ -107,13 +112,28 @@ class FlowchartFirst(_Hybrid):
         self.probe = dataclasses.replace(search, probe=True).start_points()[-1]
         self.handed_over = False
 
-    def propose(self, study: Study, seen: set[tuple[Any, Any]]) -> dict[str, Any] | None:
+    def propose(self, study: Study, trial: FrozenTrial, seen: set[tuple[Any, Any]]) -> dict[str, Any] | None:
         point = None if self.handed_over else self.flowchart.next_point(study)
         if point is not None and (point["c"], point["ft_epochs"]) not in seen:
             return point
         self.handed_over = True
         return None if (self.probe.c, self.probe.ft_epochs) in seen else {"c": self.probe.c,
                                                                           "ft_epochs": self.probe.ft_epochs}
+
+
+class TPEThenGP(_Hybrid):
+    """The default TPE for the first ``after`` finished fits, then GP (which models each constraint) with all of
+    them; a replay stops at the first feasible fit, so GP takes over only from studies that have none."""
+
+    def __init__(self, *, seed: int, search: SearchSpace, after: int) -> None:
+        super().__init__(seed=seed, search=search)
+        self.gp = make_sampler("gp", seed=seed, search=search)
+        self.after = after
+
+    def propose(self, study: Study, trial: FrozenTrial, seen: set[tuple[Any, Any]]) -> dict[str, Any] | None:
+        if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))) < self.after:
+            return None
+        return self.gp.sample_relative(study, trial, self.gp.infer_relative_search_space(study, trial)) or None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +155,10 @@ def _no_repeat_tpe(n_ei_candidates: int) -> Callable[[int, SearchSpace], BaseSam
     return lambda seed, search: DistinctTPESampler(search=search, seed=seed, n_ei_candidates=n_ei_candidates)
 
 
+def _tpe_then_gp(after: int) -> Callable[[int, SearchSpace], BaseSampler]:
+    return lambda seed, search: TPEThenGP(seed=seed, search=search, after=after)
+
+
 VARIANTS = {
     "flowchart": Variant(lambda seed, search: FlowchartSampler(search=search, seed=seed), early_stop=False, seeds=1),
     "tpe (default)": Variant(lambda seed, search: make_sampler("tpe", seed=seed, search=search)),
@@ -145,10 +169,16 @@ VARIANTS = {
     "flowchart-first": Variant(lambda seed, search: FlowchartFirst(seed=seed, search=search), early_stop=False,
                                probe=False),
 }
+GP_VARIANTS = {  # with --gp
+    "gp": Variant(lambda seed, search: make_sampler("gp", seed=seed, search=search)),
+    "gp, deterministic": Variant(lambda seed, search: optuna.samplers.GPSampler(
+        seed=seed, n_startup_trials=2, deterministic_objective=True)),
+    **{f"tpe, gp after {n}": Variant(_tpe_then_gp(n)) for n in (3, 5)},
+}
 
 
 def replay_row(table: str, model: str, one_stage1: bool, well_fit: bool, epsilon: float, *, seeds: int,
-               budget: int) -> dict[str, dict[str, Any]]:
+               budget: int, variants: dict[str, Variant]) -> dict[str, dict[str, Any]]:
     """Every variant's fits to the first feasible configuration on one table and target."""
     cells, _ = load_cells(TABLES / table, model, one_stage1=one_stage1)
     search = table_search(cells)
@@ -156,7 +186,7 @@ def replay_row(table: str, model: str, one_stage1: bool, well_fit: bool, epsilon
     judged = {stop: outcomes(cells, targets, search, early_stop=stop) for stop in (True, False)}
     stage1 = next(iter(cells.values())).stage1
     found = {}
-    for name, variant in VARIANTS.items():
+    for name, variant in variants.items():
         space = search if variant.probe else table_search(cells, probe=False)
         runs = [replay(variant.make(seed, search), judged[variant.early_stop], space, budget)
                 for seed in range(variant.seeds or seeds)]
@@ -169,16 +199,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=50, help="studies per variant (default: %(default)s)")
     parser.add_argument("--budget", type=int, default=30, help="trials per study at most (default: %(default)s)")
+    parser.add_argument("--gp", action="store_true", help="also the GP variants (slow)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
+    variants = {**VARIANTS, **(GP_VARIANTS if args.gp else {})}
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     print("fits to the first feasible configuration, median (95% CI) / p90, with the early stop where the variant "
           "uses it")
-    print(f"{'table, targets':<48}" + "".join(f"{name:>24}" for name in VARIANTS))
+    print(f"{'table, targets':<48}" + "".join(f"{name:>24}" for name in variants))
     rows = []
     for table, model, one_stage1, well_fit, epsilons in ROWS:
         for epsilon in epsilons:
-            found = replay_row(table, model, one_stage1, well_fit, epsilon, seeds=args.seeds, budget=args.budget)
+            found = replay_row(table, model, one_stage1, well_fit, epsilon, seeds=args.seeds, budget=args.budget,
+                               variants=variants)
             label = (f"{model}{', one stage 1' if one_stage1 else ''}, eps <= {epsilon:g}, "
                      f"{'well fit' if well_fit else 'guide'}")
             cells = (f"{fmt(f['fits_median'])} ({fmt_ci(f['fits_median_ci95'])}) / {fmt(f['fits_p90'])}"
