@@ -64,7 +64,8 @@ ROWS = (
 
 
 class _Hybrid(BaseSampler):
-    """The default TPE (which does not repeat fits), except where ``propose`` returns a point (the guide's move)."""
+    """The default TPE (which does not repeat fits), except where ``propose`` returns a point (the guide's move
+    or GP's proposal)."""
 
     def __init__(self, *, seed: int, search: SearchSpace) -> None:
         self.flowchart = FlowchartSampler(search=search, seed=seed)
