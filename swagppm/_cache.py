@@ -15,7 +15,6 @@ by a killed writer are removed by the next writer of the same key.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import json
@@ -75,21 +74,24 @@ def _create_own(directory: str | Path | None) -> Path:
     if found is not None:
         return found
     folder = requested / SUBFOLDER if existed else requested
-    if folder.exists():
-        if _is_own(folder):  # published meanwhile by a process starting together
-            return folder
+    if not folder.exists():
+        try:
+            published = _publish_marked(folder)
+        except OSError as error:
+            raise ConfigError(f"swagppm.cache_dir = {str(requested)!r}: cannot create the private cache folder "
+                              f"{folder} ({error.strerror or error})") from None
+        if published is not None:
+            return published
+    found = own_cache_dir(requested)  # published meanwhile by a process starting together
+    if found is None:
         raise ConfigError(f"swagppm.cache_dir = {str(requested)!r}: {folder} exists and was not created by swagppm; "
                           "name a new folder for the private cache")
-    try:
-        return _publish_marked(folder) or _raced(requested)
-    except OSError as error:
-        raise ConfigError(f"swagppm.cache_dir = {str(requested)!r}: cannot create the private cache folder "
-                          f"{folder} ({error.strerror or error})") from None
+    return found
 
 
 def _publish_marked(folder: Path) -> Path | None:
     """Create ``folder`` with its marker in one step (a marked staging folder renamed into place), so that processes
-    starting together never see it unmarked; None when another one created ``folder`` first."""
+    starting together never see it unmarked; None when something else created ``folder`` first."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     os.chmod(staging, 0o700)  # owner only, whatever the umask
@@ -105,14 +107,6 @@ def _publish_marked(folder: Path) -> Path | None:
         staging.rmdir()
         return None
     return folder
-
-
-def _raced(requested: Path) -> Path:
-    """The cache folder another process created for ``requested`` while this one was creating it."""
-    found = own_cache_dir(requested)
-    if found is None:
-        raise FileExistsError(errno.EEXIST, "created meanwhile by something other than swagppm")
-    return found
 
 
 def clear_cache(directory: str | Path | None) -> tuple[Path | None, int]:
