@@ -229,12 +229,16 @@ def write_paper_corpus(path: Path, records: int, seed: int = 0) -> list[str]:
     return texts
 
 
-def save_paper_model(folder: Path, texts: list[str]) -> None:
-    """A DistilRoBERTa-shaped encoder with random weights and a WordPiece tokenizer, saved to ``folder``."""
-    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=30_000)
+def save_paper_model(folder: Path, texts: list[str], *, hidden: int = 768, layers: int = 6, heads: int = 12,
+                     vocab: int = 50_265) -> None:
+    """A DistilRoBERTa-shaped encoder with random weights and a WordPiece tokenizer, saved to ``folder``.
+
+    The defaults are DistilRoBERTa's sizes (82M parameters); smaller ones make a CPU smoke model.
+    """
+    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=min(30_000, vocab))
     config = transformers.RobertaConfig(
-        vocab_size=max(50_265, len(tokenizer)), hidden_size=768, num_hidden_layers=6, num_attention_heads=12,
-        intermediate_size=3072, max_position_embeddings=514, type_vocab_size=1,
+        vocab_size=max(vocab, len(tokenizer)), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=4 * hidden, max_position_embeddings=514, type_vocab_size=1,
         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
     )
     with torch.random.fork_rng(devices=[]):

@@ -25,7 +25,7 @@ Trainable = Literal["all", "head", "last_n_layers", "lora"]
 Pooling = Literal["auto", "native", "mean", "cls"]
 Stage2Init = Literal["base", "stage1"]
 AccumulationDtype = Literal["float32", "float64"]
-DeviationsDevice = Literal["same", "cpu"]
+DeviationsDevice = Literal["auto", "same", "cpu"]
 
 TINY_MODEL = "tiny"
 # A release's selection set that is the private test split (reported unaccounted; see swagppm._selection).
@@ -151,7 +151,11 @@ class SWAGPPMConfig:
     passes under bf16 autocast (ε is still confirmed at float32) and ``cuda_graphs``
     replays whole training steps of a token model from CUDA graphs (batches padded to
     16-token buckets); both change results in the last digits only, and neither acts
-    on a CPU.
+    on a CPU. ``compile_eval`` (CUDA only, opt-in) runs the draws' forward passes
+    through ``torch.compile``: compiling costs tens of seconds, which pays only on
+    long sweeps. ``swag_deviations_device = "auto"`` keeps SWAG's deviation matrix
+    in pinned host memory when it would take more than half of the device's free
+    memory (``"same"``: always on the device, ``"cpu"``: always on the host).
     """
 
     data: DataConfig = field(default_factory=DataConfig)
@@ -166,17 +170,18 @@ class SWAGPPMConfig:
     swag_momentum: float = 0.0
     swag_rank: int = 20
     swag_dtype: AccumulationDtype = "float32"
-    swag_deviations_device: DeviationsDevice = "same"
+    swag_deviations_device: DeviationsDevice = "auto"
     swag_modules: tuple[str, ...] | None = None
     draws_risk: int = 500
     draws_privacy: int = 500
     draws_utility: int = 30
     stage2_init: Stage2Init = "base"
     reweight_k: float | None = None
-    eval_batch_size: int = 256
+    eval_batch_size: int = 1024
     device: str = "auto"
     amp: bool = True
     cuda_graphs: bool = True
+    compile_eval: bool = False
     cache_dir: str | None = None
 
     def __post_init__(self) -> None:

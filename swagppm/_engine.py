@@ -127,12 +127,18 @@ class Net:
     on CUDA only); ``exact=True`` runs one at the parameters' own precision
     (float32), which is what ε must be computed at. With ``graphs`` (CUDA only)
     training steps on tokens are replayed from CUDA graphs (``GraphedSteps``).
+    With ``compile_eval`` the screening and prediction passes of a token model run
+    through ``torch.compile`` (dynamic shapes: one compilation serves every batch
+    width); the exact float32 passes stay eager.
     """
 
     def __init__(self, model: nn.Module, head: nn.Module | None, *, device: torch.device, amp: bool,
-                 graphs: bool = False) -> None:
+                 graphs: bool = False, compile_eval: bool = False) -> None:
         self.model, self.head, self.device = model, head, device
         self.amp, self.graphs = amp, graphs
+        self._evaluator: nn.Module = model
+        if compile_eval and head is None:
+            self._evaluator = cast(nn.Module, torch.compile(model, dynamic=True))
 
     def autocast(self, *, exact: bool = False) -> contextlib.AbstractContextManager:
         # No cast cache: a forward casts each weight once anyway, and CUDA graphs capture these passes.
@@ -140,11 +146,13 @@ class Net:
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, cache_enabled=False)
         return contextlib.nullcontext()
 
-    def logits(self, inputs: object, *, exact: bool = False) -> torch.Tensor:
+    def logits(self, inputs: object, *, exact: bool = False, evaluating: bool = False) -> torch.Tensor:
+        """Logits of a batch; ``evaluating`` passes go through the compiled model when there is one."""
         with self.autocast(exact=exact):
             if self.head is not None:
                 return self.head(inputs)
-            return self.model(**inputs).logits  # type: ignore[arg-type]
+            model = self._evaluator if evaluating and not exact else self.model
+            return model(**inputs).logits  # type: ignore[arg-type]
 
     def train(self, mode: bool = True) -> None:
         self.model.train(mode)
@@ -154,7 +162,7 @@ class Net:
         """NLL_i of every record under the current parameters, in record order (at the screening precision)."""
         nll = out if out is not None else torch.empty(len(split), device=self.device)
         for inputs, labels, idx in split.eval_batches(batch_size):
-            nll[idx] = F.cross_entropy(self.logits(inputs).float(), labels, reduction="none")
+            nll[idx] = F.cross_entropy(self.logits(inputs, evaluating=True).float(), labels, reduction="none")
         return nll
 
     @torch.inference_mode()
@@ -171,7 +179,7 @@ class Net:
     def predict(self, split: Split, batch_size: int) -> torch.Tensor:
         preds = torch.empty(len(split), dtype=torch.long, device=self.device)
         for inputs, _, idx in split.eval_batches(batch_size):
-            preds[idx] = self.logits(inputs).argmax(dim=-1)
+            preds[idx] = self.logits(inputs, evaluating=True).argmax(dim=-1)
         return preds
 
 
@@ -301,50 +309,91 @@ def adamw(net: Net, *, lr: float, weight_decay: float, total_steps: int) -> tupl
 
 
 def sgd(net: Net, *, lr: float, momentum: float) -> torch.optim.Optimizer:
-    """The SWAG optimiser: plain SGD at a constant learning rate, no weight decay."""
+    """The SWAG optimiser: plain SGD at a constant learning rate, no weight decay (fused on CUDA)."""
     params = [p for p in net.model.parameters() if p.requires_grad]
-    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=0.0)
+    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=0.0, fused=net.device.type == "cuda")
 
 
 @dataclass
 class Sweep:
-    """What a sweep over draws leaves: per-record maxima (private) and per-draw maxima (public)."""
+    """What a sweep over draws leaves: per-record maxima (private) and per-draw maxima (public).
+
+    ``confirmed`` counts the records recomputed at float32 over all draws (0 when
+    there was no low-precision screening).
+    """
 
     record_max: torch.Tensor
     draw_max: list[float]
     stopped_early: bool
+    confirmed: int = 0
 
 
-SCREEN_MARGIN = 0.1  # relative band below a low-precision maximum whose records are recomputed exactly
+@dataclass(kw_only=True)
+class ScreenBound:
+    """The measured bound on a low-precision (bf16) screen's error, carried across the draws of one sweep.
+
+    ``error`` is the largest |float32 − screened| NLL seen on any record confirmed
+    so far. A record is recomputed at float32 when its screened value plus
+    ``safety`` × ``error`` × its weight could reach the largest confirmed value; the
+    ``top`` highest screened records of every draw are always confirmed, and the
+    first draw also confirms ``calibration`` records spread over the screened
+    ranks, so the bound is measured below the top as well. The bound only grows:
+    a draw whose recomputed records show a larger error widens the band at once
+    and recomputes again until no record outside it could reach the maximum.
+    """
+
+    safety: float = 2.0
+    top: int = 8
+    calibration: int = 32
+    error: float = 0.0
+    confirmed: int = 0
+    draws: int = 0
+
+    def __post_init__(self) -> None:
+        if not (self.safety >= 1.0 and self.top >= 1 and self.calibration >= 0):
+            raise ValueError("ScreenBound needs safety >= 1, top >= 1 and calibration >= 0")
 
 
 def confirm_maximum(
-    screened: torch.Tensor, exact: Callable[[torch.Tensor], torch.Tensor], *, margin: float = SCREEN_MARGIN,
+    screened: torch.Tensor, exact: Callable[[torch.Tensor], torch.Tensor], *, bound: ScreenBound,
+    scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``screened`` with its top records replaced by their exact values, so that its maximum is exact.
+    """``screened`` with enough records replaced by their exact values that its maximum is the exact one.
 
-    Every record within ``margin``·(|max| + 1) of the screened maximum is recomputed
-    by ``exact`` (indices in, exact values out). A record left out lies more than
-    the band below the screened maximum, so its exact value cannot exceed the exact
-    maximum while its screening error is under half the band; the band is checked
-    against the largest error seen on the recomputed records and widened
-    (recomputing more) until it is at least twice that error. A non-finite
-    screened maximum recomputes every record.
+    ``exact`` maps record indices to their exact values; ``scale`` (default 1) is
+    each record's factor on the NLL error (its privacy weight), so the band of a
+    record is ``bound.safety · bound.error · scale_i``. A non-finite screened value
+    is always recomputed. Updates ``bound`` (error seen, records confirmed, draws).
     """
     values = screened.clone()
     confirmed = torch.zeros_like(screened, dtype=torch.bool)
-    top = screened.max()
-    band = margin * (top.abs() + 1.0) if torch.isfinite(top) else torch.tensor(math.inf, device=screened.device)
+    factor = torch.ones_like(screened) if scale is None else scale
+    n = screened.numel()
+
+    def confirm(index: torch.Tensor) -> None:
+        index = index[~confirmed[index]]
+        if not index.numel():
+            return
+        values[index] = exact(index)
+        confirmed[index] = True
+        seen = ((values[index] - screened[index]).abs() / factor[index].clamp(min=1e-12))
+        bound.error = max(bound.error, float(seen.nan_to_num(nan=math.inf).max()))
+        bound.confirmed += int(index.numel())
+
+    order = torch.argsort(screened.nan_to_num(nan=math.inf), descending=True)
+    confirm(order[: bound.top])
+    if bound.draws == 0 and bound.calibration:
+        confirm(order[torch.linspace(0, n - 1, min(bound.calibration, n), device=order.device).long()])
+    confirm(torch.nonzero(~torch.isfinite(screened)).squeeze(1))
     while True:
-        chosen = ~confirmed if not torch.isfinite(band) else (screened >= top - band) & ~confirmed
-        candidates = torch.nonzero(chosen).squeeze(1)
-        if candidates.numel():
-            values[candidates] = exact(candidates)
-            confirmed[candidates] = True
-        error = (values[confirmed] - screened[confirmed]).abs().nan_to_num(nan=math.inf).max()
-        if bool(confirmed.all()) or 2 * error <= band:
-            return values
-        band = torch.maximum(2 * band, 2 * error)
+        top = values[confirmed].max()
+        reach = screened + bound.safety * bound.error * factor
+        chosen = torch.nonzero(~confirmed & ((reach >= top) | ~torch.isfinite(reach))).squeeze(1)
+        if not chosen.numel() or not bool(torch.isfinite(top)):
+            break
+        confirm(chosen)
+    bound.draws += 1
+    return values
 
 
 def sweep_draws(
@@ -366,14 +415,16 @@ def sweep_draws(
     O(n) memory; restores the SWAG mean into the model afterwards. With
     ``stop_above`` it stops after the first draw whose max delta exceeds it.
     Records of weight 0 contribute exactly 0. Under ``net.amp`` the bf16 pass only
-    screens: each draw's maximum is confirmed at float32 (``confirm_maximum``), so
-    m_d is what the released precision gives.
+    screens: each draw's maximum is confirmed at float32 (``confirm_maximum`` with
+    one ``ScreenBound`` for the whole sweep), so m_d is what the released precision
+    gives.
     """
     net.train(False)
     record_max = torch.full((len(split),), -math.inf, device=net.device)
     nll = torch.empty(len(split), device=net.device)
     draw_max: list[torch.Tensor] = []
     stopped = False
+    bound = ScreenBound()
 
     def exact(index: torch.Tensor) -> torch.Tensor:
         values = net.exact_nll(split, index, batch_size)
@@ -386,7 +437,7 @@ def sweep_draws(
             if weights is not None:
                 delta = weighted_delta(delta, weights)
             if net.amp:
-                delta = confirm_maximum(delta, exact)
+                delta = confirm_maximum(delta, exact, bound=bound, scale=weights)
             torch.maximum(record_max, delta, out=record_max)
             draw_max.append(delta.max())
             if stop_above is not None and float(draw_max[-1]) > stop_above:
@@ -394,7 +445,7 @@ def sweep_draws(
                 break
     finally:
         posterior.restore_mean(net.model)
-    return Sweep(record_max, torch.stack(draw_max).double().cpu().tolist(), stopped)
+    return Sweep(record_max, torch.stack(draw_max).double().cpu().tolist(), stopped, confirmed=bound.confirmed)
 
 
 def predict_draws(

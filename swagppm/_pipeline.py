@@ -50,7 +50,7 @@ from swagppm._utility import class_report, f1_pair, summarise
 # Settings that never change stage 1 (they act on stage 2, or on where things are kept).
 _NOT_STAGE1 = ("draws_privacy", "draws_utility", "stage2_init", "reweight_k", "cache_dir", "device")
 # Settings that change results only on CUDA (bf16 kernels, batch shapes, graphed steps, where D lives).
-_CUDA_ONLY = ("amp", "cuda_graphs", "eval_batch_size", "swag_deviations_device")
+_CUDA_ONLY = ("amp", "cuda_graphs", "compile_eval", "eval_batch_size", "swag_deviations_device")
 
 
 @dataclass(kw_only=True)
@@ -223,7 +223,7 @@ class Session:
         self.train, self.test = self._splits()
         on_cuda = self.device.type == "cuda"
         self.net = Net(self.bundle.model, self.bundle.head, device=self.device, amp=config.amp and on_cuda,
-                       graphs=config.cuda_graphs and on_cuda)
+                       graphs=config.cuda_graphs and on_cuda, compile_eval=config.compile_eval and on_cuda)
         self.train_counts = np.bincount(self.data.train_labels, minlength=self.data.num_classes)
         self._setup_seconds: float | None = time.perf_counter() - start  # reported by the first fit or prepare
 
@@ -316,11 +316,21 @@ class Session:
             with timer("swag"):
                 posterior = SWAGPosterior(rank=config.swag_rank, dtype=getattr(torch, config.swag_dtype),
                                           device=self.device, modules=config.swag_modules,
-                                          deviations_device="cpu" if config.swag_deviations_device == "cpu" else None)
+                                          deviations_device=self._deviations_device())
                 history += train(self.net, self.train, stage=f"{stage} SWAG", epochs=config.swag_epochs,
                                  optimizer=sgd(self.net, lr=swag_lr, momentum=config.swag_momentum),
                                  generator=shuffle, collectors=[posterior], **common)  # type: ignore[arg-type]
         return posterior, history
+
+    def _deviations_device(self) -> str | None:
+        """Where SWAG's deviation matrix lives: the host ("cpu", pinned) or the posterior's device (None)."""
+        choice = self.config.swag_deviations_device
+        if choice != "auto" or self.device.type != "cuda":
+            return "cpu" if choice == "cpu" else None
+        size = sum(p.numel() for p in self.bundle.model.parameters() if p.requires_grad)
+        needed = size * self.config.swag_rank * torch.finfo(getattr(torch, self.config.swag_dtype)).bits // 8
+        free, _ = torch.cuda.mem_get_info(self.device)
+        return "cpu" if needed > free / 2 else None
 
     def _stage1(self, *, progress: bool, timer: _Timer) -> tuple[dict[str, Any], bool]:
         """Baseline F1, stage-1 trainable state and per-record risks, from the cache or computed.
@@ -408,6 +418,8 @@ class Session:
             result.timings = {**timer.seconds, "total": time.perf_counter() - start}
             return Fit(result=result, posterior=None, weights=weights)
         self._record_privacy(result, sweep.draw_max, stopped_early=sweep.stopped_early)
+        if self.net.amp:  # a count, not seconds: how many records per draw the bf16 screen sent to float32
+            timer.seconds["privacy_confirmed_per_draw"] = sweep.confirmed / max(len(sweep.draw_max), 1)
         if result.failure is None and not sweep.stopped_early:
             with timer("utility"):
                 self._utility(result, posterior, seed=seed, progress=progress)

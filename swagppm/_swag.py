@@ -1,8 +1,10 @@
 """SWAG (Maddox et al., 2019): a Gaussian over a module's trainable parameters.
 
-Exactly METHOD.md's estimator: running mean μ and second moment s of the
-snapshots, σ² = clamp(s − μ², 1e-30), and a deviation matrix D whose column k is
-θ_k − μ_k (μ_k = the running mean just after snapshot k). A draw is
+Exactly METHOD.md's estimator: running mean μ of the snapshots, the diagonal
+variance σ² = clamp(mean of (θ_k − μ)², 1e-30), and a deviation matrix D whose
+column k is θ_k − μ_k (μ_k = the running mean just after snapshot k). The variance
+is accumulated centred (Welford), never as s − μ²: with |θ| ≈ 1 and σ ≈ 1e-4 that
+difference cancels to rounding noise in float32. A draw is
 
     θ = μ + σ ⊙ z₁ / √2 + D z₂ / √(2(K − 1)),
 
@@ -58,7 +60,7 @@ class SWAGPosterior:
         self.parameter_names: tuple[str, ...] = ()
         self._shapes: tuple[torch.Size, ...] = ()
         self._mean: torch.Tensor | None = None
-        self._sq_mean: torch.Tensor | None = None
+        self._m2: torch.Tensor | None = None  # Σ_k (θ_k − μ_{k−1})(θ_k − μ_k), Welford's centred sum
         self._deviations: torch.Tensor | None = None
         self.num_snapshots = 0
         self._factors: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
@@ -92,20 +94,22 @@ class SWAGPosterior:
             dev_device = self._deviations_device or device
             size = theta.numel()
             self._mean = torch.zeros(size, dtype=self.dtype, device=device)
-            self._sq_mean = torch.zeros(size, dtype=self.dtype, device=device)
+            self._m2 = torch.zeros(size, dtype=self.dtype, device=device)
             self._deviations = torch.zeros(
                 size, self.rank, dtype=self.dtype, device=dev_device,
                 pin_memory=dev_device.type == "cpu" and device.type == "cuda",
             )
         elif names != self.parameter_names:
             raise ValueError("the module's trainable parameters changed since the first snapshot")
-        assert self._sq_mean is not None and self._deviations is not None
+        assert self._m2 is not None and self._deviations is not None
         theta = theta.to(device=self._mean.device, dtype=self.dtype)
         n = self.num_snapshots + 1
-        self._mean.mul_((n - 1) / n).add_(theta, alpha=1.0 / n)
-        self._sq_mean.mul_((n - 1) / n).addcmul_(theta, theta, value=1.0 / n)
+        before = theta - self._mean
+        self._mean.add_(before, alpha=1.0 / n)
+        after = theta - self._mean
+        self._m2.addcmul_(before, after)
         column = (n - 1) % self.rank
-        self._deviations[:, column].copy_(theta - self._mean, non_blocking=True)
+        self._deviations[:, column].copy_(after, non_blocking=True)
         self.num_snapshots = n
         self._factors = None
 
@@ -135,10 +139,10 @@ class SWAGPosterior:
 
     @property
     def variance(self) -> torch.Tensor:
-        """The diagonal σ² = clamp(s − μ², min=1e-30)."""
+        """The diagonal σ² = clamp(mean of (θ_k − μ)², min=1e-30), from the centred (Welford) sum."""
         self._require()
-        assert self._sq_mean is not None
-        return (self._sq_mean - self.mean.square()).clamp_(min=1e-30)
+        assert self._m2 is not None
+        return (self._m2 / self.num_snapshots).clamp_(min=1e-30)
 
     @property
     def deviations(self) -> torch.Tensor:
@@ -238,7 +242,7 @@ class SWAGPosterior:
             "shapes": [tuple(s) for s in self._shapes],
             "num_snapshots": self.num_snapshots,
             "mean": self._mean,
-            "sq_mean": self._sq_mean,
+            "m2": self._m2,
             "deviations": self._deviations,
         }
 
@@ -252,7 +256,7 @@ class SWAGPosterior:
         self._shapes = tuple(torch.Size(s) for s in state["shapes"])
         self.num_snapshots = int(state["num_snapshots"])
         self._mean = state["mean"].to(device)
-        self._sq_mean = state["sq_mean"].to(device)
+        self._m2 = state["m2"].to(device)
         self._deviations = state["deviations"].to(dev_device)
         self._factors = None
         self._bound = None

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from swagppm import epsilon_from_series, normalise_risk, privacy_weights, reweight, weighted_delta, weighted_nll
-from swagppm._engine import Net, Split, confirm_maximum, sweep_draws
+from swagppm._engine import Net, ScreenBound, Split, confirm_maximum, sweep_draws
 from swagppm._privacy import series_failure
 from swagppm._swag import SWAGPosterior
 
@@ -115,28 +115,79 @@ def test_a_non_finite_series_is_a_failure_not_a_nan_epsilon() -> None:
     assert "epsilon is unbounded" in str(series_failure([math.inf]))
 
 
-def test_confirmed_maximum_is_exact_under_screening_errors_within_the_band() -> None:
-    """Screening errors up to 4% (the band is 10%) reorder the top records; the confirmed max is still exact."""
+def test_confirmed_maximum_is_exact_under_screening_errors() -> None:
+    """Screening errors up to 0.2 reorder the top records; the confirmed max is still exact, few records recomputed."""
     generator = torch.Generator().manual_seed(0)
     for _ in range(50):
-        exact = torch.rand(200, generator=generator) * 5
-        screened = exact * (1 + 0.08 * (torch.rand(200, generator=generator) - 0.5))
+        exact = torch.rand(2000, generator=generator) * 5
+        screened = exact * (1 + 0.08 * (torch.rand(2000, generator=generator) - 0.5))
         calls: list[int] = []
 
         def recompute(index: torch.Tensor, exact: torch.Tensor = exact, calls: list[int] = calls) -> torch.Tensor:
             calls.append(index.numel())
             return exact[index]
 
-        confirmed = confirm_maximum(screened, recompute)
+        bound = ScreenBound()
+        confirmed = confirm_maximum(screened, recompute, bound=bound)
         assert confirmed.max() == exact.max()
-        assert sum(calls) < 200  # only a band of records is recomputed
+        assert sum(calls) == bound.confirmed < 300  # the top, a calibration sample and a band of 2x the error seen
 
 
-def test_confirmation_widens_the_band_when_errors_are_larger() -> None:
-    """Errors of 0.5 against a first band of 0.44: the true maximum (screened 0.5 low, 0.9 below the screened
-    top) is reached once the band is widened to twice the largest error seen."""
+def test_confirmation_widens_the_band_when_errors_are_larger_than_seen() -> None:
+    """Only the screened top is confirmed first (error 0.5 there); the true maximum, screened 0.9 below the top,
+    is reached once the band is widened to twice that error."""
     exact = torch.tensor([3.0, 2.9, 0.1, 0.0])
     screened = torch.tensor([2.5, 3.4, 0.1, 0.0])
-    assert confirm_maximum(screened, lambda index: exact[index]).max() == 3.0
-    everything = confirm_maximum(torch.tensor([math.inf, 1.0]), lambda index: torch.tensor([2.0, 1.0])[index])
-    assert everything.tolist() == [2.0, 1.0]
+    bound = ScreenBound(top=1, calibration=0)
+    assert confirm_maximum(screened, lambda index: exact[index], bound=bound).max() == 3.0
+    assert bound.error == pytest.approx(0.5) and bound.confirmed == 2
+    everything = confirm_maximum(torch.tensor([math.inf, 1.0]), lambda index: torch.tensor([2.0, 1.0])[index],
+                                 bound=ScreenBound(top=1, calibration=0))
+    assert everything.max() == 2.0
+
+
+def test_the_bound_is_carried_across_draws_and_scaled_by_the_weights() -> None:
+    """A second draw starts with the first draw's error: a record screened 0.6 below the top with weight 1 is
+    confirmed at once; with weight 0.1 its band is ten times narrower and it is not."""
+    bound = ScreenBound(top=1, calibration=0)
+    confirm_maximum(torch.tensor([2.0, 0.0]), lambda index: torch.tensor([2.5, 0.0])[index], bound=bound)
+    assert bound.error == pytest.approx(0.5)
+    exact = torch.tensor([3.0, 3.1])
+    calls: list[int] = []
+
+    def recompute(index: torch.Tensor) -> torch.Tensor:
+        calls.append(index.numel())
+        return exact[index]
+
+    screened = torch.tensor([3.0, 2.4])
+    assert confirm_maximum(screened, recompute, bound=bound).max() == pytest.approx(3.1)
+    calls.clear()
+    light = confirm_maximum(screened, recompute, bound=bound, scale=torch.tensor([1.0, 0.1]))
+    assert calls == [1] and light.max() == 3.0  # 2.4 + 2·0.5·0.1 < 3.0: left screened
+
+
+def test_bf16_screened_sweep_gives_the_float32_maxima_and_recomputes_few_records() -> None:
+    """A token model under bf16 autocast on the CPU: every draw's max delta equals the all-float32 sweep's, bit
+    for bit, while most records are never recomputed."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1,
+                                                     num_attention_heads=2, intermediate_size=64, num_labels=3))
+    model.eval()
+    rows = torch.randint(1, 50, (400, 12), generator=torch.Generator().manual_seed(1))
+    lengths = np.random.default_rng(2).integers(4, 13, size=400)
+    labels = np.random.default_rng(3).integers(0, 3, size=400)
+    split = Split(rows, labels, lengths, torch.device("cpu"))
+    posterior = SWAGPosterior(rank=4)
+    with torch.no_grad():
+        for _ in range(4):
+            for parameter in model.parameters():
+                parameter.add_(0.05 * torch.randn_like(parameter))
+            posterior.collect(model)
+    weights = torch.rand(400, generator=torch.Generator().manual_seed(4))
+    sweeps = {amp: sweep_draws(Net(model, None, device=torch.device("cpu"), amp=amp), split, posterior, draws=6,
+                               generator=torch.Generator().manual_seed(5), batch_size=64, weights=weights)
+              for amp in (False, True)}
+    assert sweeps[True].draw_max == sweeps[False].draw_max
+    assert 0 < sweeps[True].confirmed < 0.5 * 6 * 400

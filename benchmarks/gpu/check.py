@@ -1,0 +1,356 @@
+"""The one prepared GPU check: paper-scale throughput of a SWAG-PPM trial on one H100 or H200, as one JSON.
+
+Runs in at most 8 minutes on a bare GPU machine with only torch, transformers, numpy,
+scikit-learn, pandas and tqdm (nothing downloaded: the model is DistilRoBERTa-shaped with
+random weights, the corpus synthetic). Sections, each written to the JSON as it ends, in
+order of importance, each skipped (and said so) when the time budget is spent:
+
+1. ``trial``: stage 1 reduced (fine-tune 1 epoch, 20 risk draws, the paper's 20 SWAG
+   epochs), then one trial at the paper's settings (7 fine-tuning and 20 SWAG epochs,
+   500 privacy and 30 utility draws) with stage 1 cached: seconds per stage, records
+   confirmed at float32 per privacy draw, MFU.
+2. ``sweeps``: one forward sweep over the 5,346 training records at float32, TF32 and
+   bf16 (evaluation batches of 256 and 1,024).
+3. ``concurrency``: N = 1, 2, 4 trials at once on the one GPU (N worker processes,
+   stage 1 computed once and shared through the cache), each a reduced trial; their
+   per-epoch and per-draw rates extrapolated to the paper's trial give trials per hour,
+   with the peak GPU memory of each process and whether equal seeds gave equal ε.
+4. ``compiled_sweep``: the bf16 sweep through ``torch.compile`` (compile time apart).
+5. ``ablations``: one SWAG epoch with fused against unfused SGD, one fine-tuning epoch
+   from CUDA graphs against eager steps.
+
+    python benchmarks/gpu/check.py --out gpu_check.json          # on the GPU machine
+    python benchmarks/gpu/check.py --smoke --out smoke.json      # a CPU smoke run (the test suite runs it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+import swagppm  # noqa: E402
+from swagppm._engine import Net, adamw, sgd, train  # noqa: E402
+
+PEAK_TFLOPS = 989.0  # H100/H200 dense bf16
+PAPER = {"ft_epochs": 7, "swag_epochs": 20, "draws_privacy": 500, "draws_utility": 30}
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The workload: corpus, model and counts (the paper's on a GPU, tiny for the CPU smoke run)."""
+
+    records: int
+    hidden: int
+    layers: int
+    heads: int
+    vocab: int
+    stage1_epochs: int
+    swag_epochs: int
+    ft_epochs: int
+    draws_risk: int
+    draws_privacy: int
+    draws_utility: int
+    sweep_repeats: int
+    concurrent: tuple[int, ...]
+    concurrent_draws: int  # privacy draws of each concurrent (reduced) trial
+    budget_s: float
+
+
+GPU = Sizes(records=10_692, hidden=768, layers=6, heads=12, vocab=50_265, stage1_epochs=1, swag_epochs=20,
+            ft_epochs=7, draws_risk=20, draws_privacy=500, draws_utility=30, sweep_repeats=3, concurrent=(1, 2, 4),
+            concurrent_draws=40, budget_s=470.0)
+SMOKE = Sizes(records=120, hidden=32, layers=1, heads=2, vocab=400, stage1_epochs=1, swag_epochs=2, ft_epochs=1,
+              draws_risk=3, draws_privacy=4, draws_utility=2, sweep_repeats=1, concurrent=(1, 2),
+              concurrent_draws=3, budget_s=240.0)
+
+
+class Report:
+    """The JSON document, rewritten after every section so that a run cut short still reports what it measured."""
+
+    def __init__(self, path: Path, started: float, budget_s: float) -> None:
+        self.path, self.started, self.budget_s = path, started, budget_s
+        self.document: dict[str, Any] = {"sections_skipped": {}}
+
+    def left(self) -> float:
+        return self.budget_s - (time.perf_counter() - self.started)
+
+    def section(self, name: str, needs_s: float, action: Callable[[], dict[str, Any]]) -> None:
+        if self.left() < needs_s:
+            self.document["sections_skipped"][name] = f"{self.left():.0f} s left of the budget, {needs_s:.0f} s needed"
+        else:
+            began = time.perf_counter()
+            try:
+                self.document[name] = action()
+            except Exception as error:  # one broken section must not lose the others
+                self.document[name] = {"error": f"{type(error).__name__}: {error}",
+                                       "traceback": traceback.format_exc(limit=4)}
+            self.document[name + "_wall_s"] = round(time.perf_counter() - began, 1)
+        self.document["elapsed_s"] = round(time.perf_counter() - self.started, 1)
+        self.path.write_text(json.dumps(self.document, indent=1, default=str) + "\n")
+        print(f"gpu check: {name} done, {self.document['elapsed_s']} s elapsed", file=sys.stderr, flush=True)
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    info: dict[str, Any] = {"torch": torch.__version__, "transformers": transformers.__version__,
+                            "python": platform.python_version(), "device": str(device)}
+    if device.type == "cuda":
+        properties = torch.cuda.get_device_properties(device)
+        info |= {"gpu": properties.name, "gpu_memory_gib": round(properties.total_memory / 2**30, 1)}
+    return info
+
+
+def workload(workdir: Path, sizes: Sizes, device: torch.device) -> swagppm.SWAGPPMConfig:
+    """The paper-shaped corpus and model on disk, and the configuration of the main trial."""
+    from bench_fit import save_paper_model, write_paper_corpus
+
+    corpus = workdir / "corpus.jsonl"
+    texts = write_paper_corpus(corpus, sizes.records)
+    save_paper_model(workdir / "model", texts, hidden=sizes.hidden, layers=sizes.layers, heads=sizes.heads,
+                     vocab=sizes.vocab)
+    return swagppm.SWAGPPMConfig(
+        data=swagppm.DataConfig(source=str(corpus), max_length=128),
+        model=swagppm.ModelConfig(name_or_path=str(workdir / "model"), pooling="native"),
+        stage1_epochs=sizes.stage1_epochs, swag_epochs=sizes.swag_epochs, draws_risk=sizes.draws_risk,
+        draws_privacy=sizes.draws_privacy, draws_utility=sizes.draws_utility, device=device.type,
+        cache_dir=str(workdir / "cache"))
+
+
+def timed(action: Callable[[], object], device: torch.device, repeats: int) -> float:
+    """Median seconds of ``action`` over ``repeats`` calls after one warm-up call."""
+    action()
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        action()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def sweeps(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
+    """Seconds of one forward sweep over the training split per precision, batch size and compilation."""
+    device, model, split = session.device, session.bundle.model, session.train
+    on_cuda = device.type == "cuda"
+    model.eval()
+    rows: dict[str, Any] = {"records": len(split), "tokens": split.num_tokens}
+
+    def sweep(net: Net, batch: int) -> Callable[[], object]:
+        return lambda: net.per_record_nll(split, batch)
+
+    def with_tf32(enabled: bool, action: Callable[[], object]) -> Callable[[], object]:
+        def run() -> object:
+            saved = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = enabled
+            try:
+                return action()
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = saved
+        return run
+
+    fp32 = Net(model, None, device=device, amp=False)
+    bf16 = Net(model, None, device=device, amp=on_cuda)
+    rows["float32_b1024_s"] = timed(with_tf32(False, sweep(fp32, 1024)), device, sizes.sweep_repeats)
+    if on_cuda:
+        rows["tf32_b1024_s"] = timed(with_tf32(True, sweep(fp32, 1024)), device, sizes.sweep_repeats)
+        rows["bf16_b256_s"] = timed(sweep(bf16, 256), device, sizes.sweep_repeats)
+        rows["bf16_b1024_s"] = timed(sweep(bf16, 1024), device, sizes.sweep_repeats)
+    return rows
+
+
+def compiled_sweep(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
+    """The bf16 sweep through ``torch.compile`` (dynamic shapes): compile seconds, sweep seconds, TFLOP/s."""
+    device, model, split = session.device, session.bundle.model, session.train
+    model.eval()
+    started = time.perf_counter()
+    compiled = Net(model, None, device=device, amp=device.type == "cuda", compile_eval=True)
+    compiled.per_record_nll(split, 1024)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    compile_s = time.perf_counter() - started
+    seconds = timed(lambda: compiled.per_record_nll(split, 1024), device, sizes.sweep_repeats)
+    parameters = sum(p.numel() for p in model.parameters())
+    return {"compile_s": compile_s, "bf16_compiled_b1024_s": seconds,
+            "tflops_per_s": 2 * parameters * split.num_tokens / seconds / 1e12}
+
+
+def trial(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
+    """Stage 1 (reduced) timed, then one trial at the paper's settings with stage 1 cached."""
+    prep = session.prepare()
+    result = session.fit(c=1.0, ft_epochs=sizes.ft_epochs).result
+    if result.failure:
+        return {"stage1_s": prep.timings, "failure": result.failure}
+    work = _workload(session)
+    timings = result.timings
+    flops = {"finetune": 6 * work["parameters"] * work["train_tokens"] * sizes.ft_epochs,
+             "swag": 6 * work["parameters"] * work["train_tokens"] * sizes.swag_epochs,
+             "privacy": 2 * work["parameters"] * work["train_tokens"] * len(result.max_delta),
+             "utility": 2 * work["parameters"] * work["test_tokens"] * sizes.draws_utility}
+    mfu = {stage: flops[stage] / timings[stage] / 1e12 / PEAK_TFLOPS for stage in flops if timings.get(stage)}
+    per_draw = timings["privacy"] / max(len(result.max_delta), 1)
+    return {
+        "workload": work, "stage1_timings_s": prep.timings, "timings_s": timings,
+        "trial_s": timings["total"], "target_s": 90.0, "goal_s": 45.0, "met": timings["total"] <= 90.0,
+        "privacy_draw_s": per_draw, "records_confirmed_per_draw": timings.get("privacy_confirmed_per_draw"),
+        "records_confirmed_fraction": (timings.get("privacy_confirmed_per_draw", 0.0) / work["train_records"]),
+        "epsilon": result.epsilon, "f1_macro_median": result.f1_macro_median,
+        "baseline_f1_macro": result.baseline_f1_macro, "mfu": mfu, "peak_tflops": PEAK_TFLOPS,
+    }
+
+
+def _workload(session: swagppm.Session) -> dict[str, int]:
+    train_tokens, test_tokens = session.tokens
+    return {"train_records": len(session.train), "test_records": len(session.test),
+            "train_tokens": train_tokens.num_tokens, "test_tokens": test_tokens.num_tokens,
+            "parameters": sum(p.numel() for p in session.bundle.model.parameters())}
+
+
+def concurrent_worker(config: dict[str, Any], ft_epochs: int, barrier: Any, results: Any) -> None:
+    """One of N processes: open the shared configuration (stage 1 cached), wait for the others, run one trial."""
+    try:
+        transformers.logging.set_verbosity_error()
+        with swagppm.Session(swagppm.SWAGPPMConfig.from_dict(config)) as session:
+            session.prepare()
+            if session.device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(session.device)
+            barrier.wait()
+            started = time.perf_counter()
+            result = session.fit(c=1.0, ft_epochs=ft_epochs).result
+            wall = time.perf_counter() - started
+            peak = torch.cuda.max_memory_allocated(session.device) / 2**30 if session.device.type == "cuda" else 0.0
+        results.put({"timings_s": result.timings, "wall_s": wall, "epsilon": result.epsilon, "peak_gib": peak,
+                     "draws": len(result.max_delta), "failure": result.failure})
+    except Exception as error:  # reported, never hangs the parent
+        barrier.abort()
+        results.put({"error": f"{type(error).__name__}: {error}"})
+
+
+def concurrency(config: swagppm.SWAGPPMConfig, sizes: Sizes, report: Report) -> dict[str, Any]:
+    """N reduced trials at once per N; per-unit rates extrapolated to the paper's trial, and trials per hour."""
+    reduced = config.replace(stage1_epochs=1, swag_epochs=2, draws_risk=2, draws_privacy=sizes.concurrent_draws,
+                             draws_utility=2, cache_dir=str(Path(str(config.cache_dir)) / "concurrent"))
+    with swagppm.Session(reduced) as session:  # stage 1 once, shared by every worker through the cache
+        session.prepare()
+    context = mp.get_context("spawn")
+    rows: dict[str, Any] = {"trial": "fine-tune 1 epoch, SWAG 2 epochs, "
+                                     f"{sizes.concurrent_draws} privacy and 2 utility draws per process",
+                            "extrapolated_to": PAPER, "runs": {}}
+    for n in sizes.concurrent:
+        if report.left() < 30 * n:
+            rows["runs"][n] = {"skipped": f"{report.left():.0f} s left"}
+            continue
+        barrier, results = context.Barrier(n), context.Queue()
+        processes = [context.Process(target=concurrent_worker, args=(reduced.to_dict(), 1, barrier, results))
+                     for _ in range(n)]
+        for process in processes:
+            process.start()
+        outcomes = [results.get(timeout=max(report.left(), 30)) for _ in processes]
+        for process in processes:
+            process.join(timeout=30)
+        rows["runs"][n] = _rates(outcomes, n, reduced.draws_utility)
+    return rows
+
+
+def _rates(outcomes: list[dict[str, Any]], n: int, utility_draws: int) -> dict[str, Any]:
+    errors = [o["error"] for o in outcomes if "error" in o]
+    if errors:
+        return {"error": errors[0]}
+    slowest = max(outcomes, key=lambda o: o["wall_s"])["timings_s"]
+    per = {"finetune_epoch_s": slowest["finetune"], "swag_epoch_s": slowest["swag"] / 2,
+           "privacy_draw_s": slowest["privacy"] / max(outcomes[0]["draws"], 1),
+           "utility_draw_s": slowest.get("utility", 0.0) / utility_draws}
+    trial_s = (PAPER["ft_epochs"] * per["finetune_epoch_s"] + PAPER["swag_epochs"] * per["swag_epoch_s"]
+               + PAPER["draws_privacy"] * per["privacy_draw_s"] + PAPER["draws_utility"] * per["utility_draw_s"])
+    epsilons = sorted({o["epsilon"] for o in outcomes})
+    return {"processes": n, "per_unit_s": per, "paper_trial_s": trial_s, "trials_per_hour": n * 3600 / trial_s,
+            "peak_gib_per_process": [round(o["peak_gib"], 2) for o in outcomes],
+            "same_epsilon_for_same_seed": len(epsilons) == 1, "epsilons": epsilons,
+            "wall_s": [round(o["wall_s"], 1) for o in outcomes]}
+
+
+def ablations(session: swagppm.Session) -> dict[str, Any]:
+    """One SWAG epoch with fused against unfused SGD; one fine-tuning epoch from CUDA graphs against eager steps."""
+    device, config, split = session.device, session.config, session.train
+    saved = session.bundle.trainable_state()
+    nets = {"graphs": session.net, "eager": Net(session.bundle.model, None, device=device, amp=session.net.amp)}
+    rows: dict[str, Any] = {}
+
+    def epoch(net: Net, optimizer: torch.optim.Optimizer, scheduler: Any = None) -> float:
+        started = time.perf_counter()
+        train(net, split, stage="ablation", epochs=1, optimizer=optimizer, scheduler=scheduler,
+              batch_size=config.batch_size, generator=torch.Generator().manual_seed(0))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - started
+
+    try:
+        lr = config.learning_rates[1]
+        rows["swag_epoch_fused_sgd_s"] = epoch(session.net, sgd(session.net, lr=lr, momentum=0.0))
+        params = [p for p in session.bundle.model.parameters() if p.requires_grad]
+        rows["swag_epoch_unfused_sgd_s"] = epoch(session.net, torch.optim.SGD(params, lr=lr, fused=False))
+        for name, net in nets.items():
+            session.bundle.reset(saved)
+            optimizer, scheduler = adamw(net, lr=config.learning_rates[0], weight_decay=0.01,
+                                         total_steps=math.ceil(len(split) / config.batch_size))
+            rows[f"finetune_epoch_{name}_s"] = epoch(net, optimizer, scheduler)
+    finally:
+        session.bundle.reset(saved)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="a tiny CPU run of every section (the test suite's)")
+    parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+    parser.add_argument("--budget-s", type=float, default=None, help="seconds for the whole check (default 470)")
+    args = parser.parse_args(argv)
+    sizes = SMOKE if args.smoke else GPU
+    if args.budget_s is not None:
+        sizes = replace(sizes, budget_s=args.budget_s)
+    if not args.smoke and not torch.cuda.is_available():
+        parser.error("no CUDA device: run with --smoke on a CPU")
+    device = torch.device("cpu" if args.smoke else "cuda")
+    transformers.logging.set_verbosity_error()
+    report = Report(args.out, time.perf_counter(), sizes.budget_s)
+    report.document |= {"command": "python benchmarks/gpu/check.py" + (" --smoke" if args.smoke else ""),
+                        "date": time.strftime("%Y-%m-%d"), "environment": environment(device),
+                        "sizes": sizes.__dict__}
+    workdir = Path(tempfile.mkdtemp(prefix="swagppm-gpu-check-"))
+    try:
+        config = workload(workdir, sizes, device)
+        with swagppm.Session(config) as session:
+            report.section("trial", 60, lambda: trial(session, sizes))
+            report.section("sweeps", 15, lambda: sweeps(session, sizes))
+            report.section("concurrency", 60, lambda: concurrency(config, sizes, report))
+            if not args.smoke:  # compiling takes half a minute on a CPU and says nothing about a GPU
+                report.section("compiled_sweep", 60, lambda: compiled_sweep(session, sizes))
+            report.section("ablations", 20, lambda: ablations(session))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps({k: v for k, v in report.document.items() if k != "sizes"}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""The prepared GPU check's CPU smoke run: every section runs and lands in the JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_gpu_check_smoke_run_writes_every_section(tmp_path: Path) -> None:
+    out = tmp_path / "smoke.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu" / "check.py"), "--smoke", "--out", str(out)],
+                   check=True, capture_output=True, timeout=600)
+    report = json.loads(out.read_text())
+    assert report["sections_skipped"] == {}
+    for section in ("trial", "sweeps", "concurrency", "ablations"):
+        assert "error" not in report[section], report[section]
+    assert report["trial"]["workload"]["train_records"] == 60
+    runs = report["concurrency"]["runs"]
+    assert set(runs) == {"1", "2"} and all(run["same_epsilon_for_same_seed"] for run in runs.values())
