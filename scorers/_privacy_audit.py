@@ -15,16 +15,16 @@ training mechanism is ε-DP" (δ = 0 throughout, stated in every result):
   under the edge is e^ε / (1 + e^ε). With δ both constraints gain + δ: the edge
   runs from (0, δ) to (1 − δ, 1) through the corner ((1 − δ) / (1 + e^ε),
   (1 − δ) · e^ε / (1 + e^ε) + δ), and the same computation gives
-  1 − (1 − δ)² / (1 + e^ε) (``max_auc``). Every AUC
-  bound converts to an ε bound, ε ≥ logit(AUC_low) (and ≥ logit(1 − AUC_high)).
-  The interval is the distribution-free one of
-  ``auc_interval_distribution_free`` (Hoeffding's bound for U-statistics with the
-  binomial Chernoff exponent), not DeLong's: DeLong's normal approximation has
-  zero width at complete separation (2 records a side, perfectly separated,
-  "refute" every ε) and is too narrow at small n and extreme AUC, exactly where a
-  refutation is at stake. The price is width: it spends the largest variance a
-  [0, 1] kernel can have on min(members, non-members) records, where DeLong
-  spends the estimated variances of the placements on each side.
+  1 − (1 − δ)² / (1 + e^ε) (``max_auc``). Every AUC bound converts to an ε
+  bound, ε ≥ logit(AUC_low) (and ≥ logit(1 − AUC_high)). The interval is the
+  distribution-free one of ``auc_interval_distribution_free`` (Hoeffding's
+  averaging of U-statistics and the binomial's convex order), not DeLong's:
+  DeLong's normal approximation has zero width at complete separation (2 records
+  a side, perfectly separated, "refute" every ε) and is too narrow at small n and
+  extreme AUC, exactly where a refutation is at stake. The price is width: it
+  spends the largest variance a [0, 1] kernel can have on min(members,
+  non-members) records, where DeLong spends the estimated variances of the
+  placements on each side.
 - ``"one_run"``: the one-run test of Steinke, Nasr & Jagielski (``scorers._one_run``)
   on the guesses "member" for the lowest and "non-member" for the highest scores,
   at each guess fraction of ``ONE_RUN_FRACTIONS`` (fixed in advance, never chosen
@@ -44,8 +44,8 @@ exchangeable within each side); the class-calibrated score subtracts a median
 estimated from the same records, which couples them slightly. The one-run test
 assumes instead that each record's membership was an independent coin, member
 with probability members / records: true of a random split into training and
-test records (a fixed-size split is closer still, see ``scorers._one_run``), and
-not of a split by time, source or class. A refuting result then refutes the
+test records (of a fixed-size split approximately, see ``scorers._one_run``),
+and not of a split by time, source or class. A refuting result then refutes the
 stated ε for this model on these records.
 """
 
@@ -174,9 +174,10 @@ class PrivacyAudit:
         members, non_members: the counts.
         attacks: one ``AttackAudit`` per attack.
 
-    ``delta`` (0) is the δ every bound assumes; ``epsilon_lower_bound`` the largest
-    ε lower bound of any test; ``refutation`` and ``sentence`` judge a stated ε;
-    ``to_dict`` gives the aggregates, nothing per record.
+    ``delta`` (0) is the δ every bound assumes; ``epsilon_lower_bounds`` each
+    test's ε lower bound and ``epsilon_lower_bound`` the largest; ``refutation`` and
+    ``sentence`` judge a stated ε; ``to_dict`` gives the aggregates, nothing per
+    record.
     """
 
     confidence: float
@@ -190,8 +191,13 @@ class PrivacyAudit:
         return DELTA_ASSUMED
 
     @property
+    def epsilon_lower_bounds(self) -> dict[str, float]:
+        """Each test's family-wise ε lower bound (δ = 0), the largest over the attacks."""
+        return {test: max(attack.epsilon_lower_bounds[test] for attack in self.attacks) for test in TESTS}
+
+    @property
     def epsilon_lower_bound(self) -> float:
-        return max(attack.epsilon_lower_bound for attack in self.attacks)
+        return max(self.epsilon_lower_bounds.values())
 
     def refutation(self, epsilon: float) -> Refutation | None:
         """Why ``epsilon`` is refuted, or None when no test in the family refutes it.
@@ -214,7 +220,7 @@ class PrivacyAudit:
 
     def sentence(self, epsilon: float) -> str:
         """One sentence for users: whether the audit refutes ``epsilon``, and on what evidence."""
-        level = f"{self.confidence:.0%} family-wise"
+        level = f"{self.confidence * 100:g}% family-wise"
         refutation = self.refutation(epsilon)
         if refutation is None:
             strongest = max(self.attacks, key=lambda attack: abs(attack.auc - 0.5))
@@ -243,6 +249,7 @@ class PrivacyAudit:
         """The aggregates as plain JSON types: no threshold, score or other per-record value."""
         return {"confidence": self.confidence, "delta": self.delta, "members": self.members,
                 "non_members": self.non_members, "epsilon_lower_bound": self.epsilon_lower_bound,
+                "epsilon_lower_bounds": self.epsilon_lower_bounds,
                 "attacks": {attack.attack: attack.to_dict() for attack in self.attacks}}
 
 

@@ -186,6 +186,8 @@ def test_bonferroni_allocation(with_classes: bool) -> None:
                        for g in (one_run_guesses(sweep, f) for f in ONE_RUN_FRACTIONS))
         assert attack.epsilon_lower_bounds["one_run"] == pytest.approx(expected, rel=1e-12)
     assert audit.epsilon_lower_bound == max(max(a.epsilon_lower_bounds.values()) for a in audit.attacks)
+    assert audit.epsilon_lower_bounds == {test: max(a.epsilon_lower_bounds[test] for a in audit.attacks)
+                                          for test in ("threshold", "auc", "one_run")}
 
 
 def test_descriptive_rates_are_at_the_nominal_confidence() -> None:
@@ -318,6 +320,12 @@ def test_sentence_when_nothing_refutes() -> None:
         f"{a.auc_interval[1]:.3f}), within the 0.378-0.622 an epsilon-DP release allows.")
 
 
+def test_sentence_names_the_family_level() -> None:
+    audit = privacy_audit([0.01] * 1000, [5.0] * 1000, confidence=0.975)
+    assert "(97.5% family-wise" in audit.sentence(1.0)
+    assert "(90% family-wise" in privacy_audit([0.01] * 1000, [5.0] * 1000, confidence=0.9).sentence(1.0)
+
+
 @pytest.mark.parametrize("epsilon", [-0.1, math.nan])
 def test_bad_stated_epsilon(epsilon: float) -> None:
     audit = privacy_audit([0.1, 0.2], [0.3, 0.4])
@@ -362,7 +370,10 @@ def test_to_dict_holds_aggregates_only() -> None:
     audit = privacy_audit(members, non_members, member_classes, non_member_classes)
     data = audit.to_dict()
     assert json.loads(json.dumps(data)) == data
-    assert list(data) == ["confidence", "delta", "members", "non_members", "epsilon_lower_bound", "attacks"]
+    assert list(data) == ["confidence", "delta", "members", "non_members", "epsilon_lower_bound",
+                          "epsilon_lower_bounds", "attacks"]
+    assert data["epsilon_lower_bounds"] == {test: max(a["epsilon_lower_bounds"][test] for a in data["attacks"].values())
+                                            for test in ("threshold", "auc", "one_run")}
     assert (data["confidence"], data["delta"], data["members"], data["non_members"]) == (0.95, 0.0, 150, 735)
     assert list(data["attacks"]) == ["loss_threshold", "class_calibrated"]
     for attack in data["attacks"].values():
