@@ -113,6 +113,8 @@ def one_run_epsilon(*, member_guesses: int, non_member_guesses: int, correct: in
     return _crossing(excess, high / 2 if high > 1.0 else 0.0, high)
 
 
+# Fixed before any audit, never tuned on audited records: a small fraction for a signal in the tails (a few
+# memorised records), half for a signal spread over the bulk, all for coarse scores whose ties leave no other cut.
 ONE_RUN_FRACTIONS = (0.05, 0.5, 1.0)
 
 
