@@ -4,12 +4,14 @@
 values per draw into scores; ``diagnose`` labels the fit underfit, well fit,
 overfit or catastrophic with the reasons; ``constraint_values`` gives Optuna
 constraints and ``is_feasible`` reads them; ``recommend`` the practical guide's
-next move (``GUIDE``: its start and steps); ``membership_audit`` the empirical
-privacy audit; ``scorers.plots`` the figures. Every judgement rule and its
+next move (``GUIDE``: its start and steps); ``privacy_audit`` the empirical
+privacy audit that refutes a stated ε or not (``membership_audit`` its attacks
+one by one, ``one_run_p_value`` and ``max_auc`` two of its tests' rules);
+``scorers.plots`` the figures. Every judgement rule and its
 default lives here, once.
 """
 
-from scorers._audit import AttackResult, membership_audit
+from scorers._audit import AttackResult, auc_interval_distribution_free, membership_audit
 from scorers._diagnosis import (
     CONSTRAINT_CAP,
     GUIDE,
@@ -23,6 +25,8 @@ from scorers._diagnosis import (
     recommend,
     recommend_lower_c,
 )
+from scorers._one_run import one_run_p_value
+from scorers._privacy_audit import AttackAudit, PrivacyAudit, Refutation, max_auc, privacy_audit
 from scorers._scores import (
     DEFAULT_SPIKE_Z,
     MIN_DRAWS,
@@ -40,19 +44,26 @@ __all__ = [
     "DEFAULT_SPIKE_Z",
     "GUIDE",
     "MIN_DRAWS",
+    "AttackAudit",
     "AttackResult",
     "Diagnosis",
     "DiagnosisThresholds",
     "GuideSteps",
     "MaxDeltaScores",
+    "PrivacyAudit",
     "Recommendation",
+    "Refutation",
     "Statistic",
     "UtilityScores",
+    "auc_interval_distribution_free",
     "constraint_values",
     "diagnose",
     "is_feasible",
     "majority_weighted_f1",
+    "max_auc",
     "membership_audit",
+    "one_run_p_value",
+    "privacy_audit",
     "recommend",
     "recommend_lower_c",
     "score_max_delta",

@@ -18,7 +18,7 @@ from scipy import stats
 
 import scorers
 from scorers import AttackResult, membership_audit
-from scorers._audit import _cp_lower, _cp_upper
+from scorers._audit import _calibrated, _cp_lower, _cp_upper, _false_positives_allowed
 
 Z95 = 1.959963984540054  # standard normal 97.5% quantile
 
@@ -181,6 +181,25 @@ def test_one_sided_bounds_match_binomtest() -> None:
         assert float(_cp_upper(np.array(k), n, alpha)) == pytest.approx(high, rel=1e-9)
 
 
+@pytest.mark.parametrize(("level", "non_members", "allowed"), [
+    (0.001, 735, 0), (0.01, 735, 7), (0.001, 1000, 1), (0.001, 999, 0), (0.0, 50, 0), (1.0, 50, 50),
+    (0.29, 100, 29), (0.07, 100, 7), (0.57, 100, 57),  # 0.29 · 100 = 28.999999999999996 in floats
+])
+def test_false_positives_allowed_is_the_floor(level: float, non_members: int, allowed: int) -> None:
+    assert _false_positives_allowed(level, non_members) == allowed
+
+
+def test_tpr_at_zero_of_n_non_members() -> None:
+    """At 0.1% of 735 non-members no false positive is allowed: the TPR reported is the TPR at FPR 0."""
+    rng = np.random.default_rng(17)
+    members, non_members = rng.normal(0.0, 1.0, 150), rng.normal(0.6, 1.0, 735)
+    r = only(membership_audit(members, non_members))
+    assert r.false_positives_allowed == {0.001: 0, 0.01: 7}
+    assert r.tpr_at_fpr[0.001][0] == np.mean(members < non_members.min())
+    seventh = np.sort(non_members)[7]  # the threshold just below the 8th non-member allows 7 false positives
+    assert r.tpr_at_fpr[0.01][0] == np.mean(members < seventh)
+
+
 # --------------------------------------------------------------------------- under the null
 
 
@@ -324,31 +343,43 @@ def test_golden_class_calibrated() -> None:
     plain, calibrated = results
     # plain: 1.0 beats 2.0, 6.0, 4.0 (3); 5.0 beats 6.0 (1); 4.5 beats 6.0 (1): 5/9
     assert plain.auc == pytest.approx(5 / 9)
-    # references: a → 2.0; b → median(6.0, 4.0) = 5.0; c has no non-member → median(2, 6, 4) = 4.0
-    # calibrated members −1.0, 0.0, 0.5; non-members 0.0, 1.0, −1.0
-    # −1.0: beats 0.0, 1.0, ties −1.0 (2.5); 0.0: ties 0.0, beats 1.0 (1.5); 0.5 beats 1.0 (1): 5/9
-    assert calibrated.auc == pytest.approx(5 / 9)
-    assert calibrated.auc_interval == pytest.approx(reference_audit(np.array([-1.0, 0.0, 0.5]),
-                                                                    np.array([0.0, 1.0, -1.0]))[1:3])
-    assert calibrated.tpr_at_fpr[0.01][0] == 0.0  # −1.0 is tied with a non-member
+    # references over all records of a class: a → median(1.0, 2.0) = 1.5; b → median(5.0, 6.0, 4.0) = 5.0; c → 4.5
+    # calibrated members −0.5, 0.0, 0.0; non-members 0.5, 1.0, −1.0
+    # each member beats 0.5 and 1.0 and loses to −1.0 (2 each): 6/9
+    assert calibrated.auc == pytest.approx(6 / 9)
+    assert calibrated.auc_interval == pytest.approx(reference_audit(np.array([-0.5, 0.0, 0.0]),
+                                                                    np.array([0.5, 1.0, -1.0]))[1:3])
+    assert calibrated.tpr_at_fpr[0.01][0] == 0.0  # the lowest score, −1.0, is a non-member's
     assert (calibrated.members, calibrated.non_members) == (3, 3)
 
 
-def test_class_reference_ignores_infinite_non_member_losses() -> None:
+def test_class_reference_ignores_infinite_losses() -> None:
     results = membership_audit([1.0, 3.0], [2.0, math.inf, math.inf, 3.5, 2.5], member_classes=[0, 1],
                                non_member_classes=[0, 0, 1, 1, 1])
     calibrated = results[1]
-    # references: class 0 → 2.0 (the infinite loss is left out); class 1 → median(3.5, 2.5) = 3.0
-    # calibrated members −1.0, 0.0; non-members 0.0, inf, inf, 0.5, −0.5
-    # −1.0 beats all five (5); 0.0 ties 0.0, beats inf, inf, 0.5 (3.5): 8.5 / 10
+    # references: class 0 → median(1.0, 2.0) = 1.5 (inf left out); class 1 → median(3.0, 3.5, 2.5) = 3.0
+    # calibrated members −0.5, 0.0; non-members 0.5, inf, inf, 0.5, −0.5
+    # −0.5 beats four, ties −0.5 (4.5); 0.0 beats four (4): 8.5 / 10
     assert calibrated.auc == pytest.approx(0.85)
 
 
-def test_class_without_finite_non_member_uses_the_global_median() -> None:
-    results = membership_audit([1.0, 3.0], [math.inf, 2.0, 4.0], member_classes=["x", "y"],
-                               non_member_classes=["x", "y", "y"])
-    # x has only an infinite non-member loss → global finite median 3.0; y → 3.0: no calibration at all
-    assert results[1].auc == results[0].auc
+def test_class_with_only_infinite_losses_keeps_them_infinite() -> None:
+    results = membership_audit([1.0, 3.0, math.inf], [math.inf, 2.0, 4.0], member_classes=["x", "y", "z"],
+                               non_member_classes=["z", "y", "y"])
+    # references: x → 1.0, y → 3.0; z has no finite loss: its two losses stay inf
+    # calibrated members 0.0, 0.0, inf; non-members inf, −1.0, 1.0
+    # each 0.0 beats inf and 1.0 (2); inf ties inf (½): 4.5 / 9
+    assert results[1].auc == pytest.approx(4.5 / 9)
+
+
+def test_class_reference_does_not_depend_on_membership() -> None:
+    """Moving a record between the sides moves it, and nothing else: every other record's score stays the same."""
+    rng = np.random.default_rng(8)
+    losses, classes = rng.gamma(2.0, size=60), rng.integers(0, 3, 60)
+    for cut in (20, 30, 41):
+        member_scores, non_member_scores = _calibrated(losses[:cut], losses[cut:], classes[:cut], classes[cut:])
+        assert np.concatenate([member_scores, non_member_scores]) == pytest.approx(
+            np.concatenate(_calibrated(losses[:20], losses[20:], classes[:20], classes[20:])))
 
 
 def test_class_calibrated_beats_plain_attack_when_classes_differ_in_difficulty() -> None:
@@ -392,7 +423,9 @@ def test_result_holds_aggregates_only() -> None:
     losses = set(members.tolist()) | set(non_members.tolist())
     for r in membership_audit(members, non_members, member_classes=classes_m, non_member_classes=classes_n):
         assert [f.name for f in dataclasses.fields(r)] == [
-            "attack", "auc", "auc_interval", "tpr_at_fpr", "epsilon_lower_bound", "members", "non_members"]
+            "attack", "auc", "auc_interval", "tpr_at_fpr", "false_positives_allowed", "epsilon_lower_bound",
+            "members", "non_members"]
+        assert r.false_positives_allowed == {0.001: 0, 0.01: 3}
         assert isinstance(r.auc, float) and isinstance(r.epsilon_lower_bound, float)
         assert isinstance(r.members, int) and isinstance(r.non_members, int)
         assert len(r.auc_interval) == 2 and all(isinstance(x, float) for x in r.auc_interval)
