@@ -16,13 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tuner._config import SearchSpace, StartPoint, StudyConfig, StudySettings, Targets
-    from tuner._export import Chosen, export_trial, read_export, write_export
-    from tuner._outcome import Outcome, judge
-    from tuner._record import CONSTRAINT_KEYS, TrialRecord, constraint_attrs, named_constraints
-    from tuner._report import report_html, write_report
     from tuner._samplers import FlowchartSampler, make_sampler
-    from tuner._storage import make_storage, masked_url
     from tuner._study import (
         FitCrashed,
         Objective,
@@ -36,21 +30,27 @@ if TYPE_CHECKING:
         record_outcome,
         run_study,
     )
-    from tuner._tuning import private_selection, with_selection_cost
     from tuner._workers import run_workers
+    from tuner.config import SearchSpace, StartPoint, StudyConfig, StudySettings, Targets
+    from tuner.export import Chosen, export_trial, read_export, write_export
+    from tuner.outcome import Outcome, judge
+    from tuner.record import CONSTRAINT_KEYS, TrialRecord, constraint_attrs, named_constraints
+    from tuner.report import report_html, write_report
+    from tuner.storage import make_storage, masked_url
+    from tuner.tuning import private_selection, with_selection_cost
 
 _LAZY = {
-    "tuner._config": ("SearchSpace", "StartPoint", "StudyConfig", "StudySettings", "Targets"),
-    "tuner._export": ("Chosen", "export_trial", "read_export", "write_export"),
-    "tuner._outcome": ("Outcome", "judge"),
-    "tuner._record": ("CONSTRAINT_KEYS", "TrialRecord", "constraint_attrs", "named_constraints"),
-    "tuner._report": ("report_html", "write_report"),
+    "tuner.config": ("SearchSpace", "StartPoint", "StudyConfig", "StudySettings", "Targets"),
+    "tuner.export": ("Chosen", "export_trial", "read_export", "write_export"),
+    "tuner.outcome": ("Outcome", "judge"),
+    "tuner.record": ("CONSTRAINT_KEYS", "TrialRecord", "constraint_attrs", "named_constraints"),
+    "tuner.report": ("report_html", "write_report"),
     "tuner._samplers": ("FlowchartSampler", "make_sampler"),
-    "tuner._storage": ("make_storage", "masked_url"),
+    "tuner.storage": ("make_storage", "masked_url"),
     "tuner._study": ("FitCrashed", "Objective", "RunSummary", "best_feasible", "closest_trial", "is_feasible",
                      "open_storage", "open_study", "pareto_front", "record_outcome", "run_study"),
     "tuner._workers": ("run_workers",),
-    "tuner._tuning": ("private_selection", "with_selection_cost"),
+    "tuner.tuning": ("private_selection", "with_selection_cost"),
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
 

@@ -44,15 +44,6 @@ import optuna
 import swagppm
 from scorers import GUIDE
 from swagppm import PRIVATE_TEST, ConfigError, check_value, config_from_table
-from tuner._audit import BASELINE, RELEASE, audit_fit, audit_losses, audit_text
-from tuner._compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
-from tuner._config import StartPoint, StudyConfig, Targets
-from tuner._export import Chosen, export_trial, read_export, trials_run, write_export
-from tuner._outcome import judge
-from tuner._record import TrialRecord
-from tuner._rejudge import rejudge
-from tuner._report import write_report
-from tuner._storage import make_storage, masked_url, storage_file
 from tuner._study import (
     WORKER,
     StorageLost,
@@ -68,8 +59,17 @@ from tuner._study import (
     stage1_runs,
     trial_rows,
 )
-from tuner._tuning import private_selection, tuning_cost, tuning_line, with_selection_cost
 from tuner._workers import STORAGE_ENV, run_workers
+from tuner.audit import BASELINE, RELEASE, audit_fit, audit_losses, audit_text
+from tuner.compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
+from tuner.config import StartPoint, StudyConfig, Targets
+from tuner.export import Chosen, export_trial, read_export, trials_run, write_export
+from tuner.outcome import judge
+from tuner.record import TrialRecord
+from tuner.rejudge import rejudge
+from tuner.report import write_report
+from tuner.storage import make_storage, masked_url, storage_file
+from tuner.tuning import private_selection, tuning_cost, tuning_line, with_selection_cost
 
 EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2

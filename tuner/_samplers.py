@@ -10,8 +10,8 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner._config import SamplerName, SearchSpace
-from tuner._record import TrialRecord
+from tuner.config import SamplerName, SearchSpace
+from tuner.record import TrialRecord
 
 MOVES = ("add_epochs", "lower_c")  # the flowchart's actions that lead to another fit
 REDRAWS = 16  # how many times the default sampler redraws a proposal that repeats a fit (then it keeps the last)

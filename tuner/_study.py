@@ -48,9 +48,10 @@ if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
     from swagppm import EpochInfo
-from tuner._config import StudyConfig
-from tuner._outcome import Outcome, judge
-from tuner._record import (
+from tuner._samplers import FlowchartSampler, make_sampler
+from tuner.config import StudyConfig
+from tuner.outcome import Outcome, judge
+from tuner.record import (
     FAILURE,
     FIGURES_ERROR,
     HEARTBEAT,
@@ -61,9 +62,8 @@ from tuner._record import (
     named_constraints,
     store_constraints,
 )
-from tuner._samplers import FlowchartSampler, make_sampler
-from tuner._storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
-from tuner._tuning import ACCOUNTED_TRIALS, NUM_TRAIN, draw_trial_count
+from tuner.storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
+from tuner.tuning import ACCOUNTED_TRIALS, NUM_TRAIN, draw_trial_count
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 DEFINITION_ATTR = "definition"

@@ -22,8 +22,6 @@ from pathlib import Path
 import optuna
 
 from swagppm import ConfigError
-from tuner._config import StudyConfig
-from tuner._storage import describe_error, is_connection_error, masked_url, supports_workers
 from tuner._study import (
     enqueue_start_points,
     open_study,
@@ -32,6 +30,8 @@ from tuner._study import (
     study_lock,
     worker_id,
 )
+from tuner.config import StudyConfig
+from tuner.storage import describe_error, is_connection_error, masked_url, supports_workers
 
 STORAGE_ENV = "SWAGPPM_TUNE_STORAGE"
 POLL_SECONDS = 0.5

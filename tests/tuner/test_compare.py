@@ -14,8 +14,8 @@ import pytest
 import swagppm
 from swagppm._statement import privacy_statement
 from tests.swagppm.conftest import small_config
-from tuner._audit import BASELINE, RELEASE, audit_fit, audit_losses, audit_text
-from tuner._compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
+from tuner.audit import BASELINE, RELEASE, audit_fit, audit_losses, audit_text
+from tuner.compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
 
 pytest.importorskip("opacus", reason="the compare extra (opacus) is not installed")
 

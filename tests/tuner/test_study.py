@@ -25,8 +25,8 @@ import swagppm
 from tests.tuner.conftest import merged, write_study
 from tuner import CONSTRAINT_KEYS, StudyConfig, best_feasible, closest_trial, named_constraints, open_study
 from tuner._cli import main
-from tuner._record import TrialRecord, constraint_attrs
 from tuner._study import describe_violations, violated
+from tuner.record import TrialRecord, constraint_attrs
 
 REPO = Path(__file__).resolve().parents[2]
 

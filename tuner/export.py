@@ -13,11 +13,11 @@ from optuna.trial import FrozenTrial, TrialState
 import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
 from swagppm._statement import privacy_statement
-from tuner._config import StudyConfig
-from tuner._record import TrialRecord, named_constraints
-from tuner._storage import masked_url
 from tuner._study import CAVEATS, definition_digest, is_feasible, violated
-from tuner._tuning import tuning_cost
+from tuner.config import StudyConfig
+from tuner.record import TrialRecord, named_constraints
+from tuner.storage import masked_url
+from tuner.tuning import tuning_cost
 
 FORMAT = "swagppm-tuner/export-1"
 
@@ -106,7 +106,7 @@ class Chosen:
     cpu_kernels: str | None = None
     stage1_fingerprint: str | None = None
     versions: dict[str, str] | None = None
-    tuning: dict[str, Any] | None = None  # what choosing it cost (tuner._tuning.tuning_cost)
+    tuning: dict[str, Any] | None = None  # what choosing it cost (tuner.tuning.tuning_cost)
 
 
 def read_export(path: str | Path) -> Chosen:

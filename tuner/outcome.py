@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import scorers
 from scorers import MIN_DRAWS
-from tuner._config import SearchSpace, Targets
-from tuner._record import CONSTRAINT_KEYS, TrialRecord, measured_violations
+from tuner.config import SearchSpace, Targets
+from tuner.record import CONSTRAINT_KEYS, TrialRecord, measured_violations
 
 if TYPE_CHECKING:
     from swagppm import SWAGPPMResult

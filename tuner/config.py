@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from scorers import DEFAULT_SPIKE_Z, GUIDE, MIN_DRAWS, DiagnosisThresholds, Statistic
 from swagppm import ConfigError, SWAGPPMConfig, check_choice, check_value, config_from_table, load_toml
-from tuner._storage import JOURNAL, journal_path, masked_url, parse_url
+from tuner.storage import JOURNAL, journal_path, masked_url, parse_url
 
 SamplerName = Literal["tpe", "gp", "nsga2", "random", "flowchart"]
 ObjectiveName = Literal["epsilon", "pareto"]

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import TrialState, create_trial
 
-from tuner._config import StudyConfig, Targets
-from tuner._outcome import judge
-from tuner._record import TrialRecord, constraint_attrs
 from tuner._study import FINISHED, open_study
+from tuner.config import StudyConfig, Targets
+from tuner.outcome import judge
+from tuner.record import TrialRecord, constraint_attrs
 
 if TYPE_CHECKING:
     from swagppm import SWAGPPMResult
