@@ -16,7 +16,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tuner._samplers import FlowchartSampler, make_sampler
     from tuner._study import (
         FitCrashed,
         Objective,
@@ -31,21 +30,24 @@ if TYPE_CHECKING:
         run_study,
     )
     from tuner._workers import run_workers
-    from tuner.config import SearchSpace, StartPoint, StudyConfig, StudySettings, Targets
+    from tuner.config import StudyConfig, StudySettings, Targets
     from tuner.export import Chosen, export_trial, read_export, write_export
     from tuner.outcome import Outcome, judge
     from tuner.record import CONSTRAINT_KEYS, TrialRecord, constraint_attrs, named_constraints
     from tuner.report import report_html, write_report
+    from tuner.samplers import FlowchartSampler, make_sampler
+    from tuner.search import SearchSpace, StartPoint
     from tuner.storage import make_storage, masked_url
     from tuner.tuning import private_selection, with_selection_cost
 
 _LAZY = {
-    "tuner.config": ("SearchSpace", "StartPoint", "StudyConfig", "StudySettings", "Targets"),
+    "tuner.config": ("StudyConfig", "StudySettings", "Targets"),
     "tuner.export": ("Chosen", "export_trial", "read_export", "write_export"),
     "tuner.outcome": ("Outcome", "judge"),
     "tuner.record": ("CONSTRAINT_KEYS", "TrialRecord", "constraint_attrs", "named_constraints"),
     "tuner.report": ("report_html", "write_report"),
-    "tuner._samplers": ("FlowchartSampler", "make_sampler"),
+    "tuner.samplers": ("FlowchartSampler", "make_sampler"),
+    "tuner.search": ("SearchSpace", "StartPoint"),
     "tuner.storage": ("make_storage", "masked_url"),
     "tuner._study": ("FitCrashed", "Objective", "RunSummary", "best_feasible", "closest_trial", "is_feasible",
                      "open_storage", "open_study", "pareto_front", "record_outcome", "run_study"),

@@ -62,12 +62,13 @@ from tuner._study import (
 from tuner._workers import STORAGE_ENV, run_workers
 from tuner.audit import BASELINE, RELEASE, audit_fit, audit_losses, audit_text
 from tuner.compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
-from tuner.config import StartPoint, StudyConfig, Targets
+from tuner.config import StudyConfig, Targets
 from tuner.export import Chosen, export_trial, read_export, trials_run, write_export
 from tuner.outcome import judge
 from tuner.record import TrialRecord
 from tuner.rejudge import rejudge
 from tuner.report import write_report
+from tuner.search import StartPoint
 from tuner.storage import make_storage, masked_url, storage_file
 from tuner.tuning import private_selection, tuning_cost, tuning_line, with_selection_cost
 

@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
     from swagppm import EpochInfo
-from tuner._samplers import FlowchartSampler, make_sampler
 from tuner.config import StudyConfig
 from tuner.outcome import Outcome, judge
 from tuner.record import (
@@ -62,6 +61,7 @@ from tuner.record import (
     named_constraints,
     store_constraints,
 )
+from tuner.samplers import FlowchartSampler, make_sampler
 from tuner.storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
 from tuner.tuning import ACCOUNTED_TRIALS, NUM_TRAIN, draw_trial_count
 

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import scorers
 from scorers import MIN_DRAWS
-from tuner.config import SearchSpace, Targets
+from tuner.config import Targets
 from tuner.record import CONSTRAINT_KEYS, TrialRecord, measured_violations
+from tuner.search import SearchSpace
 
 if TYPE_CHECKING:
     from swagppm import SWAGPPMResult
