@@ -11,21 +11,13 @@ import optuna
 
 import scorers.plots
 from swagppm._statement import privacy_statement
-from tuner._study import (
-    CAVEATS,
-    FINISHED,
-    best_feasible,
-    closest_trial,
-    describe_violations,
-    study_figures,
-    trial_figures,
-    trial_rows,
-)
 from tuner.compare import ComparisonRow
 from tuner.config import StudyConfig
-from tuner.export import trials_run
+from tuner.figures import study_figures, trial_figures
+from tuner.queries import FINISHED, best_feasible, closest_trial, describe_violations, trial_rows, trials_run
 from tuner.record import TrialRecord
 from tuner.storage import masked_url
+from tuner.study import CAVEATS
 from tuner.tuning import tuning_cost, tuning_line
 
 _STYLE = """

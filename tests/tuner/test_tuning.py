@@ -10,9 +10,9 @@ import pytest
 
 from swagppm import ConfigError
 from tuner import StudyConfig, named_constraints
-from tuner._cli import main
-from tuner._study import open_study
 from tuner.accounting import TrialCountDistribution, tuning_epsilon
+from tuner.cli import main
+from tuner.study import open_study
 from tuner.tuning import ACCOUNTED_TRIALS, tuning_cost
 
 
