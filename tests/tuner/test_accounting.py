@@ -17,7 +17,7 @@ from dp_accounting import NeighboringRelation
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from tuner._accounting import (
+from tuner.accounting import (
     GeometricStopping,
     TrialCountDistribution,
     _pure_dp_event,
@@ -171,7 +171,7 @@ def test_accounting_versions() -> None:
 
 
 def test_a_release_selection_is_priced_by_the_library_at_the_fits_epsilon() -> None:
-    from tuner._tuning import private_selection, with_selection_cost
+    from tuner.tuning import private_selection, with_selection_cost
 
     selection = private_selection(source="private-test", threshold=0.4, metric="f1_weighted", stop_probability=0.25)
     assert selection.rounds >= 1 and (selection.threshold, selection.metric) == (0.4, "f1_weighted")

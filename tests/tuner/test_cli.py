@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import swagppm
-from tuner._cli import EXIT_FIT_FAILED, main
+from tuner.cli import EXIT_FIT_FAILED, main
 
 STUDY = """
 [study]
@@ -75,15 +75,6 @@ def test_the_early_stop_is_in_epsilon_units(tmp_path: Path, capsys: pytest.Captu
     stopped = json.loads((tmp_path / "stopped.json").read_text())
     assert stopped["epsilon_is_lower_bound"] and stopped["max_delta"] == [first]
     assert "eps>=" in capsys.readouterr().out
-
-
-def test_the_old_max_delta_flag_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    study = tmp_path / "study.toml"
-    study.write_text(STUDY)
-    assert main(["fit", str(study), "--stop-above", "5"]) == 2
-    err = capsys.readouterr().err
-    assert "--stop-above-epsilon" in err and "epsilon" in err and len(err.strip().splitlines()) == 1
-    assert not (tmp_path / "cache").exists()
 
 
 def test_fit_release_fits_once_and_writes_over_files_only_when_asked(
@@ -154,7 +145,7 @@ def test_the_command_line_loads_no_heavy_library_until_a_verb_needs_it() -> None
     """--help, status, export, report and dashboard answer at once: no torch, transformers, sklearn, scipy.stats
     or dp-accounting (together several seconds of imports) is loaded with the command line."""
     heavy = ("torch", "transformers", "sklearn", "scipy.stats", "dp_accounting", "swagppm._pipeline")
-    code = ("import sys, tuner._cli\n"
+    code = ("import sys, tuner.cli\n"
             f"loaded = [m for m in {heavy!r} if m in sys.modules]\n"
             "assert not loaded, loaded")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -14,12 +14,13 @@ import optuna
 import pytest
 import torch
 
-import tuner._cli
-from tests.tuner.test_outcome import result, tight
+import tuner.cli.study
+from tests.tuner.helpers import result, tight
 from tuner import StudyConfig, export_trial, judge, report_html, write_export
-from tuner._cli import EXIT_BROKEN_PIPE, EXIT_NOT_REPRODUCED, main
-from tuner._study import Objective, open_storage, open_study, record_outcome
-from tuner._workers import STORAGE_ENV
+from tuner.cli import EXIT_BROKEN_PIPE, EXIT_NOT_REPRODUCED, main
+from tuner.objective import Objective, record_outcome
+from tuner.storage import STORAGE_ENV
+from tuner.study import open_storage, open_study
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -240,7 +241,7 @@ def test_every_verb_on_a_study_honours_the_storage_variable(study_file: Callable
 def test_status_into_a_closed_pipe_exits_quietly(study_file: Callable[..., Path]) -> None:
     path = study_file()
     with_a_feasible_trial(path)
-    process = subprocess.Popen([sys.executable, "-m", "tuner._cli", "status", str(path)], cwd=REPO,
+    process = subprocess.Popen([sys.executable, "-m", "tuner.cli", "status", str(path)], cwd=REPO,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stdout is not None and process.stderr is not None
     process.stdout.close()  # the reader leaves before the first line, as `| head` does after its own
@@ -281,7 +282,7 @@ def test_an_unexpected_error_is_one_line_with_its_own_status(study_file: Callabl
     def broken(*args: object, **kwargs: object) -> str:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(tuner._cli, "format_table", broken)  # a bug, injected where the table is printed
+    monkeypatch.setattr(tuner.cli.study, "format_table", broken)  # a bug, injected where the table is printed
     assert main(["status", str(path)]) == 4
     line = one_error_line(capsys.readouterr().err)
     assert "internal error: RuntimeError: boom" in line and "SWAGPPM_TUNE_DEBUG=1" in line

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from scorers._scores import MIN_DRAWS
+from scorers import MIN_DRAWS
 from swagppm import ConfigError
-from tests.tuner.conftest import write_study
+from tests.tuner.helpers import write_study
 from tuner import SearchSpace, StartPoint, StudyConfig, masked_url
-from tuner._cli import main
+from tuner.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.conftest import merged, write_study
+from tests.tuner.helpers import merged, write_study
 from tuner import StudyConfig, best_feasible, is_feasible, named_constraints, open_study
-from tuner._cli import main
+from tuner.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "test-artifacts"
@@ -53,7 +53,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
     assert main(["run", str(path)]) in (0, 1)
     assert main(["rejudge", str(path), "--name", "dash-strict", "--epsilon", "0.001"]) in (0, 1)
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "tuner._cli", "dashboard", str(path), "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "tuner.cli", "dashboard", str(path), "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90

@@ -24,10 +24,10 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tests.tuner.conftest import merged, write_study
+from tests.tuner.helpers import merged, write_study
 from tuner import StudyConfig, open_study
-from tuner._cli import main
-from tuner._workers import STORAGE_ENV
+from tuner.cli import main
+from tuner.storage import STORAGE_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -79,7 +79,7 @@ def cleanup() -> Iterator[list[Path]]:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tuner._cli", *args], capture_output=True, text=True, cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, **(env or {})}, timeout=timeout)
 
 
@@ -111,7 +111,7 @@ def test_a_worker_killed_mid_trial_is_failed_and_its_trial_retried(postgres: str
                                                                    cache: Path, cleanup: list[Path]) -> None:
     path = distributed_study(tmp_path, cache, postgres, study={"n_trials": 4}, swagppm={"draws_privacy": 200})
     cleanup.append(path)
-    parent = subprocess.Popen([sys.executable, "-m", "tuner._cli", "run", str(path), "--workers", "2"],
+    parent = subprocess.Popen([sys.executable, "-m", "tuner.cli", "run", str(path), "--workers", "2"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     killed = None
     deadline = time.monotonic() + 120
@@ -219,7 +219,7 @@ class Proxy:
 
 def worker_after_first_trial(path: Path, url: str) -> tuple[subprocess.Popen[str], list[str]]:
     """A worker joining the study at ``url``, and its output up to its first finished trial."""
-    worker = subprocess.Popen([sys.executable, "-m", "tuner._cli", "worker", str(path)], stdout=subprocess.PIPE,
+    worker = subprocess.Popen([sys.executable, "-m", "tuner.cli", "worker", str(path)], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, cwd=REPO,
                               env={**os.environ, STORAGE_ENV: url, "PYTHONUNBUFFERED": "1"})
     assert worker.stdout is not None

@@ -25,10 +25,11 @@ import pytest
 from optuna.trial import TrialState
 
 from swagppm import ConfigError
-from tests.tuner.conftest import merged, write_study
+from tests.tuner.helpers import merged, write_study
 from tuner import StudyConfig, make_storage, open_study, run_study
-from tuner._cli import main
-from tuner._study import enqueue_start_points, recover_stale_trials, study_lock
+from tuner.cli import main
+from tuner.faults import recover_stale_trials
+from tuner.study import enqueue_start_points, study_lock
 
 REPO = Path(__file__).resolve().parents[2]
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -74,7 +75,7 @@ def stored(path: Path) -> optuna.Study:
 
 def start_until(args: list[str], marker: str) -> tuple[subprocess.Popen[str], list[str]]:
     """``swagppm-tune ARGS`` in a subprocess, and its output up to the line holding ``marker``."""
-    process = subprocess.Popen([sys.executable, "-m", "tuner._cli", *args], stdout=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-m", "tuner.cli", *args], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, cwd=REPO,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert process.stdout is not None
@@ -224,7 +225,7 @@ def test_a_second_run_on_one_sqlite_study_is_refused(tmp_path: Path, cache: Path
     while not study.get_trials(states=(TrialState.RUNNING,)):
         assert first.poll() is None
         time.sleep(0.2)
-    second = subprocess.run([sys.executable, "-m", "tuner._cli", "run", str(path)], capture_output=True, text=True,
+    second = subprocess.run([sys.executable, "-m", "tuner.cli", "run", str(path)], capture_output=True, text=True,
                             cwd=REPO, timeout=60)
     assert second.returncode == 2, second.stdout + second.stderr
     (line,) = second.stderr.splitlines()

@@ -3,35 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
 
 import scorers
-from scorers._scores import MIN_DRAWS
-from swagppm import SWAGPPMResult
+from scorers import MIN_DRAWS
+from tests.tuner.helpers import result, tight
 from tuner import CONSTRAINT_KEYS, SearchSpace, Targets, judge
-
-
-def result(series: list[float], *, c: float = 1.0, epochs: int = 7, f1: float = 0.80,
-           **fields: object) -> SWAGPPMResult:
-    """A fit's public outcome with a given max-delta series and F1 draws around ``f1``."""
-    rng = np.random.default_rng(0)
-    values: dict[str, object] = dict(
-        c=c, g=0.0, ft_epochs=epochs, seed=0, epsilon=2 * max(series) if series else math.inf, max_delta=series,
-        f1_macro=list(f1 + 0.005 * rng.standard_normal(30)),
-        f1_weighted=list(f1 + 0.05 + 0.005 * rng.standard_normal(30)),
-        baseline_f1_macro=0.82, baseline_f1_weighted=0.87, majority_rate=0.3, timings={"total": 12.5},
-    )
-    values.update(fields)
-    return SWAGPPMResult(**values)  # type: ignore[arg-type]
-
-
-def tight(median: float = 3.0, n: int = 500, seed: int = 1) -> list[float]:
-    """A well-fit series: a tight Gaussian band (IQR/median ≈ 1.3%)."""
-    return list(median * (1 + 0.01 * np.random.default_rng(seed).standard_normal(n)))
-
 
 TARGETS = Targets(epsilon=10.0)
 SEARCH = SearchSpace()

@@ -18,9 +18,9 @@ import pytest
 from plotly.offline import get_plotlyjs
 
 import swagppm
-from tests.tuner.conftest import write_study
+from tests.tuner.helpers import write_study
 from tuner import StudyConfig, open_study
-from tuner._cli import main
+from tuner.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 OSHA = REPO.parent / "shared" / "data" / "osha_sample.jsonl"

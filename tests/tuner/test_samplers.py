@@ -14,8 +14,8 @@ from optuna.trial import Trial
 from swagppm import SWAGPPMResult
 from tests.scorers.series import CASE_STUDY, gaussian_bulk, with_spikes
 from tuner import FlowchartSampler, SearchSpace, StudyConfig, judge, make_sampler, open_storage, open_study
-from tuner._samplers import repeats
-from tuner._study import Objective, record
+from tuner.objective import Objective, record
+from tuner.samplers.tpe import repeats
 
 # The guide's verdicts as diagnosis labels ("feasible" is a well-fit series meeting every target).
 GUIDE = [(point, "well_fit" if verdict == "feasible" else verdict) for point, verdict in CASE_STUDY]

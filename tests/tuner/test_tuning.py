@@ -10,10 +10,10 @@ import pytest
 
 from swagppm import ConfigError
 from tuner import StudyConfig, named_constraints
-from tuner._accounting import TrialCountDistribution, tuning_epsilon
-from tuner._cli import main
-from tuner._study import open_study
-from tuner._tuning import ACCOUNTED_TRIALS, tuning_cost
+from tuner.accounting import TrialCountDistribution, tuning_epsilon
+from tuner.cli import main
+from tuner.study import open_study
+from tuner.tuning import ACCOUNTED_TRIALS, tuning_cost
 
 
 def test_accounting_needs_random_search_and_no_early_stop(study_file: Callable[..., Path]) -> None:

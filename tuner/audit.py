@@ -8,6 +8,8 @@ interval) are returned, printed or written.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import scorers
@@ -49,3 +51,9 @@ def audit_text(audit: dict[str, Any], *, epsilon: float | None, epsilon_is_lower
     if contradiction:
         lines.append(f"warning: {contradiction}")
     return "\n".join(lines)
+
+
+def write_audit(path: Path, audit: dict[str, Any], *, c: float, ft_epochs: int, g: float, epsilon: float) -> None:
+    """The audit of the configuration (c, ft_epochs, g) as JSON: aggregates and the stated ε only."""
+    path.write_text(json.dumps({"c": c, "ft_epochs": ft_epochs, "g": g, "epsilon": epsilon, "audit": audit},
+                               indent=2) + "\n")

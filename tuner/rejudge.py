@@ -8,15 +8,18 @@ with their parameters, to a new study in the same storage; nothing is refitted.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import TrialState, create_trial
 
-from tuner._config import StudyConfig, Targets
-from tuner._outcome import judge
-from tuner._record import TrialRecord, constraint_attrs
-from tuner._study import FINISHED, open_study
+from swagppm import config_from_table
+from tuner.config import StudyConfig, Targets
+from tuner.outcome import judge
+from tuner.queries import FINISHED
+from tuner.record import TrialRecord, constraint_attrs
+from tuner.study import open_study
 
 if TYPE_CHECKING:
     from swagppm import SWAGPPMResult
@@ -34,6 +37,11 @@ def result_of(trial: optuna.trial.FrozenTrial, record: TrialRecord) -> SWAGPPMRe
         draws_skipped=record.draws_skipped, failure=record.failure, stage1_cache_hit=record.stage1_cache_hit,
         timings=dict(record.timings), majority_rate=record.majority_rate, data_hash=record.data_hash,
         device=record.device, threads=record.threads)
+
+
+def retarget(targets: Targets, changes: Mapping[str, Any]) -> Targets:
+    """``targets`` with ``changes``, checked like a study file's ``[targets]``."""
+    return config_from_table(Targets, {**dataclasses.asdict(targets), **changes}, "rejudge")
 
 
 def rejudge(config: StudyConfig, targets: Targets, *, name: str) -> optuna.Study:

@@ -8,25 +8,19 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
 from swagppm._statement import privacy_statement
-from tuner._config import StudyConfig
-from tuner._record import TrialRecord, named_constraints
-from tuner._storage import masked_url
-from tuner._study import CAVEATS, definition_digest, is_feasible, violated
-from tuner._tuning import tuning_cost
+from tuner.config import StudyConfig
+from tuner.queries import best_feasible, is_feasible, trials_run, violated
+from tuner.record import TrialRecord, named_constraints
+from tuner.storage import masked_url
+from tuner.study import CAVEATS, definition_digest
+from tuner.tuning import tuning_cost
 
 FORMAT = "swagppm-tuner/export-1"
-
-
-def trials_run(study: optuna.Study) -> dict[str, int]:
-    """How many trials the choice was made from (the data-dependent selection caveat)."""
-    trials = study.get_trials(deepcopy=False)
-    return {state.name.lower(): sum(t.state == state for t in trials)
-            for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)} | {"total": len(trials)}
 
 
 def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -> dict[str, Any]:
@@ -106,7 +100,7 @@ class Chosen:
     cpu_kernels: str | None = None
     stage1_fingerprint: str | None = None
     versions: dict[str, str] | None = None
-    tuning: dict[str, Any] | None = None  # what choosing it cost (tuner._tuning.tuning_cost)
+    tuning: dict[str, Any] | None = None  # what choosing it cost (tuner.tuning.tuning_cost)
 
 
 def read_export(path: str | Path) -> Chosen:
@@ -136,3 +130,33 @@ def read_export(path: str | Path) -> Chosen:
                   stage1_fingerprint=stage1 if isinstance(stage1, str) and stage1 else None,
                   versions=document.get("versions"), tuning=document.get("tuning"))
 
+
+def chosen_from_study(study: optuna.Study, config: StudyConfig) -> Chosen | None:
+    """The study's best feasible trial as a ``Chosen`` configuration, with what choosing it cost (None: none)."""
+    best = best_feasible(study)
+    if best is None:
+        return None
+    record = TrialRecord.of(best)
+    return Chosen(config=config.fit, c=best.params["c"], ft_epochs=best.params["ft_epochs"],
+                  g=best.params.get("g", config.search.g), epsilon=record.epsilon if record else None,
+                  trials_run=len(study.get_trials(deepcopy=False)), path=config.path,
+                  tuning=tuning_cost(study, config))
+
+
+def refit_suspects(result: swagppm.SWAGPPMResult, chosen: Chosen) -> str:
+    """What may explain a refit's ε that differs from its export's: whether stage 1 is the export's, then the thread
+    count, CPU kernels, device and library versions against it."""
+    now, then = swagppm.versions("optuna", "optuna-dashboard"), chosen.versions or {}
+    changed = sorted(name for name in set(now) | set(then) if now.get(name) != then.get(name))
+    versions = (f"{', '.join(changed)} differ" if changed else "the same") if then else "not recorded"
+    causes = (f"the CPU thread count ({result.threads} here, {chosen.threads or 'not recorded'} in the export), the "
+              f"CPU kernels ({result.cpu_kernels or 'none'} here, {chosen.cpu_kernels or 'not recorded'} in the "
+              f"export), the device ({result.device} here, {chosen.device or 'not recorded'} in the export), the "
+              f"library versions ({versions})")
+    here, there = result.stage1_fingerprint, chosen.stage1_fingerprint
+    if there is None:
+        return f"{causes}, or a stage 1 cached under other settings"
+    if here == there:
+        return f"not stage 1 (the export's, fingerprint {here}), so stage 2: {causes}"
+    return (f"stage 1 differs (fingerprint {here} here, {there} in the export), from {causes}, or a stage 1 cached "
+            "under other settings")

@@ -11,22 +11,14 @@ import optuna
 
 import scorers.plots
 from swagppm._statement import privacy_statement
-from tuner._compare import ComparisonRow
-from tuner._config import StudyConfig
-from tuner._export import trials_run
-from tuner._record import TrialRecord
-from tuner._storage import masked_url
-from tuner._study import (
-    CAVEATS,
-    FINISHED,
-    best_feasible,
-    closest_trial,
-    describe_violations,
-    study_figures,
-    trial_figures,
-    trial_rows,
-)
-from tuner._tuning import tuning_cost, tuning_line
+from tuner.compare import ComparisonRow
+from tuner.config import StudyConfig
+from tuner.figures import study_figures, trial_figures
+from tuner.queries import FINISHED, best_feasible, closest_trial, describe_violations, trial_rows, trials_run
+from tuner.record import TrialRecord
+from tuner.storage import masked_url
+from tuner.study import CAVEATS
+from tuner.tuning import tuning_cost, tuning_line
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1150px; color: #222; }

@@ -3,12 +3,12 @@
 Every study reports how many trials ran (all states) and the largest per-trial ε.
 An accounted study (``[study] accounted = true``) ran random search for a number of
 trials K drawn once from a truncated negative binomial; its selected configuration
-then costs ``tuner._accounting.tuning_epsilon`` at the largest trial ε, computed by
+then costs ``tuner.accounting.tuning_epsilon`` at the largest trial ε, computed by
 dp-accounting. That total is conditional on every trial's local ε being a valid
 bound. Adaptive samplers chose trials from earlier results: unaccounted.
 
 Private selection of the released draw (``private_selection``) is priced the same
-way: ``tuner._accounting.selection_epsilon`` at the fit's ε per candidate draw.
+way: ``tuner.accounting.selection_epsilon`` at the fit's ε per candidate draw.
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ import numpy as np
 import optuna
 
 import swagppm
-from tuner._accounting import (
+from tuner.accounting import (
     GeometricStopping,
     TrialCountDistribution,
     accounting_versions,
     selection_epsilon,
     tuning_epsilon,
 )
-from tuner._config import StudyConfig
-from tuner._record import TrialRecord
+from tuner.config import StudyConfig
+from tuner.record import TrialRecord
 
 if TYPE_CHECKING:
     from swagppm import Selection

@@ -13,21 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from scorers import DEFAULT_SPIKE_Z, GUIDE, MIN_DRAWS, DiagnosisThresholds, Statistic
+from scorers import DEFAULT_SPIKE_Z, MIN_DRAWS, DiagnosisThresholds, Statistic
 from swagppm import ConfigError, SWAGPPMConfig, check_choice, check_value, config_from_table, load_toml
-from tuner._storage import JOURNAL, journal_path, masked_url, parse_url
+from tuner.samplers import SAMPLERS, sampler_traits
+from tuner.search import SearchSpace, StartPoint, check_finite
+from tuner.storage import JOURNAL, journal_path, masked_url, parse_url
 
-SamplerName = Literal["tpe", "gp", "nsga2", "random", "flowchart"]
 ObjectiveName = Literal["epsilon", "pareto"]
 
 _TABLES = ("study", "search", "targets", "data", "model", "swagppm")
-
-
-def _check_finite(table: str, settings: object, names: tuple[str, ...]) -> None:
-    """A ``ConfigError`` for the first of ``names`` set to inf or NaN (TOML allows both)."""
-    for name in names:
-        value = getattr(settings, name)
-        check_value(value is None or math.isfinite(value), f"{table}.{name}", value, "a finite number")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,7 +50,7 @@ class StudySettings:
     name: str
     storage: str | None = None
     artifacts: str | None = None
-    sampler: SamplerName = "tpe"
+    sampler: str = "tpe"  # a name in tuner.samplers.SAMPLERS
     startup_trials: int = 2
     n_trials: int | None = 20
     timeout: float | None = None
@@ -75,10 +69,11 @@ class StudySettings:
     accounting_delta: float | None = None
 
     def __post_init__(self) -> None:
-        _check_finite("study", self, ("timeout", "reconnect_wait", "trials_mean"))
+        check_finite("study", self, ("timeout", "reconnect_wait", "trials_mean"))
         check_value(bool(re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name)), "study.name", self.name,
                "letters, digits, '.', '_' or '-'")
-        check_choice("study.sampler", self.sampler, SamplerName)
+        check_value(self.sampler in SAMPLERS, "study.sampler", self.sampler,
+                    f"one of {', '.join(map(repr, SAMPLERS))}")
         check_choice("study.objective", self.objective, ObjectiveName)
         check_value(self.n_trials is None or self.n_trials >= 1, "study.n_trials", self.n_trials, "at least 1")
         check_value(0 <= self.seed < 2**32, "study.seed", self.seed, "an integer in [0, 2**32)")
@@ -96,94 +91,14 @@ class StudySettings:
         check_value(self.trials_shape >= 0, "study.trials_shape", self.trials_shape, "0 or more (or inf for Poisson)")
         delta = self.accounting_delta
         check_value(delta is None or 0 < delta < 1, "study.accounting_delta", delta, "in (0, 1)")
-        if self.accounted and self.sampler != "random":
-            raise ConfigError(f"study.accounted = true needs study.sampler = 'random' (got {self.sampler!r}): the "
-                              "tuning cost can be accounted for random search only; adaptive samplers are reported "
-                              "as unaccounted")
-        if self.sampler == "flowchart" and self.objective == "pareto":
-            raise ConfigError("study.sampler = 'flowchart' follows one fit at a time and cannot run "
-                              "study.objective = 'pareto'; use 'nsga2', 'tpe' or 'random'")
-
-
-@dataclass(frozen=True)
-class StartPoint:
-    """One configuration to evaluate first (enqueued before the sampler proposes anything)."""
-
-    c: float
-    ft_epochs: int
-    g: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SearchSpace:
-    """``[search]``: the ranges of c, fine-tuning epochs and (optionally) g, and the start points.
-
-    g is searched only when ``g_min``/``g_max`` are given; otherwise it stays at ``g``.
-    ``probe`` adds one start point after ``start`` (see ``start_points``).
-    ``epochs_step``, ``c_step`` and ``restart_epochs`` are the guide's flowchart moves,
-    used by the ``flowchart`` sampler and for every trial's recommendation; half a
-    step is the resolution at which the default TPE counts a proposal as a repeat
-    (``tuner._samplers.repeats``).
-    """
-
-    c_min: float = 0.1
-    c_max: float = 1.5
-    c_log: bool = False
-    ft_epochs_min: int = 1
-    ft_epochs_max: int = 16
-    g: float = 0.0
-    g_min: float | None = None
-    g_max: float | None = None
-    start: tuple[StartPoint, ...] = (StartPoint(GUIDE.start_c, GUIDE.start_epochs),)
-    probe: bool = True
-    epochs_step: int = GUIDE.epochs_step
-    c_step: float = GUIDE.c_step
-    restart_epochs: int = GUIDE.restart_epochs
-
-    def __post_init__(self) -> None:
-        _check_finite("search", self, ("c_min", "c_max", "g", "g_min", "g_max", "c_step"))
-        check_value(self.c_min > 0, "search.c_min", self.c_min, "positive")
-        check_value(self.c_max > self.c_min, "search.c_max", self.c_max, f"greater than c_min = {self.c_min}")
-        check_value(self.ft_epochs_min >= 1, "search.ft_epochs_min", self.ft_epochs_min, "at least 1")
-        check_value(self.ft_epochs_max >= self.ft_epochs_min, "search.ft_epochs_max", self.ft_epochs_max,
-               f"at least ft_epochs_min = {self.ft_epochs_min}")
-        if (self.g_min is None) != (self.g_max is None):
-            raise ConfigError("search.g_min and search.g_max: give both (to search g) or neither")
-        if self.g_min is not None and self.g_max is not None:
-            check_value(self.g_max > self.g_min, "search.g_max", self.g_max, f"greater than g_min = {self.g_min}")
-        check_value(self.epochs_step >= 1, "search.epochs_step", self.epochs_step, "at least 1")
-        check_value(self.c_step > 0, "search.c_step", self.c_step, "positive")
-        check_value(self.ft_epochs_min <= self.restart_epochs <= self.ft_epochs_max, "search.restart_epochs",
-               self.restart_epochs, f"within [{self.ft_epochs_min}, {self.ft_epochs_max}]")
-        for number, point in enumerate(self.start):
-            where = f"search.start[{number}]"
-            check_value(self.c_min <= point.c <= self.c_max, f"{where}.c", point.c,
-                   f"within [c_min, c_max] = [{self.c_min}, {self.c_max}]")
-            check_value(self.ft_epochs_min <= point.ft_epochs <= self.ft_epochs_max, f"{where}.ft_epochs",
-                        point.ft_epochs, f"within [{self.ft_epochs_min}, {self.ft_epochs_max}]")
-            if point.g is not None:
-                check_value(self.searches_g, f"{where}.g", point.g, "left out unless g is searched (g_min, g_max)")
-                check_value(self.g_min <= point.g <= self.g_max, f"{where}.g", point.g,  # type: ignore[operator]
-                       f"within [g_min, g_max] = [{self.g_min}, {self.g_max}]")
-
-    @property
-    def searches_g(self) -> bool:
-        return self.g_min is not None
-
-    def start_points(self) -> tuple[StartPoint, ...]:
-        """The points every study evaluates first: ``start``, then (with ``probe``) the private-side probe.
-
-        The probe is the middle of the c range at ``ft_epochs_max``: the side of the
-        range where ε falls and the band tightens, opposite the guide's start (high c,
-        7 epochs), so TPE and GP model both sides of the trade-off from their first
-        fits. Chosen on the table replay (``benchmarks/bench_samplers.py``; README,
-        Performance): TPE's median fits to the first feasible configuration fell or
-        stayed on six of eight table targets, and rose on two whose feasible cells are
-        an artefact of mixed stage-1 runs.
-        """
-        probe = StartPoint(round((self.c_min + self.c_max) / 2, 6), self.ft_epochs_max)
-        known = {(point.c, point.ft_epochs) for point in self.start}
-        return self.start + ((probe,) if self.probe and (probe.c, probe.ft_epochs) not in known else ())
+        traits = sampler_traits(self.sampler)
+        if self.accounted and not traits.accountable:
+            raise ConfigError(f"study.accounted = true needs study.sampler = {_names(accountable=True)} (got "
+                              f"{self.sampler!r}): the tuning cost can be accounted for random search only; adaptive "
+                              "samplers are reported as unaccounted")
+        if traits.single_objective and self.objective == "pareto":
+            raise ConfigError(f"study.sampler = {self.sampler!r} follows one objective and cannot run "
+                              f"study.objective = 'pareto'; use {_names(single_objective=False)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -211,7 +126,7 @@ class Targets:
     stuck_epochs: int = 3
 
     def __post_init__(self) -> None:
-        _check_finite("targets", self, ("max_f1_degradation", "max_bulk_spread", "spike_z"))
+        check_finite("targets", self, ("max_f1_degradation", "max_bulk_spread", "spike_z"))
         check_value(self.epsilon > 0 and math.isfinite(self.epsilon), "targets.epsilon", self.epsilon,
                     "positive and finite")
         check_value(0.0 <= self.max_f1_degradation < 1.0, "targets.max_f1_degradation", self.max_f1_degradation,
@@ -256,9 +171,10 @@ class StudyConfig:
         if study.accounted and targets.early_stop:
             raise ConfigError(f"{path} [targets]: early_stop = true cannot be used with study.accounted = true "
                               "(the accounting needs every trial's exact epsilon); remove it")
-        if study.sampler == "flowchart" and targets.early_stop:
-            raise ConfigError(f"{path} [targets]: early_stop = true cannot be used with study.sampler = 'flowchart' "
-                              "(the guide reads whole max-delta series); remove it or pick another sampler")
+        if sampler_traits(study.sampler).reads_whole_series and targets.early_stop:
+            raise ConfigError(f"{path} [targets]: early_stop = true cannot be used with study.sampler = "
+                              f"{study.sampler!r} (it reads whole max-delta series); remove it or pick another "
+                              "sampler")
         fit = SWAGPPMConfig.from_toml(path)
         if targets.require_well_fit and fit.draws_privacy < MIN_DRAWS:
             raise ConfigError(f"{path}: [targets] require_well_fit = true needs [swagppm] draws_privacy of at least "
@@ -282,10 +198,11 @@ class StudyConfig:
 
     @property
     def early_stop(self) -> bool:
-        """Whether privacy draws stop once ε exceeds its target (default: yes, except for the flowchart)."""
+        """Whether privacy draws stop once ε exceeds its target (default: yes, unless the sampler reads whole
+        series or the study is accounted)."""
         if self.targets.early_stop is not None:
             return self.targets.early_stop
-        return self.study.sampler != "flowchart" and not self.study.accounted
+        return not sampler_traits(self.study.sampler).reads_whole_series and not self.study.accounted
 
     @property
     def storage_url(self) -> str:
@@ -305,6 +222,13 @@ class StudyConfig:
             "targets": dataclasses.asdict(self.targets),
             "swagppm": self.fit.to_dict(),
         }
+
+
+def _names(**traits: bool) -> str:
+    """The registered samplers with the given traits, as a study file's error lists them ('a', 'b' or 'c')."""
+    names = [repr(name) for name, entry in SAMPLERS.items()
+             if all(getattr(entry.traits, trait) == value for trait, value in traits.items())]
+    return " or ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def _study_paths(table: dict[str, Any], path: Path) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from sqlalchemy.engine import URL, make_url
 from swagppm import ConfigError
 
 JOURNAL = "journal:"
+STORAGE_ENV = "SWAGPPM_TUNE_STORAGE"  # a storage URL that overrides [study] storage, kept out of the process list
 _DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg", "mysql": "mysql+pymysql",
             "mariadb": "mariadb+pymysql"}
 _EXTRAS = {"psycopg": "postgres", "pymysql": "mysql", "redis": "redis"}

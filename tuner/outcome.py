@@ -12,17 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 import scorers
 from scorers import MIN_DRAWS
-from tuner._config import SearchSpace, Targets
-from tuner._record import CONSTRAINT_KEYS, TrialRecord, measured_violations
+from tuner.config import Targets
+from tuner.record import CONSTRAINT_KEYS, TrialRecord, measured_violations
+from tuner.search import SearchSpace
 
 if TYPE_CHECKING:
     from swagppm import SWAGPPMResult
 
 NOT_JUDGED = "not_judged"  # the label of a fit whose series was not judged: an early stop, or too few draws
 # The constraint value of a required target an ε early stop did not measure: missed by a whole target (an F1 of
-# about zero, a band twice the spread threshold). Replays (README, Performance): TPE found its first feasible fit
-# as fast with this as with the cap; GP's constraint models, which the cap's 10 distorts, did better with it
-# (4 / 4 / 5 fits against 4 / 16 / never on the head, tiny and one-stage-1 last-2-layers well-fit targets).
+# about zero, a band twice the spread threshold), not by the cap, which would distort the constraint models of GP.
 UNMEASURED = 1.0
 
 
@@ -35,9 +34,8 @@ class Outcome:
     keys, ``CONSTRAINT_KEYS``: the fit constraints are 0 when the study does not
     require a good fit. After an ε early stop the required targets the fit did not
     measure are named in ``unmeasured`` and set to ``UNMEASURED`` (violated): a sampler
-    must not read the region as meeting them (counted as met, they made TPE return
-    to early-stopped regions: 19 fits to the first feasible configuration instead of
-    5 on the last-2-layers table), while lines and reports say "not measured", never
+    must not read the region as meeting them (counted as met, they draw TPE back to
+    early-stopped regions), while lines and reports say "not measured", never
     "missed". A series too short to judge violates the fit constraints when a good
     fit is required. ``catastrophic`` fits violate every constraint.
     """
@@ -117,6 +115,19 @@ class Outcome:
         text += f"  {self.label:<12}  " + ("FEASIBLE" if self.feasible else f"infeasible ({', '.join(missed)})")
         text += f"  {result.timings.get('total', 0.0):.1f}s"
         return text + ("  [stage 1 cached]" if result.stage1_cache_hit else "")
+
+
+def result_line(result: SWAGPPMResult) -> str:
+    """One line for a fit judged against no targets: c, epochs, ε, F1 medians against the baseline, time."""
+    if result.failure:
+        return f"c={result.c:.3f} epochs={result.ft_epochs:>2}  FAILED: {result.failure}"
+    bound = ">=" if result.epsilon_is_lower_bound else "="
+    return (
+        f"c={result.c:.3f} epochs={result.ft_epochs:>2}  eps{bound}{result.epsilon:.3f}  "
+        f"F1 macro {result.f1_macro_median:.3f} (baseline {result.baseline_f1_macro:.3f})  "
+        f"F1 weighted {result.f1_weighted_median:.3f} (baseline {result.baseline_f1_weighted:.3f})  "
+        f"{result.timings.get('total', 0.0):.1f}s{'  [stage 1 cached]' if result.stage1_cache_hit else ''}"
+    )
 
 
 def _finite_or_none(value: float | None) -> float | None:

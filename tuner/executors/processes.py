@@ -17,36 +17,41 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
 
 from swagppm import ConfigError
-from tuner._config import StudyConfig
-from tuner._storage import describe_error, is_connection_error, masked_url, supports_workers
-from tuner._study import (
-    enqueue_start_points,
-    open_study,
-    planned_trials,
-    recover_stale_trials,
-    study_lock,
-    worker_id,
-)
+from tuner.config import StudyConfig
+from tuner.executors.registry import register_executor
+from tuner.faults import recover_stale_trials, worker_id
+from tuner.queries import best_feasible, closest_trial, finished_count
+from tuner.storage import STORAGE_ENV, describe_error, is_connection_error, masked_url, supports_workers
+from tuner.study import RunSummary, enqueue_start_points, open_study, planned_trials, study_lock
 
-STORAGE_ENV = "SWAGPPM_TUNE_STORAGE"
 POLL_SECONDS = 0.5
 
 
-def worker_command(study_path: Path, *, name: str, n_trials: int | None, timeout: float | None,
-                   data: str | None) -> list[str]:
-    command = [sys.executable, "-m", "tuner._cli", "worker", str(study_path), "--name", name]
-    if n_trials is not None:
-        command += ["--n-trials", str(n_trials)]
-    if timeout is not None:
-        command += ["--timeout", f"{timeout:.3f}"]
-    if data is not None:
-        command += ["--data", data]
-    return command
+@register_executor("processes")
+@dataclass(frozen=True, kw_only=True)
+class ProcessesExecutor:
+    """``workers`` local processes (``run_workers``); ``gpus`` round-robin; ``data`` is each worker's ``--data``."""
+
+    workers: int
+    gpus: Sequence[str] = ()
+    data: str | None = None
+
+    def run(self, config: StudyConfig, *, n_trials: int | None, timeout: float | None,
+            echo: Callable[[str], None]) -> RunSummary:
+        study = shared_study(config, workers=self.workers, n_trials=n_trials)
+        before = finished_count(study)
+        codes = run_processes(study, config, workers=self.workers, gpus=self.gpus, n_trials=n_trials,
+                              timeout=timeout, data=self.data, echo=echo)
+        statuses = ", ".join(f"{name} {code}" for name, code in codes.items())
+        return RunSummary(finished_before=before, finished_now=finished_count(study) - before,
+                          stopped_because=f"every worker exited (exit statuses: {statuses})",
+                          best=best_feasible(study), closest=closest_trial(study))
 
 
 def run_workers(
@@ -66,6 +71,13 @@ def run_workers(
     and re-enqueued with its parameters as soon as it is seen gone, so the others
     run it; workers on other machines are covered by heartbeats.
     """
+    study = shared_study(config, workers=workers, n_trials=n_trials)
+    return run_processes(study, config, workers=workers, gpus=gpus, n_trials=n_trials, timeout=timeout, data=data,
+                         echo=echo)
+
+
+def shared_study(config: StudyConfig, *, workers: int, n_trials: int | None) -> optuna.Study:
+    """The study, created with its start points for the workers to join; SQLite is refused for several workers."""
     url = config.storage_url
     if workers > 1 and not supports_workers(url):
         raise ConfigError(
@@ -75,25 +87,47 @@ def run_workers(
     with study_lock(config):
         study = open_study(config)
         enqueue_start_points(study, config, n_trials=planned_trials(study, config, n_trials))
-    echo(f"starting {workers} workers on study {config.study.name!r} in {masked_url(url)}"
+    return study
+
+
+def worker_command(study_path: Path, *, name: str, n_trials: int | None, timeout: float | None,
+                   data: str | None) -> list[str]:
+    command = [sys.executable, "-m", "tuner.cli", "worker", str(study_path), "--name", name]
+    if n_trials is not None:
+        command += ["--n-trials", str(n_trials)]
+    if timeout is not None:
+        command += ["--timeout", f"{timeout:.3f}"]
+    if data is not None:
+        command += ["--data", data]
+    return command
+
+
+def worker_environment(config: StudyConfig, *, index: int, workers: int, gpus: Sequence[str]) -> dict[str, str]:
+    """The storage URL, unbuffered output, and the worker's GPU (round-robin) or its share of the CPU cores."""
+    env = {**os.environ, STORAGE_ENV: config.storage_url, "PYTHONUNBUFFERED": "1"}
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
+    elif "OMP_NUM_THREADS" not in os.environ:  # CPU workers share the cores instead of oversubscribing them
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+    return env
+
+
+def run_processes(study: optuna.Study, config: StudyConfig, *, workers: int, gpus: Sequence[str],
+                  n_trials: int | None, timeout: float | None, data: str | None,
+                  echo: Callable[[str], None]) -> dict[str, int]:
+    """Start the workers on ``study``, relay their lines, and wait for every one; Ctrl-C is passed on to them."""
+    echo(f"starting {workers} workers on study {config.study.name!r} in {masked_url(config.storage_url)}"
          + (f", GPUs {', '.join(gpus)} round-robin" if gpus else ""))
     processes: dict[str, subprocess.Popen[str]] = {}
     readers = []
     lock = threading.Lock()
     for index in range(workers):
         name = f"w{index}"
-        env = {**os.environ, STORAGE_ENV: url, "PYTHONUNBUFFERED": "1"}
-        if gpus:
-            env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
-        elif "OMP_NUM_THREADS" not in os.environ:  # CPU workers share the cores instead of oversubscribing them
-            env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
-        process = subprocess.Popen(worker_command(config.path, name=name, n_trials=n_trials, timeout=timeout,
-                                                  data=data),
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        processes[name] = process
-        reader = threading.Thread(target=_relay, args=(name, process, echo, lock), daemon=True)
-        reader.start()
-        readers.append(reader)
+        command = worker_command(config.path, name=name, n_trials=n_trials, timeout=timeout, data=data)
+        processes[name] = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                           env=worker_environment(config, index=index, workers=workers, gpus=gpus))
+        readers.append(threading.Thread(target=_relay, args=(name, processes[name], echo, lock), daemon=True))
+        readers[-1].start()
 
     def locked_echo(line: str) -> None:
         with lock:
@@ -105,13 +139,17 @@ def run_workers(
         for process in processes.values():
             if process.poll() is None:
                 process.send_signal(signal.SIGINT)
-        codes = {name: process.wait() for name, process in processes.items()}
-        for reader in readers:
-            reader.join(timeout=5)
+        for process in processes.values():
+            process.wait()
+        _join(readers)
         raise
+    _join(readers)
+    return codes
+
+
+def _join(readers: list[threading.Thread]) -> None:
     for reader in readers:
         reader.join(timeout=5)
-    return codes
 
 
 def _wait(processes: dict[str, subprocess.Popen[str]], study: optuna.Study, config: StudyConfig,

@@ -134,6 +134,12 @@ def compare(config: SWAGPPMConfig, settings: CompareSettings, *,
     return rows
 
 
+def comparison_about(config: SWAGPPMConfig, settings: CompareSettings) -> dict[str, Any]:
+    """What was compared, for comparison.json: the settings, the fit's configuration and where it was scored."""
+    return {"configuration": dataclasses.asdict(settings), "swagppm": config.to_dict(),
+            "data_note": "scored on the study's own test split; class-level aggregates only"}
+
+
 def comparison_table(rows: Sequence[ComparisonRow]) -> str:
     """The rows as fixed-width text."""
     header = (f"{'method':<50} {'epsilon':>8} {'delta':>14} {'F1 mac':>7} {'F1 wtd':>7} "

@@ -46,7 +46,7 @@ class TrialCountDistribution:
         E[K] = (1 - γ) / (γ ln(1/γ))        for η = 0.
 
     The fields are dp-accounting's own (mean, shape); ``from_gamma`` builds one from (η, γ).
-    The paper also allows η in (-1, 0), which dp-accounting 0.6 refuses, and so does this.
+    The paper also allows η in (-1, 0), which dp-accounting refuses, and so does this.
     """
 
     shape: float
@@ -127,8 +127,7 @@ def tuning_epsilon(*, epsilon_per_trial: float, distribution: TrialCountDistribu
 
     ``epsilon_per_trial`` must bound every trial a priori (the largest per-trial ε the search
     can reach). δ > 0 is needed to turn RDP into (ε, δ); callers default it to 1/n for n
-    training records, though a smaller δ costs almost nothing here (under 1e-4 in ε from
-    1e-5 to 1e-10 at ε = 1, η = 1). For η ≥ 0 the figure tends to the paper's pure-DP
+    training records, though a smaller δ costs almost nothing here. For η ≥ 0 the figure tends to the paper's pure-DP
     (2 + η)ε as δ → 0, whatever the mean; the Poisson's grows with the mean.
     """
     return _repeat_and_select_epsilon(epsilon_per_trial, distribution.mean, distribution.shape, delta)
@@ -168,8 +167,8 @@ def _repeat_and_select_epsilon(epsilon: float, mean: float, shape: float, delta:
 def rdp_orders() -> tuple[float, ...]:
     """The library's default orders, which reach 1024, and 2^11 to 2^20.
 
-    Pure-DP runs want far higher orders than the default (the optimum for ε = 1, δ = 1e-5
-    lies at 2^17); they take the figures to the pure-DP limits of the papers.
+    Pure-DP runs want far higher orders than the default; they take the figures to the
+    pure-DP limits of the papers.
     """
     from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
 

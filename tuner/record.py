@@ -53,7 +53,7 @@ def store_constraints(storage: BaseStorage, trial: Trial, constraints: Mapping[s
 
 
 def named_constraints(trial: FrozenTrial) -> dict[str, float]:
-    """A trial's constraints by name; also reads studies stored one key at a time (before the list form)."""
+    """A trial's constraints by name; also reads constraints stored one key at a time (``Trial.set_constraint``)."""
     values = trial.constraints
     if list(values) == [str(index) for index in range(len(CONSTRAINT_KEYS))]:
         return dict(zip(CONSTRAINT_KEYS, values.values(), strict=True))
@@ -102,9 +102,9 @@ class TrialRecord:
     data_hash: str
     seed: int
     device: str
-    threads: int = 0  # absent from studies recorded before it was
-    cpu_kernels: str = ""  # likewise
-    stage1_fingerprint: str = ""  # likewise; which stage 1 the fit used (trials compare only on the same one)
+    threads: int = 0  # 0, "": not recorded (a study may hold trials judged without them)
+    cpu_kernels: str = ""
+    stage1_fingerprint: str = ""  # which stage 1 the fit used (trials compare only on the same one)
     majority_rate: float = 0.0  # the majority class's share of the training set (the collapse reference)
     timings: dict[str, float] = field(default_factory=dict)
     max_delta_series: tuple[float, ...] = ()

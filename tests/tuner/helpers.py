@@ -1,0 +1,75 @@
+"""Helpers the tuner tests share: small study files written from plain dictionaries, and made-up fit results."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from swagppm import SWAGPPMResult
+
+# A tiny model on a small synthetic corpus: stage 1 and each trial take seconds on a CPU.
+SMALL_STUDY: dict[str, dict[str, Any]] = {
+    "study": {"name": "small", "n_trials": 3},
+    "search": {"c_min": 0.3, "c_max": 1.2, "ft_epochs_min": 4, "ft_epochs_max": 8, "restart_epochs": 6,
+               "start": [{"c": 1.0, "ft_epochs": 6}]},
+    "targets": {"epsilon": 50.0, "stuck_epochs": 20, "max_f1_degradation": 0.5, "max_bulk_spread": 10.0},
+    "data": {"source": "synthetic", "synthetic_size": 240, "synthetic_classes": 4},
+    "model": {"name_or_path": "tiny", "tiny_hidden_size": 32, "tiny_layers": 1, "tiny_vocab_size": 400},
+    "swagppm": {"stage1_epochs": 6, "swag_epochs": 4, "swag_rank": 4, "draws_risk": 6, "draws_privacy": 12,
+                "draws_utility": 4, "device": "cpu", "cache_dir": "cache"},
+}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(value)  # strings, numbers and booleans read the same in TOML
+
+
+def write_study(path: Path, tables: Mapping[str, Mapping[str, Any]]) -> Path:
+    """Write ``tables`` as a study TOML file."""
+    lines = []
+    for table, values in tables.items():
+        lines.append(f"[{table}]")
+        lines += [f"{key} = {_toml_value(value)}" for key, value in values.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def merged(**changes: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``SMALL_STUDY`` with some keys of some tables changed (``None`` removes a key)."""
+    tables = {name: dict(values) for name, values in SMALL_STUDY.items()}
+    for table, values in changes.items():
+        tables.setdefault(table, {})
+        for key, value in values.items():
+            if value is None:
+                tables[table].pop(key, None)
+            else:
+                tables[table][key] = value
+    return tables
+
+
+def result(series: list[float], *, c: float = 1.0, epochs: int = 7, f1: float = 0.80,
+           **fields: object) -> SWAGPPMResult:
+    """A fit's public outcome with a given max-delta series and F1 draws around ``f1``."""
+    rng = np.random.default_rng(0)
+    values: dict[str, object] = dict(
+        c=c, g=0.0, ft_epochs=epochs, seed=0, epsilon=2 * max(series) if series else math.inf, max_delta=series,
+        f1_macro=list(f1 + 0.005 * rng.standard_normal(30)),
+        f1_weighted=list(f1 + 0.05 + 0.005 * rng.standard_normal(30)),
+        baseline_f1_macro=0.82, baseline_f1_weighted=0.87, majority_rate=0.3, timings={"total": 12.5},
+    )
+    values.update(fields)
+    return SWAGPPMResult(**values)  # type: ignore[arg-type]
+
+
+def tight(median: float = 3.0, n: int = 500, seed: int = 1) -> list[float]:
+    """A well-fit series: a tight Gaussian band (IQR/median ≈ 1.3%)."""
+    return list(median * (1 + 0.01 * np.random.default_rng(seed).standard_normal(n)))

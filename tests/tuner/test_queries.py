@@ -1,0 +1,72 @@
+"""Reading a study back: the best feasible trial, the closest one, and what a trial violates."""
+
+from __future__ import annotations
+
+import math
+
+import optuna
+from optuna.trial import TrialState, create_trial
+
+from tuner import CONSTRAINT_KEYS, best_feasible, closest_trial
+from tuner.queries import describe_violations, violated
+from tuner.record import TrialRecord, constraint_attrs
+
+
+def synthetic_trial(number: int, *, epsilon: float, f1: float, constraints: dict[str, float],
+                    state: TrialState = TrialState.COMPLETE,
+                    unmeasured: tuple[str, ...] = ()) -> optuna.trial.FrozenTrial:
+    return create_trial(
+        state=state, value=epsilon if state == TrialState.COMPLETE else None,
+        params={"c": 1.0 - 0.1 * number, "ft_epochs": 7},
+        distributions={"c": optuna.distributions.FloatDistribution(0.1, 1.5),
+                       "ft_epochs": optuna.distributions.IntDistribution(1, 16)},
+        user_attrs=TrialRecord(
+            feasible=all(v <= 0 for v in constraints.values()), diagnosis="well_fit", reasons=(), recommendation="",
+            next_action="stop", next_c=None, next_ft_epochs=None, epsilon=epsilon, epsilon_is_lower_bound=False,
+            draws_privacy=8, draws_skipped=0, failure=None, max_delta_median=None, bulk_spread=None,
+            max_robust_z=None, spike_count=0, baseline_f1_macro=f1, baseline_f1_weighted=f1, f1_macro_median=f1,
+            f1_macro_q10=f1, f1_weighted_median=f1, f1_weighted_q10=f1, stage1_cache_hit=True, data_hash="",
+            seed=0, device="cpu", constraints=constraints, unmeasured=unmeasured).attrs(),
+        system_attrs=constraint_attrs(constraints),
+    )
+
+
+def test_best_feasible_is_the_lowest_epsilon_among_feasible_trials() -> None:
+    study = optuna.create_study()
+    ok = dict.fromkeys(CONSTRAINT_KEYS, -0.1)
+    # the lowest ε, but infeasible
+    study.add_trial(synthetic_trial(0, epsilon=2.0, f1=0.9, constraints={**ok, "f1_macro": 0.3}))
+    study.add_trial(synthetic_trial(1, epsilon=6.0, f1=0.9, constraints=ok))
+    study.add_trial(synthetic_trial(2, epsilon=4.0, f1=0.8, constraints=ok))
+    study.add_trial(synthetic_trial(3, epsilon=4.0, f1=0.85, constraints=ok))  # same ε, better F1
+    study.add_trial(synthetic_trial(4, epsilon=1.0, f1=0.0, constraints=dict.fromkeys(CONSTRAINT_KEYS, 10.0),
+                                    state=TrialState.PRUNED))
+    best = best_feasible(study)
+    assert best is not None and best.number == 3
+
+
+def test_without_a_feasible_trial_the_closest_is_the_smallest_total_violation() -> None:
+    study = optuna.create_study()
+    study.add_trial(synthetic_trial(0, epsilon=20.0, f1=0.9, constraints={**dict.fromkeys(CONSTRAINT_KEYS, 0.0),
+                                                                          "epsilon": 1.0}))
+    study.add_trial(synthetic_trial(1, epsilon=11.0, f1=0.5, constraints={**dict.fromkeys(CONSTRAINT_KEYS, -1.0),
+                                                                          "epsilon": 0.1, "f1_macro": 0.2}))
+    study.add_trial(synthetic_trial(2, epsilon=math.inf, f1=0.0, constraints=dict.fromkeys(CONSTRAINT_KEYS, 10.0),
+                                    state=TrialState.PRUNED))
+    assert best_feasible(study) is None
+    closest = closest_trial(study)
+    assert closest is not None and closest.number == 1  # 0.1 + 0.2 < 1.0
+
+
+def test_what_an_early_stop_did_not_measure_is_neither_missed_nor_counted_in_the_closest_choice() -> None:
+    study = optuna.create_study()
+    unmeasured = ("f1_macro", "f1_weighted", "fit_spread", "fit_spikes")
+    study.add_trial(synthetic_trial(0, epsilon=13.0, f1=0.9, unmeasured=unmeasured, constraints={
+        **dict.fromkeys(unmeasured, 1.0), "epsilon": 0.3}))
+    study.add_trial(synthetic_trial(1, epsilon=11.0, f1=0.5, constraints={**dict.fromkeys(CONSTRAINT_KEYS, -1.0),
+                                                                          "epsilon": 0.1, "f1_macro": 0.3}))
+    early = study.trials[0]
+    assert violated(early) == {"epsilon": 0.3}
+    assert describe_violations(early) == "epsilon +0.300; not measured: f1_macro, f1_weighted, fit_spread, fit_spikes"
+    closest = closest_trial(study)  # 0.3 measured < 0.1 + 0.3: unmeasured targets are not misses
+    assert closest is not None and closest.number == 0

@@ -1,0 +1,142 @@
+"""``swagppm-tune``: run a study of SWAG-PPM's (c, epochs), inspect it, export and release its choice.
+
+Verbs: ``run`` (create or resume a study and optimise, in one or several local
+processes), ``worker`` (join a study from any machine), ``fit`` (one fit outside
+any study), ``status`` (the trial table and the best feasible trial), ``export``
+(the chosen configuration as JSON), ``release`` (the private model), ``report``
+(one HTML file), ``dashboard`` (optuna-dashboard) and ``clean`` (delete the
+private cache). Every verb that opens a study reads its storage from --storage,
+else $SWAGPPM_TUNE_STORAGE, else [study] storage. Output files and folders are
+checked before any fit.
+
+Exit status:
+  0    ok (run, status, export, release: a feasible trial exists)
+  1    no feasible trial (the closest one and its violations are printed), or a
+       private selection in which no draw reached --min-utility (nothing released)
+  2    bad input or refused: the study file, a flag, the data, an output that
+       cannot be written, a release refused (one line naming the file, table or key)
+  3    the study storage was lost mid-run and could not be reconnected
+  4    internal error: an unexpected exception (one line with its type and
+       message; set SWAGPPM_TUNE_DEBUG=1 for the traceback)
+  5    the fit failed (catastrophic: its training loss or a draw turned NaN/inf)
+  6    fit --from: epsilon differs from the export's
+  130  interrupted (Ctrl-C); finished trials are kept
+  141  the output pipe was closed (e.g. `swagppm-tune status STUDY.toml | head`)
+"""
+
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import optuna
+
+import swagppm
+from swagppm import ConfigError
+from tuner.cli.base import (
+    EXIT_BAD_INPUT,
+    EXIT_BROKEN_PIPE,
+    EXIT_FIT_FAILED,
+    EXIT_INFEASIBLE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_REPRODUCED,
+    EXIT_OK,
+    EXIT_STORAGE_LOST,
+    Command,
+)
+from tuner.cli.fitting import AuditCommand, CompareCommand, FitCommand, ReleaseCommand
+from tuner.cli.study import (
+    CleanCommand,
+    DashboardCommand,
+    ExportCommand,
+    RejudgeCommand,
+    ReportCommand,
+    RunCommand,
+    StatusCommand,
+    WorkerCommand,
+)
+from tuner.study import StorageLost
+
+__all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_BROKEN_PIPE", "EXIT_FIT_FAILED", "EXIT_INFEASIBLE", "EXIT_INTERNAL",
+           "EXIT_INTERRUPTED", "EXIT_NOT_REPRODUCED", "EXIT_OK", "EXIT_STORAGE_LOST", "FAILURES", "Command", "main"]
+
+DEBUG_ENV = "SWAGPPM_TUNE_DEBUG"
+PROGRESS_BARS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"  # read by huggingface_hub and transformers; 0 shows the bars
+
+# The verbs, in the order --help lists them.
+COMMANDS: tuple[type[Command], ...] = (RunCommand, WorkerCommand, FitCommand, StatusCommand, ExportCommand,
+                                       ReleaseCommand, DashboardCommand, CleanCommand, ReportCommand, CompareCommand,
+                                       RejudgeCommand, AuditCommand)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Failure:
+    """What an error escaping a verb becomes: an exit status and one line on stderr (``{error}``: its text)."""
+
+    status: int
+    message: str
+    quiet_stdout: bool = False  # the reader closed the pipe: the exit's own flush of stdout must stay quiet
+
+
+# Every error a verb may raise on purpose, by type (the nearest base class counts); anything else is internal.
+FAILURES: dict[type[BaseException], Failure] = {
+    ConfigError: Failure(status=EXIT_BAD_INPUT, message="swagppm-tune: error: {error}"),
+    swagppm.DataError: Failure(status=EXIT_BAD_INPUT, message="swagppm-tune: error: {error}"),
+    swagppm.ReleaseRefused: Failure(status=EXIT_BAD_INPUT, message="swagppm-tune: error: {error}"),
+    swagppm.TrainingFailure: Failure(status=EXIT_FIT_FAILED, message="swagppm-tune: the fit failed: {error}"),
+    StorageLost: Failure(status=EXIT_STORAGE_LOST, message="swagppm-tune: error: {error}"),
+    KeyboardInterrupt: Failure(status=EXIT_INTERRUPTED, message="\nswagppm-tune: interrupted"),
+    BrokenPipeError: Failure(status=EXIT_BROKEN_PIPE, message="", quiet_stdout=True),  # `status | head`
+}
+INTERNAL = Failure(status=EXIT_INTERNAL, message="swagppm-tune: internal error: {kind}: {first} (run again with "
+                                                 f"{DEBUG_ENV}=1 for the traceback)")
+
+
+def failure_of(error: BaseException) -> Failure | None:
+    """The ``FAILURES`` entry of ``error``'s nearest class; None for an unexpected error."""
+    return next((FAILURES[kind] for kind in type(error).__mro__ if kind in FAILURES), None)
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+    """The parser, each verb declaring its own arguments, and the verbs by name."""
+    parser = argparse.ArgumentParser(prog="swagppm-tune", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    commands: dict[str, Command] = {}
+    for command_class in COMMANDS:
+        command = command_class()
+        command.add_arguments(verbs.add_parser(command.name, help=command.help))
+        commands[command.name] = command
+    return parser, commands
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one verb; every failure is one line on stderr and a documented exit status (see the module docstring)."""
+    parser, commands = build_parser()
+    args = parser.parse_args(argv)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    os.environ.setdefault(PROGRESS_BARS_ENV, "1")  # our one line per step replaces the libraries' progress bars
+    try:
+        code = commands[args.verb].run(args)
+        sys.stdout.flush()  # a closed pipe shows here, where it is handled below
+        return code
+    except (Exception, KeyboardInterrupt) as error:
+        failure = failure_of(error)
+        if failure is None and os.environ.get(DEBUG_ENV):
+            raise
+        return report_failure(error, failure or INTERNAL)
+
+
+def report_failure(error: BaseException, failure: Failure) -> int:
+    """Print the failure's one line (if any) and return its status."""
+    if failure.quiet_stdout:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if failure.message:
+        first = (str(error).strip().splitlines() or [""])[0]
+        print(failure.message.format(error=error, kind=type(error).__name__, first=first), file=sys.stderr)
+    return failure.status

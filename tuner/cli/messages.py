@@ -1,0 +1,53 @@
+"""Lines several verbs print about a study: the best feasible trial, the closest one, and warnings about the choice."""
+
+from __future__ import annotations
+
+import sys
+
+import optuna
+
+from tuner.config import StudyConfig
+from tuner.queries import closest_trial, describe_violations, range_edges, stage1_runs
+from tuner.record import TrialRecord
+
+
+def best_line(best: optuna.trial.FrozenTrial) -> str:
+    record = TrialRecord.of(best)
+    assert record is not None and record.f1_macro_median is not None and record.f1_weighted_median is not None
+    return (f"best feasible: trial {best.number}: c = {best.params['c']:.4g}, {best.params['ft_epochs']} epochs, "
+            f"epsilon = {record.epsilon_or_inf:.3f}, F1 macro median {record.f1_macro_median:.3f} (baseline "
+            f"{record.baseline_f1_macro:.3f}), weighted {record.f1_weighted_median:.3f} (baseline "
+            f"{record.baseline_f1_weighted:.3f})")
+
+
+def print_closest(study: optuna.Study) -> None:
+    """With no feasible trial: the closest one, what it violates and the guide's next move from there."""
+    closest = closest_trial(study)
+    if closest is None:
+        print("no finished trial yet")
+        return
+    record = TrialRecord.of(closest)
+    print(f"no feasible trial; closest: trial {closest.number} (c = {closest.params['c']:.4g}, "
+          f"{closest.params['ft_epochs']} epochs, {record.diagnosis if record else '?'}) violates: "
+          f"{describe_violations(closest)}")
+    if record is not None:
+        print(f"  the guide's next move from there: {record.recommendation}")
+
+
+def warn_at_edge(best: optuna.trial.FrozenTrial, config: StudyConfig) -> None:
+    """Say so when the choice sits on the edge of the search ranges: a target may be met further out."""
+    edges = range_edges(best, config.search)
+    if edges:
+        print(f"warning: the chosen configuration sits at the edge of the search ranges ({'; '.join(edges)}): a "
+              f"better one may lie further out; widen [search] in {config.path} and run again", file=sys.stderr)
+
+
+def warn_mixed_stage1(study: optuna.Study) -> None:
+    """Say so when the trials used more than one stage 1: their ε and F1 do not compare."""
+    runs = stage1_runs(study)
+    if len(runs) > 1:
+        listed = "; ".join(f"{fingerprint}: trials {', '.join(map(str, numbers))}"
+                           for fingerprint, numbers in runs.items())
+        print(f"warning: the trials used {len(runs)} different stage 1s ({listed}), so their epsilon and F1 do not "
+              "compare; give every worker one cache_dir and thread count, and rerun the choice in a new study",
+              file=sys.stderr)

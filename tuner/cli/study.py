@@ -1,0 +1,302 @@
+"""The verbs on a study: run, worker, status, export, report, rejudge, dashboard and clean."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import sys
+from pathlib import Path
+
+from optuna.artifacts import FileSystemArtifactStore
+
+import swagppm
+from swagppm import ConfigError
+from tuner.cli.arguments import add_data, add_storage, add_study, check_output, study_config
+from tuner.cli.base import EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_OK, Command
+from tuner.cli.messages import best_line, print_closest, warn_at_edge, warn_mixed_stage1
+from tuner.compare import read_comparison
+from tuner.config import StudyConfig
+from tuner.executors import make_executor
+from tuner.export import export_trial, write_export
+from tuner.faults import WORKER
+from tuner.queries import best_feasible, finished_count, format_table, pareto_front, trial_rows, trials_run
+from tuner.record import TrialRecord
+from tuner.rejudge import rejudge, retarget
+from tuner.report import write_report
+from tuner.storage import make_storage, masked_url
+from tuner.study import open_existing_study, open_study, run_study
+from tuner.tuning import tuning_cost, tuning_line
+
+EXPOSE_HELP = ("listen on a --host other than this machine. optuna-dashboard has no login: anyone who can reach the "
+               "port can read and modify or delete the study (trials, notes, figures). Prefer an SSH tunnel: "
+               "ssh -L 8080:127.0.0.1:8080 HOST, then open http://127.0.0.1:8080/dashboard/")
+
+
+class RunCommand(Command):
+    name = "run"
+    help = "create or resume the study and optimise"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_study(parser)
+        parser.add_argument("--n-trials", type=int, default=None,
+                            help="finished trials to reach (default [study] n_trials)")
+        parser.add_argument("--timeout", type=float, default=None,
+                            help="seconds for this run (default [study] timeout)")
+        parser.add_argument("--progress", action="store_true", help="also show progress bars inside each fit")
+        parser.add_argument("--workers", type=int, default=1, help="local worker processes (default 1: this process)")
+        parser.add_argument("--gpus", default=None, help="GPU ids assigned to the workers round-robin, e.g. 0,1")
+        add_data(parser)
+        add_storage(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        config = study_config(args)
+        check_output(config.artifact_dir, "[study] artifacts", folder=True)
+        if args.workers > 1 or args.gpus:
+            gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else []
+            executor = make_executor("processes", workers=args.workers, gpus=gpus, data=args.data)
+        else:
+            executor = make_executor("sequential", progress_fit=args.progress)
+        try:
+            executor.run(config, n_trials=args.n_trials, timeout=args.timeout, echo=print)
+        except KeyboardInterrupt:
+            return interrupted(config, args.study)
+        return run_summary(config, args.study)
+
+
+class WorkerCommand(Command):
+    name = "worker"
+    help = "join an existing study (from any machine) and optimise"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_study(parser)
+        parser.add_argument("--name", default=None, help="a name for this worker's lines")
+        parser.add_argument("--n-trials", type=int, default=None,
+                            help="finished trials to reach (default [study] n_trials)")
+        parser.add_argument("--timeout", type=float, default=None, help="seconds for this worker")
+        parser.add_argument("--progress", action="store_true", help="also show progress bars inside each fit")
+        add_data(parser)
+        add_storage(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        config = study_config(args)
+        check_output(config.artifact_dir, "[study] artifacts", folder=True)
+        try:
+            summary = run_study(config, n_trials=args.n_trials, timeout=args.timeout, progress_fit=args.progress,
+                                worker=args.name or WORKER, echo=lambda line: print(line, flush=True))
+        except KeyboardInterrupt:
+            return interrupted(config, args.study)
+        print(f"stopped: {summary.stopped_because}")
+        return EXIT_OK
+
+
+def interrupted(config: StudyConfig, path: Path) -> int:
+    study = open_study(config, create=False)
+    print(f"\ninterrupted: the running trial is marked failed; {finished_count(study)} finished trials are kept. "
+          f"Run `swagppm-tune run {path}` again to resume.", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def run_summary(config: StudyConfig, path: Path) -> int:
+    """The best feasible trial and what to do next (exit 0), or the closest one with its violations (exit 1)."""
+    study = open_study(config, create=False)
+    best = best_feasible(study)
+    if best is None:
+        print_closest(study)
+        return EXIT_INFEASIBLE
+    print(best_line(best))
+    warn_at_edge(best, config)
+    force = " --force" if config.fit.model.is_tiny else ""
+    print(f"next: swagppm-tune export {path} -o best.json; swagppm-tune release --from best.json -o released/{force}")
+    if force:
+        print("  (--force: this study's tiny model builds its tokenizer from the training texts, so its vocabulary "
+              "leaks their words: for demos only, never for a real release)")
+    return EXIT_OK
+
+
+class StatusCommand(Command):
+    name = "status"
+    help = "the trial table and the best feasible trial"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_study(parser)
+        add_storage(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        config = study_config(args)
+        study = open_existing_study(config)
+        print(format_table(trial_rows(study), statistic=config.targets.statistic))
+        counts = trials_run(study)
+        print(f"\n{counts['total']} trials: {counts['complete']} complete, {counts['pruned']} pruned, "
+              f"{counts['fail']} failed")
+        print(tuning_line(tuning_cost(study, config)))
+        warn_mixed_stage1(study)
+        best = best_feasible(study)
+        if best is None:
+            print_closest(study)
+            return EXIT_INFEASIBLE
+        print(best_line(best))
+        warn_at_edge(best, config)
+        if config.study.objective == "pareto":
+            front = ", ".join(f"#{t.number} (eps {r.epsilon_or_inf:.2f}, F1 {r.f1_macro_median or 0.0:.3f})"
+                              for t in pareto_front(study) if (r := TrialRecord.of(t)) is not None)
+            print(f"feasible Pareto front: {front}")
+        return EXIT_OK
+
+
+class ExportCommand(Command):
+    name = "export"
+    help = "write the best feasible configuration as JSON"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_study(parser)
+        parser.add_argument("-o", "--output", type=Path, required=True, help="JSON file to write")
+        parser.add_argument("--trial", type=int, default=None,
+                            help="export this trial instead of the best feasible one")
+        add_storage(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        config = study_config(args)
+        check_output(args.output, "-o")
+        study = open_existing_study(config)
+        if args.trial is not None:
+            matching = [t for t in study.get_trials(deepcopy=False) if t.number == args.trial and t.params]
+            if not matching or TrialRecord.of(matching[0]) is None:
+                raise ConfigError(f"--trial {args.trial}: no finished trial with that number in study "
+                                  f"{config.study.name!r}")
+            trial = matching[0]
+        else:
+            best = best_feasible(study)
+            if best is None:
+                print_closest(study)
+                print("nothing exported (use --trial N to export a specific trial anyway)", file=sys.stderr)
+                return EXIT_INFEASIBLE
+            trial = best
+        document = export_trial(study, trial, config)
+        path = write_export(document, args.output)
+        epsilon = document["metrics"]["epsilon"]
+        print(f"exported trial {trial.number} (c = {trial.params['c']:.4g}, {trial.params['ft_epochs']} epochs, "
+              f"epsilon = {'-' if epsilon is None else f'{epsilon:.3f}'}) to {path}")
+        return EXIT_OK
+
+
+class DashboardCommand(Command):
+    name = "dashboard"
+    help = "open optuna-dashboard on the study's storage and figures"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_study(parser)
+        parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+        parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+        parser.add_argument("--expose-to-network", action="store_true", help=EXPOSE_HELP)
+        add_storage(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        """optuna-dashboard on the study's own storage; a network address only with --expose-to-network."""
+        if not (is_loopback(args.host) or args.expose_to_network):
+            raise ConfigError(f"--host {args.host} would serve the study to the network, and optuna-dashboard has no "
+                              f"login: anyone who can reach port {args.port} could read, modify and delete it. Use an "
+                              f"SSH tunnel (ssh -L {args.port}:127.0.0.1:{args.port} HOST, then open "
+                              f"http://127.0.0.1:{args.port}/dashboard/) or pass --expose-to-network")
+        config = study_config(args)
+        study = open_existing_study(config)
+        check_output(config.artifact_dir, "[study] artifacts", folder=True)
+        if not is_loopback(args.host):
+            print(f"warning: anyone who can reach {args.host}:{args.port} can read and modify or delete study "
+                  f"{study.study_name!r} (trials, notes, figures)", file=sys.stderr)
+        serve_dashboard(config, host=args.host, port=args.port, name=study.study_name)
+        return EXIT_OK
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only (``localhost`` or a loopback address)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve_dashboard(config: StudyConfig, *, host: str, port: int, name: str) -> None:
+    """optuna-dashboard on the study's storage and artifact folder, until Ctrl-C."""
+    import optuna_dashboard
+    storage = make_storage(config.storage_url, connect_timeout=config.study.connect_timeout)
+    print(f"optuna-dashboard on http://{host}:{port}/dashboard/ (study {name!r} in "
+          f"{masked_url(config.storage_url)}); Ctrl-C stops it", flush=True)
+    optuna_dashboard.run_server(storage, host=host, port=port,
+                                artifact_store=FileSystemArtifactStore(config.artifact_dir))
+
+
+class CleanCommand(Command):
+    name = "clean"
+    help = "delete the study's private cache (per-record risks, stage 1, features)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_study(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Delete the private cache's own files; a folder the tool did not create is refused (exit 2), never
+        emptied."""
+        config = study_config(args)
+        folder, removed = swagppm.clear_cache(config.fit.cache_dir)
+        if folder is None:
+            print(f"nothing to clean: no private cache in {config.fit.cache_dir or swagppm.default_cache_dir()}")
+            return EXIT_OK
+        shared = "" if config.fit.cache_dir else " (the default cache, shared by every study without cache_dir)"
+        print(f"removed the private cache {folder}: {removed} files{shared}")
+        if folder.exists():
+            print(f"  {folder} also holds files swagppm did not write; they were kept")
+        return EXIT_OK
+
+
+class ReportCommand(Command):
+    name = "report"
+    help = "write one self-contained HTML report of the study"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_study(parser)
+        parser.add_argument("-o", "--output", type=Path, required=True, help="HTML file to write")
+        parser.add_argument("--comparison", type=Path, default=None,
+                            help="a comparison.json written by `compare`, to add its table and figure")
+        add_storage(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        config = study_config(args)
+        check_output(args.output, "-o")
+        study = open_existing_study(config)
+        comparison = None if args.comparison is None else read_comparison(args.comparison)
+        path = write_report(study, config, args.output, comparison=comparison)
+        print(f"report of {finished_count(study)} finished trials written to {path}")
+        return EXIT_OK
+
+
+class RejudgeCommand(Command):
+    name = "rejudge"
+    help = "judge the finished fits against other targets into a new study (instant: nothing is refitted)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_study(parser)
+        parser.add_argument("--name", required=True, help="name of the new study (same storage)")
+        parser.add_argument("--epsilon", type=float, default=None, help="new epsilon target")
+        parser.add_argument("--max-f1-degradation", type=float, default=None, help="new allowed F1 degradation")
+        parser.add_argument("--statistic", choices=("median", "q10"), default=None, help="F1 statistic of the draws")
+        parser.add_argument("--require-well-fit", action=argparse.BooleanOptionalAction, default=None,
+                            help="whether the max-delta series must look well fit")
+
+    def run(self, args: argparse.Namespace) -> int:
+        config = study_config(args)
+        open_existing_study(config)
+        changes = {key: value for key, value in (
+            ("epsilon", args.epsilon), ("max_f1_degradation", args.max_f1_degradation),
+            ("statistic", args.statistic), ("require_well_fit", args.require_well_fit)) if value is not None}
+        targets = retarget(config.targets, changes)
+        study = rejudge(config, targets, name=args.name)
+        print(f"study {args.name!r}: {len(study.trials)} fits of {config.study.name!r} judged against "
+              + ", ".join(f"{key} = {value}" for key, value in changes.items()))
+        print(format_table(trial_rows(study), statistic=targets.statistic))
+        best = best_feasible(study)
+        if best is None:
+            print_closest(study)
+            return EXIT_INFEASIBLE
+        print(best_line(best))
+        return EXIT_OK

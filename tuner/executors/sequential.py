@@ -1,0 +1,24 @@
+"""This process runs the study's trials one after the other."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tuner.config import StudyConfig
+from tuner.executors.registry import register_executor
+from tuner.study import RunSummary, run_study
+
+
+@register_executor("sequential")
+@dataclass(frozen=True, kw_only=True)
+class SequentialExecutor:
+    """``tuner.study.run_study`` in this process; ``progress_fit`` also shows the progress bars inside each fit."""
+
+    progress_fit: bool = False
+
+    def run(self, config: StudyConfig, *, n_trials: int | None, timeout: float | None,
+            echo: Callable[[str], None]) -> RunSummary:
+        summary = run_study(config, n_trials=n_trials, timeout=timeout, progress_fit=self.progress_fit, echo=echo)
+        echo(f"stopped: {summary.stopped_because} ({summary.finished_now} new finished trials)")
+        return summary

@@ -1,0 +1,164 @@
+"""Trials whose process died: heartbeats, finding the stale trials, failing and retrying them a bounded number of times.
+
+A trial whose process died (SIGKILL, a lost machine) is failed and re-enqueued
+with its parameters: on SQLite, which one process at a time may run (a lock file
+beside the database), every running trial found when a run starts; on a journal
+or Redis, one whose heartbeat (a user attribute) is older than the grace period;
+on a server database, by Optuna's heartbeats; and at once, any trial of a worker
+process seen to exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+import warnings
+from collections.abc import Callable, Collection
+from types import TracebackType
+from typing import Any
+
+import optuna
+from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
+from optuna.trial import FrozenTrial, Trial, TrialState, create_trial
+
+from tuner.config import StudyConfig
+from tuner.record import HEARTBEAT, RAN_BY, RETRY_OF
+from tuner.storage import describe_error, is_connection_error, kind, masked_url
+
+OWN_HEARTBEATS = ("journal", "redis")  # storages without Optuna's heartbeats that several processes share
+
+
+def worker_id(pid: int) -> str:
+    """Which process ran a trial (the ``worker`` user attribute; no private data)."""
+    return f"{socket.gethostname()}:{pid}"
+
+
+WORKER = worker_id(os.getpid())
+
+
+class HeartbeatThread(contextlib.AbstractContextManager[None]):
+    """Stamps the trial's ``heartbeat`` attribute on entry and every ``interval`` seconds until exit.
+
+    Journal and Redis storages have no heartbeats of their own; this one lets
+    another process tell a trial whose worker died (``stale_trials``).
+    """
+
+    def __init__(self, trial: Trial, *, interval: float) -> None:
+        self._trial, self._interval = trial, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-trial-{trial.number}", daemon=True)
+
+    def __enter__(self) -> None:
+        self._trial.set_user_attr(HEARTBEAT, time.time())
+        self._thread.start()
+
+    def __exit__(self, error_type: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._interval):
+            with contextlib.suppress(Exception):  # a missed beat only brings the retry closer
+                self._trial.set_user_attr(HEARTBEAT, time.time())
+
+
+class NullHeartbeat(contextlib.AbstractContextManager[None]):
+    """No heartbeat of ours: the storage has Optuna's (a server database), or one process runs it (SQLite)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, error_type: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        return None
+
+
+def trial_heartbeat(trial: Trial, config: StudyConfig) -> contextlib.AbstractContextManager[None]:
+    """The heartbeat a running trial keeps while its fit runs: ours on a shared storage without its own, else none."""
+    if kind(config.storage_url) in OWN_HEARTBEATS:
+        return HeartbeatThread(trial, interval=config.study.heartbeat_interval)
+    return NullHeartbeat()
+
+
+def quiet_heartbeat_errors(config: StudyConfig, echo: Callable[[str], None]) -> Callable[[Any], None]:
+    """A ``threading.excepthook``: a heartbeat thread that loses the storage reports one masked line, no traceback."""
+    default = threading.__excepthook__
+
+    def hook(args: Any) -> None:
+        if args.exc_value is not None and is_connection_error(args.exc_value):
+            echo(f"heartbeat lost the study storage {masked_url(config.storage_url)} "
+                 f"({describe_error(args.exc_value, config.storage_url)})")
+        else:
+            default(args)
+
+    return hook
+
+
+def stale_trials(study: optuna.Study, config: StudyConfig, *, gone: Collection[str] | None = None) -> list[FrozenTrial]:
+    """The running trials that no live process runs any more.
+
+    ``gone``: the ``worker`` names of processes seen to exit; their trials only.
+    Otherwise by the storage: on SQLite every running trial (call it holding
+    ``tuner.study.study_lock``, so that no other process can run one); on a journal,
+    a trial whose heartbeat (or start) is older than ``grace_period``; on a server
+    database none here (Optuna's heartbeats, see ``recover_stale_trials``).
+    """
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    if gone is not None:
+        return [t for t in running if t.user_attrs.get(RAN_BY) in gone]
+    storage_kind = kind(config.storage_url)
+    if storage_kind == "sqlite":
+        return running
+    if storage_kind in OWN_HEARTBEATS:
+        silent_since = time.time() - config.study.grace_period
+        return [t for t in running if _last_sign_of_life(t) < silent_since]
+    return []
+
+
+def _last_sign_of_life(trial: FrozenTrial) -> float:
+    started = trial.datetime_start.timestamp() if trial.datetime_start else 0.0
+    return max(float(trial.user_attrs.get(HEARTBEAT, 0.0)), started)
+
+
+def recover_stale_trials(study: optuna.Study, config: StudyConfig, *, echo: Callable[[str], None] = print,
+                         gone: Collection[str] | None = None) -> None:
+    """Fail the ``stale_trials`` and re-enqueue each with its parameters, at most ``[study] max_retries`` times.
+
+    Without ``gone`` a server database also fails the trials whose heartbeat is
+    older than the grace period (Optuna's ``fail_stale_trials``, which re-enqueues
+    them through the storage's retry callback).
+    """
+    if gone is None:
+        with warnings.catch_warnings():  # fail_stale_trials is still marked experimental
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+    for trial in stale_trials(study, config, gone=gone):
+        try:
+            study.tell(trial.number, state=TrialState.FAIL)
+        except (ValueError, UpdateFinishedTrialError):  # another process finished or failed it first
+            continue
+        max_retries = config.study.max_retries
+        params = retry(study, trial, max_retries=max_retries)
+        done = (f"not retried (max_retries = {max_retries} reached)" if params is None else
+                f"re-enqueued with {', '.join(f'{k}={v:g}' for k, v in params.items()) or 'new parameters'}")
+        echo(f"trial {trial.number:>3}  was left running by a process that is gone: failed; {done}")
+
+
+def retry(study: optuna.Study, trial: FrozenTrial, *, max_retries: int) -> dict[str, Any] | None:
+    """Re-enqueue a failed trial's parameters (so a start point is still evaluated); None past ``max_retries``.
+
+    The retry carries ``retry_of`` (the failed trial) and Optuna's own retry
+    attributes, so retries by heartbeat and by this function count together.
+    """
+    history = [*trial.system_attrs.get("retry_history", []), trial.number]
+    if len(history) > max_retries:
+        return None
+    params = {**trial.system_attrs.get("fixed_params", {}), **trial.params}
+    study.add_trial(create_trial(
+        state=TrialState.WAITING, user_attrs={RETRY_OF: trial.number},
+        system_attrs={"fixed_params": params, "failed_trial": history[0], "retry_history": history}))
+    return params

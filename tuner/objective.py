@@ -1,0 +1,161 @@
+"""One trial: suggest (c, epochs[, g]), fit, judge, and record what a study keeps about it.
+
+A trial runs a fit in the study's ``swagppm.Session`` (stage 1 shared), judges it
+with ``scorers`` and records constraints (where Optuna and optuna-dashboard read
+them), the same numbers as user attributes, the diagnosis as a note and its
+figures as an artifact: aggregates only.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import optuna
+from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+from optuna.trial import Trial
+
+import swagppm
+from tuner.config import StudyConfig
+from tuner.faults import WORKER, trial_heartbeat
+from tuner.figures import figures_json
+from tuner.outcome import Outcome, judge
+from tuner.record import FAILURE, FIGURES_ERROR, RAN_BY, store_constraints
+
+if TYPE_CHECKING:
+    from optuna.storages import BaseStorage
+
+    from swagppm import EpochInfo
+
+
+class FitCrashed(RuntimeError):
+    """A fit raised something other than a configuration or data error (out of memory, a bug, ...)."""
+
+
+class StuckDetector:
+    """Stops a fit whose training accuracy stays at the majority-class rate ``epochs`` epochs in a row."""
+
+    def __init__(self, epochs: int, *, tolerance: float = 0.01) -> None:
+        self.epochs, self.tolerance, self.run = epochs, tolerance, 0
+
+    def __call__(self, info: EpochInfo) -> str | None:
+        self.run = self.run + 1 if info.train_accuracy <= info.majority_rate + self.tolerance else 0
+        if self.run < self.epochs:
+            return None
+        return f"training stuck at the majority-class rate ({info.majority_rate:.3f}) for {self.run} epochs in a row"
+
+
+class Objective:
+    """One trial: suggest, fit, judge, record. Catastrophic fits are pruned after recording.
+
+    Every trial fits in one ``swagppm.Session`` (data, model and stage 1 loaded
+    once), created on first use; ``close()`` frees it. ``storage`` is the study's
+    (constraints are written through it; a run replaces it after a reconnect).
+    """
+
+    def __init__(self, config: StudyConfig, *, storage: BaseStorage,
+                 on_outcome: Callable[[int, Outcome], None] | None = None, progress: bool = False,
+                 echo: Callable[[str], None] = print) -> None:
+        self.config = config
+        self.storage = storage
+        self.on_outcome = on_outcome
+        self.progress = progress
+        self.echo = echo
+        config.artifact_dir.mkdir(parents=True, exist_ok=True)
+        self.artifacts = FileSystemArtifactStore(config.artifact_dir)
+        self._session: swagppm.Session | None = None
+        self.lines: dict[int, str] = {}  # each judged trial's progress line, until the run prints it
+
+    @property
+    def session(self) -> swagppm.Session:
+        if self._session is None:
+            self._session = swagppm.Session(self.config.fit)
+        return self._session
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def suggest(self, trial: Trial) -> tuple[float, int, float]:
+        search = self.config.search
+        c = trial.suggest_float("c", search.c_min, search.c_max, log=search.c_log)
+        epochs = trial.suggest_int("ft_epochs", search.ft_epochs_min, search.ft_epochs_max)
+        g = trial.suggest_float("g", search.g_min, search.g_max) if search.searches_g else search.g  # type: ignore[arg-type]
+        return c, epochs, g
+
+    def __call__(self, trial: Trial) -> float | tuple[float, float]:
+        c, epochs, g = self.suggest(trial)
+        trial.set_user_attr(RAN_BY, WORKER)
+        with trial_heartbeat(trial, self.config):
+            return self._fit(trial, c, epochs, g)
+
+    def _fit(self, trial: Trial, c: float, epochs: int, g: float) -> float | tuple[float, float]:
+        config = self.config
+        stop_above_epsilon = config.targets.epsilon if config.early_stop else None
+        try:
+            result = self.session.fit(c=c, ft_epochs=epochs, g=g, stop_above_epsilon=stop_above_epsilon,
+                                      on_epoch=StuckDetector(config.targets.stuck_epochs),
+                                      progress=self.progress).result
+        except (swagppm.ConfigError, swagppm.DataError):
+            raise
+        except KeyboardInterrupt:
+            trial.set_user_attr(FAILURE, "interrupted (Ctrl-C)")
+            raise
+        except Exception as error:
+            trial.set_user_attr(FAILURE, f"{type(error).__name__}: {error}")
+            raise FitCrashed(f"trial {trial.number} (c={c:g}, epochs={epochs}): "
+                             f"{type(error).__name__}: {error}") from error
+        outcome = judge(result, targets=config.targets, search=config.search)
+        record(trial, outcome, self.artifacts, config, storage=self.storage, echo=self.echo)
+        self.lines[trial.number] = outcome.line()
+        if self.on_outcome is not None:
+            self.on_outcome(trial.number, outcome)
+        if outcome.catastrophic:
+            raise optuna.TrialPruned(outcome.reasons[0])
+        return outcome.objective_values(config.study.objective)
+
+
+def record_outcome(trial: Trial, outcome: Outcome, *, storage: BaseStorage) -> dict[str, Any]:
+    """The constraints (where Optuna and optuna-dashboard read them) and every aggregate as user attributes
+    (returned)."""
+    store_constraints(storage, trial, outcome.constraints)
+    attrs = outcome.attributes()
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+    return attrs
+
+
+def record(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, config: StudyConfig, *,
+           storage: BaseStorage, echo: Callable[[str], None] = print) -> None:
+    """Constraints and user attributes first, then the diagnosis note and the figures (aggregates only).
+
+    The fit is what cost the time: a note or figures that cannot be written (an
+    unwritable artifact folder, a full disk) leave a ``figures_error`` attribute and
+    one line, and the trial keeps its value.
+    """
+    record_outcome(trial, outcome, storage=storage)
+    try:
+        import optuna_dashboard
+
+        optuna_dashboard.save_note(trial, trial_note(trial.number, outcome))
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / f"trial-{trial.number}-figures.json"
+            path.write_text(figures_json(outcome.record(), config))
+            upload_artifact(artifact_store=artifacts, file_path=str(path), study_or_trial=trial,
+                            mimetype="application/json")
+    except OSError as error:
+        reason = f"{type(error).__name__}: {error}".splitlines()[0]
+        trial.set_user_attr(FIGURES_ERROR, reason)
+        echo(f"trial {trial.number:>3}  figures not written ({reason}); the fit is kept")
+
+
+def trial_note(number: int, outcome: Outcome) -> str:
+    """The dashboard note: verdict, reasons and the guide's next move (markdown)."""
+    lines = [f"## Trial {number}: {outcome.label.replace('_', ' ')} — "
+             f"{'feasible' if outcome.feasible else 'not feasible'}", ""]
+    lines += [f"- {reason}" for reason in outcome.reasons]
+    lines += ["", f"**Next (the guide's flowchart):** {outcome.recommendation.sentence}"]
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""``[search]``: the ranges a study searches, its start points and the guide's flowchart steps.
+
+Its own module so that the samplers, which read the ranges and steps, and the
+study file, which names a sampler, import it without importing each other.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scorers import GUIDE
+from swagppm import ConfigError, check_value
+
+
+def check_finite(table: str, settings: object, names: tuple[str, ...]) -> None:
+    """A ``ConfigError`` for the first of ``names`` set to inf or NaN (TOML allows both)."""
+    for name in names:
+        value = getattr(settings, name)
+        check_value(value is None or math.isfinite(value), f"{table}.{name}", value, "a finite number")
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    """One configuration to evaluate first (enqueued before the sampler proposes anything)."""
+
+    c: float
+    ft_epochs: int
+    g: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchSpace:
+    """``[search]``: the ranges of c, fine-tuning epochs and (optionally) g, and the start points.
+
+    g is searched only when ``g_min``/``g_max`` are given; otherwise it stays at ``g``.
+    ``probe`` adds one start point after ``start`` (see ``start_points``).
+    ``epochs_step``, ``c_step`` and ``restart_epochs`` are the guide's flowchart moves,
+    used by the ``flowchart`` sampler and for every trial's recommendation; half a
+    step is the resolution at which the default TPE counts a proposal as a repeat
+    (``tuner.samplers.tpe.repeats``).
+    """
+
+    c_min: float = 0.1
+    c_max: float = 1.5
+    c_log: bool = False
+    ft_epochs_min: int = 1
+    ft_epochs_max: int = 16
+    g: float = 0.0
+    g_min: float | None = None
+    g_max: float | None = None
+    start: tuple[StartPoint, ...] = (StartPoint(GUIDE.start_c, GUIDE.start_epochs),)
+    probe: bool = True
+    epochs_step: int = GUIDE.epochs_step
+    c_step: float = GUIDE.c_step
+    restart_epochs: int = GUIDE.restart_epochs
+
+    def __post_init__(self) -> None:
+        check_finite("search", self, ("c_min", "c_max", "g", "g_min", "g_max", "c_step"))
+        check_value(self.c_min > 0, "search.c_min", self.c_min, "positive")
+        check_value(self.c_max > self.c_min, "search.c_max", self.c_max, f"greater than c_min = {self.c_min}")
+        check_value(self.ft_epochs_min >= 1, "search.ft_epochs_min", self.ft_epochs_min, "at least 1")
+        check_value(self.ft_epochs_max >= self.ft_epochs_min, "search.ft_epochs_max", self.ft_epochs_max,
+                    f"at least ft_epochs_min = {self.ft_epochs_min}")
+        if (self.g_min is None) != (self.g_max is None):
+            raise ConfigError("search.g_min and search.g_max: give both (to search g) or neither")
+        if self.g_min is not None and self.g_max is not None:
+            check_value(self.g_max > self.g_min, "search.g_max", self.g_max, f"greater than g_min = {self.g_min}")
+        check_value(self.epochs_step >= 1, "search.epochs_step", self.epochs_step, "at least 1")
+        check_value(self.c_step > 0, "search.c_step", self.c_step, "positive")
+        check_value(self.ft_epochs_min <= self.restart_epochs <= self.ft_epochs_max, "search.restart_epochs",
+                    self.restart_epochs, f"within [{self.ft_epochs_min}, {self.ft_epochs_max}]")
+        for number, point in enumerate(self.start):
+            where = f"search.start[{number}]"
+            check_value(self.c_min <= point.c <= self.c_max, f"{where}.c", point.c,
+                        f"within [c_min, c_max] = [{self.c_min}, {self.c_max}]")
+            check_value(self.ft_epochs_min <= point.ft_epochs <= self.ft_epochs_max, f"{where}.ft_epochs",
+                        point.ft_epochs, f"within [{self.ft_epochs_min}, {self.ft_epochs_max}]")
+            if point.g is not None:
+                check_value(self.searches_g, f"{where}.g", point.g, "left out unless g is searched (g_min, g_max)")
+                check_value(self.g_min <= point.g <= self.g_max, f"{where}.g", point.g,  # type: ignore[operator]
+                            f"within [g_min, g_max] = [{self.g_min}, {self.g_max}]")
+
+    @property
+    def searches_g(self) -> bool:
+        return self.g_min is not None
+
+    def start_points(self) -> tuple[StartPoint, ...]:
+        """The points every study evaluates first: ``start``, then (with ``probe``) the private-side probe.
+
+        The probe is the middle of the c range at ``ft_epochs_max``: the side of the
+        range where ε falls and the band tightens, opposite the guide's start (high c,
+        7 epochs), so TPE and GP model both sides of the trade-off from their first
+        fits (``benchmarks/bench_samplers.py`` replays the choice).
+        """
+        probe = StartPoint(round((self.c_min + self.c_max) / 2, 6), self.ft_epochs_max)
+        known = {(point.c, point.ft_epochs) for point in self.start}
+        return self.start + ((probe,) if self.probe and (probe.c, probe.ft_epochs) not in known else ())

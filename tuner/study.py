@@ -1,0 +1,419 @@
+"""A study of SWAG-PPM's (c, epochs): open or resume it, and run its trials in this process until a stop rule holds.
+
+``open_study`` refuses to resume a study defined by a different search, targets or
+fit. ``run_study`` runs stage 1 once, the start points, then the sampler's
+proposals (``tuner.objective.Objective``) until n_trials finished trials, the
+timeout, the first feasible trial (if asked) or the sampler's own ``StopRule``;
+it recovers trials of dead processes (``tuner.faults``) and reconnects to a
+storage that went away.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import optuna
+from optuna.study import MaxTrialsCallback
+from optuna.trial import FrozenTrial, TrialState
+
+import swagppm
+from swagppm import ConfigError
+from tuner.config import StudyConfig
+from tuner.faults import quiet_heartbeat_errors, recover_stale_trials
+from tuner.figures import study_figures
+from tuner.objective import FitCrashed, Objective
+from tuner.queries import FINISHED, best_feasible, closest_trial, finished_count
+from tuner.record import FAILURE
+from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
+from tuner.storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
+from tuner.tuning import ACCOUNTED_TRIALS, NUM_TRAIN, draw_trial_count
+
+if TYPE_CHECKING:
+    from optuna.storages import BaseStorage
+
+DEFINITION_ATTR = "definition"
+STAGE1_FINGERPRINT = "stage1_fingerprint"  # study attribute: the stage 1 every trial of the study used
+CAVEATS = (*swagppm.CAVEATS,
+           "The released model is one draw from the SWAG posterior; its own F1 varies around the medians reported "
+           "here.")
+MAX_CONSECUTIVE_CRASHES = 3
+
+
+class StorageLost(RuntimeError):
+    """The study storage went away mid-run and did not come back within the reconnect attempts."""
+
+
+@dataclass(kw_only=True)
+class RunSummary:
+    """How a ``run`` ended, for the command line."""
+
+    finished_before: int
+    finished_now: int
+    stopped_because: str
+    best: FrozenTrial | None
+    closest: FrozenTrial | None
+
+
+def open_storage(config: StudyConfig) -> BaseStorage:
+    """The study's storage, with the heartbeat, retry and timeout settings of ``[study]``."""
+    settings = config.study
+    return make_storage(config.storage_url, heartbeat_interval=settings.heartbeat_interval,
+                        grace_period=settings.grace_period, max_retries=settings.max_retries,
+                        connect_timeout=settings.connect_timeout)
+
+
+def open_study(config: StudyConfig, *, create: bool = True, worker: str | None = None,
+               storage: BaseStorage | None = None) -> optuna.Study:
+    """Create the study or resume it; refuses to resume one defined by a different search, targets or fit.
+
+    A ``worker`` (its name) seeds its sampler from the study seed and the name, so
+    parallel workers do not propose the same configurations. ``storage`` (from
+    ``open_storage``) is opened here when not given; a run passes its own, which
+    records the trials' constraints.
+    """
+    storage = open_storage(config) if storage is None else storage
+    directions: list[Literal["minimize", "maximize"]] = (
+        ["minimize"] if config.study.objective == "epsilon" else ["minimize", "maximize"])
+    seed = config.study.seed
+    if worker is not None:
+        seed = int.from_bytes(hashlib.sha256(f"{seed}:{worker}".encode()).digest()[:4], "little") % 2**31
+    sampler = make_sampler(config.study.sampler, seed=seed, search=config.search,
+                           n_startup_trials=config.study.startup_trials)
+    name = config.study.name
+    if not create:
+        try:
+            return optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+        except KeyError:
+            raise ConfigError(f"{config.path}: no study named {name!r} in {masked_url(config.storage_url)}; "
+                              f"run `swagppm-tune run {config.path}` first") from None
+    study = optuna.create_study(study_name=name, storage=storage, sampler=sampler, directions=directions,
+                                load_if_exists=True)
+    if [d.name.lower() for d in study.directions] != directions:
+        raise ConfigError(f"{config.path} [study]: objective = {config.study.objective!r}, but the stored study "
+                          f"{name!r} has {len(study.directions)} objective(s); use a new study name")
+    _keep_definition(study, config, directions)
+    return study
+
+
+def _keep_definition(study: optuna.Study, config: StudyConfig, directions: Sequence[str]) -> None:
+    """Store a new study's definition, caveats, K and metric names; refuse a stored study defined otherwise."""
+    definition = study_definition(config)
+    stored = study.user_attrs.get(DEFINITION_ATTR)
+    if stored is None:
+        study.set_user_attr(DEFINITION_ATTR, definition)
+        study.set_user_attr("caveats", list(CAVEATS))
+        if config.study.accounted:
+            study.set_user_attr(ACCOUNTED_TRIALS, draw_trial_count(config))
+        with warnings.catch_warnings():  # set_metric_names is still marked experimental
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(["epsilon"] if len(directions) == 1 else ["epsilon", "f1_macro"])
+    elif stored != definition:
+        changed = sorted(f"[{table}] {key}" for table in definition for key in
+                         set(definition[table]) | set(stored.get(table, {}))
+                         if definition[table].get(key) != stored.get(table, {}).get(key))
+        raise ConfigError(f"{config.path}: the study {config.study.name!r} in {masked_url(config.storage_url)} was "
+                          f"run with a different definition ({', '.join(changed)} changed); its trials would not be "
+                          "comparable. Restore those values or use a new [study] name")
+
+
+def open_existing_study(config: StudyConfig) -> optuna.Study:
+    """The stored study; a SQLite or journal file that is not there yet is refused, not created empty."""
+    file = storage_file(config.storage_url)
+    if file is not None and not file.exists():
+        raise ConfigError(f"{config.path}: no study exists in {masked_url(config.storage_url)} yet ({file} does not "
+                          f"exist); run `swagppm-tune run {config.path}` first")
+    return open_study(config, create=False)
+
+
+def study_definition(config: StudyConfig) -> dict[str, dict[str, Any]]:
+    """What makes trials comparable: the search ranges, the targets and every setting that changes a fit."""
+    fit = config.fit.to_dict()
+    for key in ("cache_dir", "device", "eval_batch_size"):
+        fit.pop(key)
+    fit["data"].pop("source")  # the same data may live at another path on another machine (data_hash checks it)
+    search = dataclasses.asdict(config.search)
+    search.pop("start")
+    search.pop("probe")  # like the start points, where a study begins does not change what its trials measure
+    return {"search": search, "targets": dataclasses.asdict(config.targets), "swagppm": json.loads(json.dumps(fit))}
+
+
+def definition_digest(config: StudyConfig) -> str:
+    """A short fingerprint of the study definition (shown in exports)."""
+    return hashlib.sha256(json.dumps(study_definition(config), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def planned_trials(study: optuna.Study, config: StudyConfig, n_trials: int | None = None) -> int | None:
+    """Finished trials the study runs to: ``n_trials`` (a run's override) or ``[study] n_trials``; an
+    accounted study exactly the K drawn when it was created."""
+    if config.study.accounted:
+        return int(study.user_attrs[ACCOUNTED_TRIALS])
+    return config.study.n_trials if n_trials is None else n_trials
+
+
+def enqueue_start_points(study: optuna.Study, config: StudyConfig, *, n_trials: int | None) -> None:
+    """The study's start points and probe, once, at most ``n_trials`` of them (none left waiting after a short
+    study); a sampler that proposes its own start (the flowchart) gets none."""
+    if sampler_traits(config.study.sampler).proposes_start:
+        return
+    for point in config.search.start_points()[:n_trials]:
+        params: dict[str, Any] = {"c": point.c, "ft_epochs": point.ft_epochs}
+        if config.search.searches_g:
+            params["g"] = config.search.g if point.g is None else point.g
+        study.enqueue_trial(params, skip_if_exists=True)
+
+
+@contextlib.contextmanager
+def study_lock(config: StudyConfig) -> Iterator[None]:
+    """On SQLite, this process's exclusive claim on the study (``<db>.lock``, released on exit); elsewhere nothing.
+
+    SQLite takes one process at a time: a second ``run`` would run the start
+    points again and overshoot ``n_trials``, so it is refused with what to use.
+    """
+    database = storage_file(config.storage_url) if kind(config.storage_url) == "sqlite" else None
+    if database is None:
+        yield
+        return
+    lock = database.with_name(database.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                f"{config.path} [study]: the SQLite study {database} is being run by another process (it holds "
+                f"{lock}); SQLite takes one process at a time: wait for it, or for several processes set storage = "
+                f"\"journal:{config.path.stem}.log\" or a PostgreSQL URL") from None
+        yield
+
+
+def check_artifact_dir(config: StudyConfig) -> None:
+    """The artifact folder can be created and written, checked before the first (expensive) fit, not after it."""
+    folder = config.artifact_dir
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ConfigError(f"{config.path} [study] artifacts {folder}: cannot be written, so no trial's figures "
+                          f"could be kept ({type(error).__name__}: {error.strerror or error})") from None
+
+
+@contextlib.contextmanager
+def run_settings(config: StudyConfig, echo: Callable[[str], None]) -> Iterator[None]:
+    """Optuna's log level and the heartbeat-error hook for the run only; both restored after it."""
+    verbosity, hook = optuna.logging.get_verbosity(), threading.excepthook
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # our own line per trial replaces Optuna's log
+    threading.excepthook = quiet_heartbeat_errors(config, echo)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+        threading.excepthook = hook
+
+
+def run_study(
+    config: StudyConfig,
+    *,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    progress_fit: bool = False,
+    worker: str | None = None,
+    echo: Callable[[str], None] = print,
+) -> RunSummary:
+    """Create or resume the study and optimise until n_trials finished trials, the timeout or a stop rule.
+
+    ``n_trials`` (default ``[study] n_trials``) counts finished trials of the whole
+    study, so a resumed run only adds what is missing; the stop rules read the
+    storage after every trial, so they hold for every process sharing the study.
+    A ``worker`` (its name) joins an existing study without enqueuing its start
+    points, with a sampler seeded for it. Trials left running by dead processes
+    are failed and retried (``recover_stale_trials``) when the run starts and
+    after every trial. An SQLite study is locked for the run (``study_lock``). A
+    storage that goes away is reconnected with backoff; ``StorageLost`` after the
+    last attempt. Ctrl-C propagates as ``KeyboardInterrupt`` after Optuna marks the
+    running trial failed. Optuna's log level and ``threading.excepthook`` are
+    restored on return.
+    """
+    with study_lock(config), run_settings(config, echo):
+        return _run(config, n_trials=n_trials, timeout=timeout, progress_fit=progress_fit, worker=worker,
+                    echo=echo)
+
+
+def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, progress_fit: bool,
+         worker: str | None, echo: Callable[[str], None]) -> RunSummary:
+    settings = config.study
+    storage = open_storage(config)
+    study = open_study(config, create=worker is None, worker=worker, storage=storage)
+    recover_stale_trials(study, config, echo=echo)
+    n_trials = planned_trials(study, config, n_trials)
+    if settings.accounted and n_trials == 0:
+        return RunSummary(finished_before=0, finished_now=0, best=None, closest=None,
+                          stopped_because="the accounted study drew 0 trials (Poisson): nothing runs, nothing is "
+                                          "released")
+    timeout = settings.timeout if timeout is None else timeout
+    before = finished_count(study)
+
+    def finish(reason: str) -> RunSummary:
+        return RunSummary(finished_before=before, finished_now=finished_count(study) - before,
+                          stopped_because=reason, best=best_feasible(study), closest=closest_trial(study))
+
+    stop_rule = stop_rule_of(study.sampler)
+    if settings.stop_on_first_feasible and best_feasible(study) is not None:
+        return finish("a feasible trial was already found (stop_on_first_feasible)")
+    if n_trials is not None and before >= n_trials:
+        return finish(f"the study already has {before} finished trials (n_trials = {n_trials})")
+    if stop_rule is not None and stop_rule.wants_to_stop(study):
+        return finish(stop_rule.end_reason(study))
+
+    echo(f"study {settings.name!r} in {masked_url(config.storage_url)}: {before} finished trial(s); "
+         f"sampler {settings.sampler}, target epsilon <= {config.targets.epsilon:g}, F1 within "
+         f"{config.targets.max_f1_degradation:.0%} of the baseline ({config.targets.statistic})")
+    check_artifact_dir(config)
+    objective = Objective(config, storage=storage, progress=progress_fit, echo=echo)
+    try:
+        _prepare(study, objective, config, echo=echo)
+        if worker is None:
+            enqueue_start_points(study, config, n_trials=n_trials)
+        after_trial = AfterTrial(config, objective, stop_rule=stop_rule, echo=echo)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        study = _optimize(study, objective, config, after_trial, n_trials=n_trials, deadline=deadline,
+                          worker=worker, echo=echo)
+    finally:
+        objective.close()
+    if after_trial.reason:
+        return finish(after_trial.reason)
+    if deadline is not None and time.monotonic() >= deadline:
+        return finish(f"the timeout ({timeout:g}s) was reached")
+    return finish(f"the study has {finished_count(study)} finished trials (n_trials = {n_trials})")
+
+
+def keep_first(study: optuna.Study, key: str, value: str) -> str | None:
+    """Store ``value`` under ``key`` if the study has none yet; otherwise the stored value when it differs."""
+    stored = study.user_attrs.get(key)
+    if stored is None:
+        study.set_user_attr(key, value)
+    return stored if stored is not None and stored != value else None
+
+
+def check_data(study: optuna.Study, data_hash: str, config: StudyConfig) -> None:
+    """Refuse records that differ from those of the study's earlier trials (before any stage 1 or fit runs)."""
+    if (stored := keep_first(study, "data_hash", data_hash)) is not None:
+        raise ConfigError(f"{config.path} [data]: the records differ from those of the study's earlier "
+                          f"trials (data hash {data_hash[:12]} vs {stored[:12]}); use a new [study] name")
+
+
+def check_stage1(study: optuna.Study, fingerprint: str, config: StudyConfig) -> None:
+    """Refuse a stage 1 other than the one the study's earlier trials used: their ε and F1 would not compare."""
+    if (stored := keep_first(study, STAGE1_FINGERPRINT, fingerprint)) is not None:
+        raise ConfigError(f"{config.path} [swagppm]: this worker's stage 1 differs from the one the study's earlier "
+                          f"trials used (fingerprint {fingerprint} vs {stored}): another CPU, thread count or library "
+                          "version rounds differently, so its trials would not compare; give every worker one "
+                          "cache_dir and thread count, or use a new [study] name")
+
+
+def _prepare(study: optuna.Study, objective: Objective, config: StudyConfig, *, echo: Callable[[str], None]) -> None:
+    """Stage 1, once, under the cache lock: checked against the study's data and stage 1, its baseline stored."""
+    check_data(study, objective.session.data.data_hash, config)
+    prep = objective.session.prepare(progress=True)  # stage 1 can run for minutes: show its bars on a terminal
+    check_stage1(study, prep.stage1_fingerprint, config)
+    study.set_user_attr(NUM_TRAIN, prep.num_train)
+    study.set_user_attr("baseline_f1_macro", prep.baseline_f1_macro)
+    study.set_user_attr("baseline_f1_weighted", prep.baseline_f1_weighted)
+    echo(f"data: {prep.num_train} training / {prep.num_test} test records, {prep.num_classes} classes; "
+         f"non-private baseline F1 macro {prep.baseline_f1_macro:.3f}, weighted {prep.baseline_f1_weighted:.3f}; "
+         f"stage 1 {'read from the cache' if prep.stage1_cache_hit else 'computed'} in "
+         f"{sum(prep.timings.values()):.1f}s")
+
+
+class AfterTrial:
+    """Optuna's callback after every trial: print it, recover stale trials, save the study figures, apply the stop
+    rules. ``reason`` says why it stopped the study (empty while none did)."""
+
+    def __init__(self, config: StudyConfig, objective: Objective, *, stop_rule: StopRule | None,
+                 echo: Callable[[str], None]) -> None:
+        self.config, self.objective, self.stop_rule, self.echo = config, objective, stop_rule, echo
+        self.reason = ""
+        self.crashes = 0
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        import optuna_dashboard  # here, not at the top: the command line's read-only verbs start without it
+
+        if trial.number in self.objective.lines:
+            self.echo(f"trial {trial.number:>3}  {self.objective.lines.pop(trial.number)}")
+        recover_stale_trials(study, self.config, echo=self.echo)
+        if trial.state == TrialState.FAIL:
+            self._crashed(study, trial)
+            return
+        self.crashes = 0
+        for graph_id, figure in study_figures(study, self.config).items():
+            optuna_dashboard.save_plotly_graph_object(study, figure, graph_object_id=graph_id)
+        if self.config.study.stop_on_first_feasible and best_feasible(study) is not None:
+            self._stop(study, "a feasible trial was found (stop_on_first_feasible)")
+        elif self.stop_rule is not None and self.stop_rule.wants_to_stop(study):
+            self._stop(study, self.stop_rule.end_reason(study))
+
+    def _crashed(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self.crashes += 1
+        self.echo(f"trial {trial.number:>3}  FAILED: {trial.user_attrs.get(FAILURE, 'interrupted')}")
+        if self.crashes >= MAX_CONSECUTIVE_CRASHES:
+            self._stop(study, f"{self.crashes} trials in a row crashed; see the errors above")
+
+    def _stop(self, study: optuna.Study, reason: str) -> None:
+        self.reason = reason
+        study.stop()
+
+
+def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, after_trial: AfterTrial, *,
+              n_trials: int | None, deadline: float | None, worker: str | None,
+              echo: Callable[[str], None]) -> optuna.Study:
+    """Trials until a stop rule holds; returns the study (reopened if the storage was lost meanwhile)."""
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [after_trial]
+    if n_trials is not None:
+        callbacks.append(MaxTrialsCallback(n_trials, states=FINISHED))
+    while True:
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+        try:
+            study.optimize(objective, timeout=remaining, callbacks=callbacks, catch=(FitCrashed,),
+                           gc_after_trial=False)
+            return study
+        except optuna.exceptions.UpdateFinishedTrialError as error:
+            echo(f"a trial was failed by another worker while this one had lost the storage ({error}); going on")
+        except Exception as error:
+            if not is_connection_error(error):
+                raise
+            study, objective.storage = _reconnect(config, error, echo, worker)
+
+
+def _reconnect(config: StudyConfig, error: BaseException, echo: Callable[[str], None],
+               worker: str | None) -> tuple[optuna.Study, BaseStorage]:
+    """Reopen the study after its storage went away: waits ``reconnect_wait`` seconds, doubling, then gives up."""
+    settings, shown = config.study, masked_url(config.storage_url)
+    reason = describe_error(error, config.storage_url)
+    for attempt in range(1, settings.reconnect_attempts + 1):
+        wait = settings.reconnect_wait * 2 ** (attempt - 1)
+        echo(f"lost the study storage {shown} ({reason}); reconnecting in {wait:g}s "
+             f"(attempt {attempt} of {settings.reconnect_attempts})")
+        time.sleep(wait)
+        try:
+            storage = open_storage(config)
+            study = open_study(config, create=False, worker=worker, storage=storage)
+            finished_count(study)  # a real round trip
+        except Exception as retry_error:  # noqa: BLE001 - every failure here is "still unreachable"
+            reason = describe_error(retry_error, config.storage_url)
+            continue
+        echo(f"reconnected to the study storage {shown}")
+        return study, storage
+    raise StorageLost(f"lost the study storage {shown} and could not reconnect after "
+                      f"{settings.reconnect_attempts} attempts ({reason}); finished trials are kept there. "
+                      "Run the command again once the database is back")
