@@ -312,3 +312,41 @@ def test_a_database_that_comes_back_is_reconnected(postgres: str, tmp_path: Path
     assert len(study.get_trials(states=FINISHED)) >= 3
     numbers = [t.number for t in study.get_trials()]
     assert len(numbers) == len(set(numbers))
+
+
+def test_three_submitit_workers_finish_a_study_and_retry_a_killed_workers_trial(
+        postgres: str, tmp_path: Path, cache: Path, cleanup: list[Path]) -> None:
+    """``launch --cluster local``: three submitit jobs on the real PostgreSQL; one is SIGKILLed mid-trial."""
+    pytest.importorskip("submitit")
+    path = distributed_study(tmp_path, cache, postgres, study={"n_trials": 5}, swagppm={"draws_privacy": 200})
+    cleanup.append(path)
+    parent = subprocess.Popen([sys.executable, "-m", "tuner.cli", "launch", str(path), "--jobs", "3",
+                               "--cluster", "local"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              cwd=REPO)
+    killed = None
+    deadline = time.monotonic() + 300
+    while killed is None and time.monotonic() < deadline and parent.poll() is None:
+        time.sleep(0.5)
+        try:
+            running = stored(path).get_trials(states=(TrialState.RUNNING,))
+        except Exception:  # noqa: BLE001 - the study may not exist yet
+            continue
+        for trial in running:
+            if "worker" in trial.user_attrs:
+                os.kill(int(trial.user_attrs["worker"].rsplit(":", 1)[1]), signal.SIGKILL)
+                killed = trial.number
+                break
+    assert killed is not None, "no running trial to kill"
+    out, _ = parent.communicate(timeout=600)
+    assert parent.returncode in (0, 1), out
+    assert "submitted 3 job(s)" in out and "ended without finishing" in out, out
+    trials = {t.number: t for t in stored(path).get_trials()}
+    assert trials[killed].state == TrialState.FAIL
+    retries = [t for t in trials.values() if t.system_attrs.get("failed_trial") == killed]
+    assert len(retries) == 1 and retries[0].state in FINISHED and retries[0].params == trials[killed].params
+    assert all(t.state in FINISHED or t.number == killed for t in trials.values())  # nothing lost or left running
+    finished = [t for t in trials.values() if t.state in FINISHED]
+    assert len(finished) >= 5
+    points = [(t.params["c"], t.params["ft_epochs"]) for t in finished]
+    assert len(set(points)) == len(points)  # no duplicate fit
+    assert len({t.user_attrs["worker"] for t in finished}) >= 2

@@ -1,7 +1,8 @@
 """``swagppm-tune``: run a study of SWAG-PPM's (c, epochs), inspect it, export and release its choice.
 
 Verbs: ``run`` (create or resume a study and optimise, in one or several local
-processes), ``worker`` (join a study from any machine), ``fit`` (one fit outside
+processes), ``worker`` (join a study from any machine), ``launch`` (workers as
+cluster jobs through submitit), ``fit`` (one fit outside
 any study), ``status`` (the trial table and the best feasible trial), ``export``
 (the chosen configuration as JSON), ``release`` (the private model), ``report``
 (one HTML file), ``dashboard`` (optuna-dashboard) and ``clean`` (delete the
@@ -54,6 +55,7 @@ from tuner.cli.study import (
     CleanCommand,
     DashboardCommand,
     ExportCommand,
+    LaunchCommand,
     RejudgeCommand,
     ReportCommand,
     RunCommand,
@@ -69,9 +71,9 @@ DEBUG_ENV = "SWAGPPM_TUNE_DEBUG"
 PROGRESS_BARS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"  # read by huggingface_hub and transformers; 0 shows the bars
 
 # The verbs, in the order --help lists them.
-COMMANDS: tuple[type[Command], ...] = (RunCommand, WorkerCommand, FitCommand, StatusCommand, ExportCommand,
-                                       ReleaseCommand, DashboardCommand, CleanCommand, ReportCommand, CompareCommand,
-                                       RejudgeCommand, AuditCommand)
+COMMANDS: tuple[type[Command], ...] = (RunCommand, WorkerCommand, LaunchCommand, FitCommand, StatusCommand,
+                                       ExportCommand, ReleaseCommand, DashboardCommand, CleanCommand, ReportCommand,
+                                       CompareCommand, RejudgeCommand, AuditCommand)
 
 
 @dataclass(frozen=True, kw_only=True)

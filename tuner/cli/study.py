@@ -17,6 +17,7 @@ from tuner.cli.messages import best_line, print_closest, warn_at_edge, warn_mixe
 from tuner.compare import read_comparison
 from tuner.config import StudyConfig
 from tuner.executors import make_executor
+from tuner.executors.cluster import CLUSTERS
 from tuner.export import export_trial, write_export
 from tuner.faults import WORKER
 from tuner.queries import best_feasible, finished_count, format_table, pareto_front, trial_rows, trials_run
@@ -87,6 +88,43 @@ class WorkerCommand(Command):
             return interrupted(config, args.study)
         print(f"stopped: {summary.stopped_because}")
         return EXIT_OK
+
+
+class LaunchCommand(Command):
+    name = "launch"
+    help = "submit the study's workers as cluster jobs (Slurm through submitit, or local processes)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_study(parser)
+        parser.add_argument("--jobs", type=int, required=True,
+                            help="jobs to submit (each one GPU with --gpus-per-job 1)")
+        parser.add_argument("--workers-per-job", type=int, default=1,
+                            help="workers in each job, sharing its GPU(s) (default 1)")
+        parser.add_argument("--gpus-per-job", type=int, default=0, help="GPUs each job asks for (default 0)")
+        parser.add_argument("--cluster", choices=CLUSTERS, default="auto",
+                            help="slurm, local (processes on this machine) or auto: Slurm where sbatch is found")
+        parser.add_argument("--timeout-min", type=int, default=24 * 60, help="each job's wall-time limit (minutes)")
+        parser.add_argument("--partition", default=None, help="Slurm partition")
+        parser.add_argument("--n-trials", type=int, default=None,
+                            help="finished trials to reach (default [study] n_trials)")
+        parser.add_argument("--timeout", type=float, default=None, help="seconds for each worker")
+        add_data(parser)
+        add_storage(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        config = study_config(args)
+        check_output(config.artifact_dir, "[study] artifacts", folder=True)
+        extra = {} if args.partition is None else {"slurm_partition": args.partition}
+        executor = make_executor("submitit", jobs=args.jobs, workers_per_job=args.workers_per_job,
+                                 gpus_per_job=args.gpus_per_job, cluster=args.cluster, timeout_min=args.timeout_min,
+                                 data=args.data, parameters=extra)
+        try:
+            summary = executor.run(config, n_trials=args.n_trials, timeout=args.timeout,
+                                   echo=lambda line: print(line, flush=True))
+        except KeyboardInterrupt:
+            return interrupted(config, args.study)
+        print(f"stopped: {summary.stopped_because}")
+        return run_summary(config, args.study)
 
 
 def interrupted(config: StudyConfig, path: Path) -> int:
