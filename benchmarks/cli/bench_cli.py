@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.json is not None:
         report = {"command": rerun_command(__file__, argv), "date": time.strftime("%Y-%m-%d"),
                   "machine": {"cpu_threads": os.cpu_count(), "python": platform.python_version()}, "rows": rows}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")
 
 

@@ -120,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = {"command": rerun_command(__file__, argv), "date": time.strftime("%Y-%m-%d"),
                   "machine": {"cpu_threads": os.cpu_count(), "python": platform.python_version()},
                   "study": config.path.name, "gpus": gpus, "runs": rows}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0
 
