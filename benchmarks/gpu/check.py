@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+sys.path.insert(0, str(ROOT))  # the repository's packages, on a machine where the project is not installed
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
@@ -120,7 +120,7 @@ def environment(device: torch.device) -> dict[str, Any]:
 
 def workload(workdir: Path, sizes: Sizes, device: torch.device) -> swagppm.SWAGPPMConfig:
     """The paper-shaped corpus and model on disk, and the configuration of the main trial."""
-    from bench_fit import save_paper_model, write_paper_corpus
+    from benchmarks.fit.bench_fit import save_paper_model, write_paper_corpus
 
     corpus = workdir / "corpus.jsonl"
     texts = write_paper_corpus(corpus, sizes.records)

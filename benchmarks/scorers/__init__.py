@@ -1,0 +1,1 @@
+"""How the scorers' default thresholds were calibrated."""
