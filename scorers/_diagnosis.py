@@ -4,7 +4,7 @@ The verdict follows the practical guide's reading of the max-delta plot, checked
 in this order: catastrophic (utility collapsed, a non-finite value, or a reported
 training failure) → underfit (the bulk of the series is wide) → overfit (a tight
 bulk with spikes) → well fit. Thresholds are calibrated by
-``benchmarks/calibrate_scorers.py`` (see the README).
+``benchmarks/scorers/calibrate_scorers.py`` (see ``docs/results/scorer-calibration.md``).
 """
 
 from __future__ import annotations

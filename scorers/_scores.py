@@ -28,7 +28,7 @@ Statistic = Literal["median", "q10"]
 MAD_TO_SD = 1.4826  # MAD of a normal distribution times this is its standard deviation
 MEAN_AD_TO_SD = 1.2533  # likewise for the mean absolute deviation (the fallback when MAD = 0)
 MIN_DRAWS = 8  # below this, spread and spikes are not estimated (reported as NaN)
-DEFAULT_SPIKE_Z = 5.5  # calibrated by benchmarks/calibrate_scorers.py (see the README)
+DEFAULT_SPIKE_Z = 5.5  # calibrated by benchmarks/scorers/calibrate_scorers.py (docs/results/scorer-calibration.md)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -91,7 +91,7 @@ class SearchSpace:
         The probe is the middle of the c range at ``ft_epochs_max``: the side of the
         range where ε falls and the band tightens, opposite the guide's start (high c,
         7 epochs), so TPE and GP model both sides of the trade-off from their first
-        fits (``benchmarks/bench_samplers.py`` replays the choice).
+        fits (``benchmarks/tuning/bench_samplers.py`` replays the choice).
         """
         probe = StartPoint(round((self.c_min + self.c_max) / 2, 6), self.ft_epochs_max)
         known = {(point.c, point.ft_epochs) for point in self.start}

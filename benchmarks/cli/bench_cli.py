@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    cli = [sys.executable, "-m", "tuner._cli"]
+    cli = [sys.executable, "-m", "tuner.cli"]
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         path = build_study(Path(folder), args.trials)

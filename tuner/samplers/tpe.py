@@ -35,7 +35,7 @@ class DistinctTPESampler(optuna.samplers.TPESampler):
 
     It weighs ``EI_CANDIDATES`` candidates per proposal, more than Optuna's default:
     the proposal is then nearer the estimators' best point and varies less with the
-    seed. ``benchmarks/sampler_variants.py`` replays both choices.
+    seed. ``benchmarks/tuning/sampler_variants.py`` replays both choices.
     """
 
     def __init__(
