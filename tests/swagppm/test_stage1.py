@@ -12,7 +12,8 @@ import torch
 
 import swagppm
 from swagppm import resources
-from swagppm.provenance import versions
+from swagppm.provenance import stage1_fingerprint, versions
+from swagppm.stage1 import Stage1, compute_or_load
 
 MakeConfig = Callable[..., swagppm.SWAGPPMConfig]
 
@@ -83,3 +84,15 @@ def test_an_infinite_risk_is_the_riskiest_record_not_a_nan(config: swagppm.SWAGP
         fit = session.fit(c=1.0, ft_epochs=1)
     assert fit.result.stage1_cache_hit and fit.result.failure is None and math.isfinite(fit.result.epsilon)
     assert float(fit.weights[0]) == 0.0 and bool(torch.isfinite(fit.weights).all())
+
+
+def test_stage1_state_round_trips_through_its_state_dict(config: swagppm.SWAGPPMConfig) -> None:
+    with swagppm.Resources(config) as resources:
+        stage1 = compute_or_load(resources)
+    restored = Stage1.from_state_dict(stage1.state_dict())
+    assert torch.equal(restored.risk, stage1.risk) and restored.fingerprint == stage1.fingerprint
+    assert stage1_fingerprint(restored.risk, restored.model_state) == stage1.fingerprint
+    assert (restored.baseline_f1_macro, restored.baseline_f1_weighted) == (stage1.baseline_f1_macro,
+                                                                          stage1.baseline_f1_weighted)
+    assert restored.history == stage1.history and restored.timings == stage1.timings
+    assert set(stage1.timings) == {"finetune", "swag", "risk"}
