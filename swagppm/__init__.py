@@ -5,9 +5,16 @@ posterior is fitted on the weighted loss, and one draw is released; its privacy
 cost is ε = 2·max over draws and records of w·NLL. ``docs/method.md`` describes
 the method.
 
-Importing the package is light: the configuration and the errors load at once,
-everything that needs torch or transformers on first use. A released folder whose
-model is a ``PooledClassifier`` loads with
+The names here are what a library user needs: the configuration, the trial's
+parameters, ``Session`` (or ``Resources`` + ``stage1.compute_or_load`` + ``fit``
+for explicit parts), the one-call ``run_fit``, ``prepare`` and ``release``, the
+results and the errors. Everything else lives in a public submodule (``config``,
+``statement``, ``mechanism``, ``data``, ``models``, ``train``, ``stage1``,
+``stage2``, ``evaluate``, ``releases``, ...).
+
+Importing the package is light: the configuration, the trial's parameters and the
+errors load at once, everything that needs torch, transformers or pandas on first
+use. A released folder whose model is a ``PooledClassifier`` loads with
 ``AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True)``,
 or without remote code after ``swagppm.register_auto_classes()``.
 """
@@ -17,38 +24,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from swagppm._config import (
-    DEFAULT_LEARNING_RATES,
-    PRIVATE_TEST,
-    ConfigError,
-    DataConfig,
-    ModelConfig,
-    SWAGPPMConfig,
-    check_choice,
-    check_value,
-    config_from_table,
-    load_toml,
-)
-from swagppm._errors import DataError, ReleaseRefused, TrainingFailure
-from swagppm._statement import CAVEATS, RELEASED_DRAW, audit_contradiction
+from swagppm.config import DEFAULT_LEARNING_RATES, DataConfig, ModelConfig, SWAGPPMConfig
+from swagppm.errors import ConfigError, DataError, ReleaseRefused, TrainingFailure
+from swagppm.trial import TrialParams
 
 if TYPE_CHECKING:
-    from swagppm._cache import clear_cache, default_cache_dir
-    from swagppm._data import PreparedData, load_records, prepare_data, synthetic_corpus
-    from swagppm._engine import EpochInfo
-    from swagppm._models import register_auto_classes
-    from swagppm._pipeline import (
-        Fit,
-        Preparation,
-        RecordLosses,
-        Session,
-        SWAGPPMResult,
-        prepare,
-        release,
-        run_fit,
-    )
-    from swagppm._pooled import PooledClassifier, PooledClassifierConfig
-    from swagppm._privacy import (
+    from swagppm.cache import clear_cache, default_cache_dir
+    from swagppm.config import PRIVATE_TEST, check_choice, check_value, config_from_table, load_toml
+    from swagppm.data import PreparedData, load_records, prepare_data, synthetic_corpus
+    from swagppm.evaluate.probes import RecordLosses
+    from swagppm.mechanism import (
         epsilon_from_series,
         normalise_risk,
         privacy_weights,
@@ -56,35 +41,52 @@ if TYPE_CHECKING:
         weighted_delta,
         weighted_nll,
     )
-    from swagppm._provenance import cpu_kernels, versions
-    from swagppm._release import check_release_dir
-    from swagppm._selection import Selection, SelectionFailed, check_selection
-    from swagppm._swag import SWAGPosterior
+    from swagppm.models.build import register_auto_classes
+    from swagppm.models.pooled import PooledClassifier, PooledClassifierConfig
+    from swagppm.provenance import cpu_kernels, versions
+    from swagppm.releases.selection import Selection, SelectionFailed, check_selection
+    from swagppm.releases.writer import check_release_dir
+    from swagppm.resources import Resources
+    from swagppm.session import Session, prepare, release, run_fit
+    from swagppm.stage1 import Preparation, Stage1
+    from swagppm.stage2 import Fit, SWAGPPMResult, fit
+    from swagppm.statement import CAVEATS, RELEASED_DRAW, audit_contradiction
+    from swagppm.train.engine import EpochInfo
+    from swagppm.train.swag import SWAGPosterior
 
-# Where each name that needs torch, transformers or pandas lives; loaded on first use.
+# Where each public name that needs torch, transformers or pandas lives; loaded on first use.
 _LAZY = {
-    "swagppm._cache": ("clear_cache", "default_cache_dir"),
-    "swagppm._data": ("PreparedData", "load_records", "prepare_data", "synthetic_corpus"),
-    "swagppm._engine": ("EpochInfo",),
-    "swagppm._models": ("register_auto_classes",),
-    "swagppm._pipeline": ("Fit", "Preparation", "RecordLosses", "Session", "SWAGPPMResult", "prepare", "release",
-                          "run_fit"),
-    "swagppm._pooled": ("PooledClassifier", "PooledClassifierConfig"),
-    "swagppm._privacy": ("epsilon_from_series", "normalise_risk", "privacy_weights", "reweight", "weighted_delta",
-                         "weighted_nll"),
-    "swagppm._provenance": ("cpu_kernels", "versions"),
-    "swagppm._release": ("check_release_dir",),
-    "swagppm._selection": ("Selection", "SelectionFailed", "check_selection"),
-    "swagppm._swag": ("SWAGPosterior",),
+    "swagppm.data": ("PreparedData", "load_records", "prepare_data", "synthetic_corpus"),
+    "swagppm.models.build": ("register_auto_classes",),
+    "swagppm.models.pooled": ("PooledClassifier",),
+    "swagppm.resources": ("Resources",),
+    "swagppm.session": ("Session", "prepare", "release", "run_fit"),
+    "swagppm.stage1": ("Stage1",),
+    "swagppm.stage2": ("Fit", "SWAGPPMResult", "fit"),
+    "swagppm.train.swag": ("SWAGPosterior",),
 }
-_HOME = {name: module for module, names in _LAZY.items() for name in names}
+# Names of the flat namespace of 0.1, still resolved here while callers move to their homes (not in __all__).
+_MOVED = {
+    "swagppm.cache": ("clear_cache", "default_cache_dir"),
+    "swagppm.config": ("PRIVATE_TEST", "check_choice", "check_value", "config_from_table", "load_toml"),
+    "swagppm.evaluate.probes": ("RecordLosses",),
+    "swagppm.mechanism": ("epsilon_from_series", "normalise_risk", "privacy_weights", "reweight", "weighted_delta",
+                          "weighted_nll"),
+    "swagppm.models.pooled": ("PooledClassifierConfig",),
+    "swagppm.provenance": ("cpu_kernels", "versions"),
+    "swagppm.releases.selection": ("Selection", "SelectionFailed", "check_selection"),
+    "swagppm.releases.writer": ("check_release_dir",),
+    "swagppm.stage1": ("Preparation",),
+    "swagppm.statement": ("CAVEATS", "RELEASED_DRAW", "audit_contradiction"),
+    "swagppm.train.engine": ("EpochInfo",),
+}
+_HOME = {name: module for table in (_LAZY, _MOVED) for module, names in table.items() for name in names}
 
 __version__ = "0.1.0"
 
 __all__ = sorted([
-    "CAVEATS", "ConfigError", "DEFAULT_LEARNING_RATES", "PRIVATE_TEST", "DataConfig", "DataError", "ModelConfig",
-    "RELEASED_DRAW", "ReleaseRefused", "SWAGPPMConfig", "TrainingFailure", "audit_contradiction", "check_choice",
-    "check_value", "config_from_table", "load_toml", *_HOME,
+    "ConfigError", "DEFAULT_LEARNING_RATES", "DataConfig", "DataError", "ModelConfig", "ReleaseRefused",
+    "SWAGPPMConfig", "TrainingFailure", "TrialParams", *(name for names in _LAZY.values() for name in names),
 ])
 
 

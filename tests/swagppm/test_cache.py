@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from swagppm import ConfigError, _cache
-from swagppm._cache import MARKER, SUBFOLDER, PrivateCache, cache_key, clear_cache
-from tests.swagppm.conftest import small_config
+from swagppm import ConfigError
+from swagppm import cache as cache_module
+from swagppm.cache import MARKER, SUBFOLDER, PrivateCache, cache_key, clear_cache
+from tests.swagppm.helpers import small_config
 
 
 def test_entries_are_owner_only_and_written_atomically(tmp_path: Path) -> None:
@@ -76,15 +77,15 @@ def test_a_folder_published_right_after_the_marker_check_is_used_not_nested(
     """The interleaving that the race above hits a few times in a hundred, made certain: another process publishes
     the marked folder just after this one found no marked folder, and before it decides where to create one."""
     requested = tmp_path / "cache"
-    real = _cache.own_cache_dir
+    real = cache_module.own_cache_dir
 
     def then_another_process_publishes(directory: Path) -> Path | None:
         found = real(directory)
         if not requested.exists():
-            _cache._publish_marked(requested)
+            cache_module._publish_marked(requested)
         return found
 
-    monkeypatch.setattr(_cache, "own_cache_dir", then_another_process_publishes)
+    monkeypatch.setattr(cache_module, "own_cache_dir", then_another_process_publishes)
     assert PrivateCache(requested).directory == requested
     assert not (requested / SUBFOLDER).exists()
 

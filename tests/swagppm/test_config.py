@@ -8,7 +8,7 @@ import pytest
 
 import swagppm
 from swagppm import DEFAULT_LEARNING_RATES, ConfigError, DataConfig, ModelConfig, SWAGPPMConfig
-from tests.swagppm.conftest import error_naming
+from tests.swagppm.helpers import error_naming
 
 DEMO_STUDY = Path(__file__).resolve().parents[2] / "studies" / "demo_tiny.toml"
 

@@ -20,7 +20,7 @@ from swagppm import (
     prepare_data,
     synthetic_corpus,
 )
-from tests.swagppm.conftest import error_naming
+from tests.swagppm.helpers import error_naming
 
 OSHA_SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "osha_sample.jsonl"
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from swagppm import DataConfig, DataError, load_records, prepare_data
-from tests.swagppm.conftest import error_naming
+from tests.swagppm.helpers import error_naming
 
 SECRET = "Zq7-SECRET-name-of-a-patient"
 

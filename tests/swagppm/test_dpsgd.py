@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import swagppm
-from tests.swagppm.conftest import small_config
+from tests.swagppm.helpers import small_config
 
 opacus = pytest.importorskip("opacus", reason="the compare extra (opacus) is not installed")
 
@@ -24,8 +24,8 @@ from opacus.accountants import RDPAccountant  # noqa: E402
 from opacus.accountants.utils import get_noise_multiplier  # noqa: E402
 from opacus.data_loader import DPDataLoader  # noqa: E402
 
-from swagppm import _dpsgd  # noqa: E402
-from swagppm._dpsgd import DPSGDSettings, Plan, dpsgd_fit  # noqa: E402
+from swagppm.evaluate import dpsgd  # noqa: E402
+from swagppm.evaluate.dpsgd import DPSGDSettings, Plan, dpsgd_fit  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Optimal order is the largest alpha")  # RDP at large ε: loose
 
@@ -101,13 +101,13 @@ def test_settings_are_checked() -> None:
 
 def test_auto_mode_and_modules_hooked_twice() -> None:
     model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 3))
-    assert _dpsgd.resolve_mode("auto", model) == "ghost"
-    assert _dpsgd.resolve_mode("functorch", model) == "functorch"
+    assert dpsgd.resolve_mode("auto", model) == "ghost"
+    assert dpsgd.resolve_mode("functorch", model) == "functorch"
     model[1].weight = model[0].weight  # tied: ghost clipping cannot handle it
-    assert _dpsgd.resolve_mode("auto", model) == "hooks"
+    assert dpsgd.resolve_mode("auto", model) == "hooks"
     twice = nn.Sequential(model[0], nn.Sequential(model[0]))
     with pytest.raises(ValueError, match="reachable by two paths"):
-        _dpsgd._check_single_paths(twice)
+        dpsgd._check_single_paths(twice)
 
 
 # --- per-record clipping ----------------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ def test_per_record_clipping_is_exact_in_every_mode(tmp_path: Path, local_pretra
         for m in bundle.model.modules():
             if isinstance(m, nn.Dropout):
                 m.p = 0.0
-        _dpsgd.freeze_unused(net, split, bundle.model)
+        dpsgd.freeze_unused(net, split, bundle.model)
         bundle.model.train(True)
         params = [p for p in bundle.model.parameters() if p.requires_grad]
         index = np.array([0, 3, 5, 17, 40, 41])
@@ -151,16 +151,16 @@ def test_per_record_clipping_is_exact_in_every_mode(tmp_path: Path, local_pretra
         for mode in ("hooks", "ghost", "functorch"):
             settings = DPSGDSettings(target_epsilon=1.0, max_grad_norm=bound, grad_sample_mode=mode, batch_size=6)
             plan = dataclasses.replace(Plan.of(len(split), settings), noise_multiplier=0.0)
-            private = _dpsgd.make_private(bundle.model, settings=settings, plan=plan, device=session.device)
-            expand = _dpsgd.BroadcastEmbeddings(bundle.model)
+            private = dpsgd.make_private(bundle.model, settings=settings, plan=plan, device=session.device)
+            expand = dpsgd.BroadcastEmbeddings(bundle.model)
             try:
-                _dpsgd.backward(net, split, private, index, expand)
+                dpsgd.backward(net, split, private, index, expand)
                 private.optimizer.pre_step()  # clip, add σ = 0 noise, divide by the expected batch size (6)
                 for p, want in zip(params, expected):
                     torch.testing.assert_close(p.grad * 6, want, rtol=1e-4, atol=1e-7)
             finally:
                 expand.remove()
-                _dpsgd._remove_opacus(bundle.model, private)
+                dpsgd._remove_opacus(bundle.model, private)
 
 
 # --- end to end -------------------------------------------------------------------------------------------------
@@ -193,9 +193,9 @@ def test_end_to_end_leaves_the_session_unchanged(tmp_path: Path) -> None:
         assert [p.requires_grad for p in model.parameters()] == flags
         assert [m.training for m in model.modules()] == training and hooks_on(model) == hooks
         for p in model.parameters():
-            assert not any(hasattr(p, name) for name in _dpsgd._PARAM_ATTRS)
+            assert not any(hasattr(p, name) for name in dpsgd._PARAM_ATTRS)
         for m in model.modules():
-            assert not any(name in m.__dict__ for name in _dpsgd._MODULE_ATTRS)
+            assert not any(name in m.__dict__ for name in dpsgd._MODULE_ATTRS)
 
         after = session.fit(c=1.0, ft_epochs=1).result
     assert after.epsilon == before.epsilon and after.max_delta == before.max_delta

@@ -9,10 +9,10 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 import swagppm
-from swagppm._engine import Net, Split, graphed_steps
-from swagppm._graphs import bucket_width, masked_loss, padded_rows, widths
-from swagppm._models import resolve_model_name
-from swagppm._privacy import weighted_nll
+from swagppm.mechanism import weighted_nll
+from swagppm.models.build import resolve_model_name
+from swagppm.train.engine import Net, Split, graphed_steps
+from swagppm.train.graphs import bucket_width, masked_loss, padded_rows, widths
 
 
 def test_widths_are_rounded_up_to_buckets_and_capped_at_the_split() -> None:

@@ -11,9 +11,9 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 import swagppm
-from swagppm._engine import Net
-from swagppm._partial import HiddenSplit
-from swagppm._provenance import tensor_digest
+from swagppm.models.partial import HiddenSplit
+from swagppm.provenance import tensor_digest
+from swagppm.train.engine import Net
 
 MakeConfig = Callable[..., swagppm.SWAGPPMConfig]
 

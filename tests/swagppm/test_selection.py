@@ -12,9 +12,10 @@ import pytest
 import torch
 
 import swagppm
-from swagppm._release import private_report_path
-from swagppm._statement import privacy_statement
-from tests.swagppm.conftest import small_config
+from swagppm.config import PRIVATE_TEST
+from swagppm.releases.selection import Selection, SelectionFailed, check_selection
+from swagppm.releases.writer import private_report_path
+from tests.swagppm.helpers import small_config
 
 COST = {"epsilon": 3.1, "delta": 1e-3, "epsilon_per_draw": 1.0, "accountant": "test"}
 
@@ -38,7 +39,7 @@ def public_file(session: swagppm.Session, path: Path, *, copy_private: int = 0, 
     return str(path)
 
 
-def release(session: swagppm.Session, fit: swagppm.Fit, out: Path, selection: swagppm.Selection) -> dict[str, Any]:
+def release(session: swagppm.Session, fit: swagppm.Fit, out: Path, selection: Selection) -> dict[str, Any]:
     session.release(fit, out, force=True, selection=selection)
     return dict(json.loads((out / "release_card.json").read_text()))
 
@@ -49,7 +50,7 @@ def test_a_public_selection_set_is_accounted_and_the_count_of_candidates_stays_p
     session, fit, folder = fitted
     source = public_file(session, folder / "public.csv")
     card = release(session, fit, folder / "public-model",
-                   swagppm.Selection(source=source, threshold=0.0, rounds=5, stop_probability=0.2, cost=COST))
+                   Selection(source=source, threshold=0.0, rounds=5, stop_probability=0.2, cost=COST))
     selection = card["selection"]
     assert selection["accounted"] is True and selection["cost"] == COST
     assert selection["selection_set"] == "60 public records" and 0.0 <= selection["released_draw_score"] <= 1.0
@@ -57,7 +58,7 @@ def test_a_public_selection_set_is_accounted_and_the_count_of_candidates_stays_p
     assert "f1_macro >= 0" in line and "epsilon 3.1 at delta 0.001 in total" in line
     published = (folder / "public-model" / "release_card.json").read_text()
     assert "candidates" not in published and "candidates" not in (folder / "public-model" / "README.md").read_text()
-    private = json.loads(private_report_path(session, card).read_text())
+    private = json.loads(private_report_path(session.cache.directory, card).read_text())
     assert private["selection_candidates_tried"] == 1  # threshold 0: the first candidate qualifies
 
 
@@ -67,9 +68,9 @@ def test_private_selection_sets_are_unaccounted(fitted: tuple[swagppm.Session, s
                                                 reason: str) -> None:
     session, fit, folder = fitted
     source = public_file(session, folder / f"copied{copies}.csv", copy_private=copies) if copies else \
-        swagppm.PRIVATE_TEST
+        PRIVATE_TEST
     card = release(session, fit, folder / f"model{copies}",
-                   swagppm.Selection(source=source, threshold=0.0, rounds=2, stop_probability=0.5, cost=COST))
+                   Selection(source=source, threshold=0.0, rounds=2, stop_probability=0.5, cost=COST))
     assert card["selection"]["accounted"] is False and card["selection"]["cost"] is None
     assert card["selection"]["unaccounted_because"] == reason
     assert any(line.endswith(f"unaccounted: {reason}.") for line in card["privacy_statement"])
@@ -91,9 +92,9 @@ def test_no_candidate_reaching_the_threshold_releases_nothing_after_exactly_the_
     monkeypatch.setattr(swagppm.SWAGPosterior, "sample_secret", counted)
     source = public_file(session, folder / "shuffled.csv", shuffle=True)
     out = folder / "refused"
-    with pytest.raises(swagppm.SelectionFailed, match="nothing was released"):
+    with pytest.raises(SelectionFailed, match="nothing was released"):
         session.release(fit, out, force=True,
-                        selection=swagppm.Selection(source=source, threshold=1.0, rounds=4, stop_probability=0.25))
+                        selection=Selection(source=source, threshold=1.0, rounds=4, stop_probability=0.25))
     assert len(drawn) == 4 and not any(out.iterdir())
     flat = torch.cat([p.detach().flatten() for n, p in session.bundle.model.named_parameters()
                       if n in fit.posterior.parameter_names])
@@ -107,7 +108,7 @@ def test_a_selection_set_with_unknown_classes_is_named_without_its_labels(
     path = folder / "unknown.csv"
     pd.DataFrame({"text": ["a public record", "another one"], "label": ["secret-class-x", "burn"]}).to_csv(path)
     with pytest.raises(swagppm.DataError) as info:
-        swagppm.check_selection(session, swagppm.Selection(source=str(path), threshold=0.5, rounds=1,
+        check_selection(session, Selection(source=str(path), threshold=0.5, rounds=1,
                                                            stop_probability=1.0))
     message = str(info.value)
     assert str(path) in message and "1 of 2 records" in message and "secret-class-x" not in message
@@ -116,11 +117,6 @@ def test_a_selection_set_with_unknown_classes_is_named_without_its_labels(
 @pytest.mark.parametrize(("field", "value", "words"), [("threshold", 1.5, "an F1 score"), ("rounds", 0, "at least 1"),
                                                        ("metric", "accuracy", "f1_macro, f1_weighted")])
 def test_bad_selection_settings_are_named(field: str, value: object, words: str) -> None:
-    settings: dict[str, Any] = {"source": swagppm.PRIVATE_TEST, "threshold": 0.5, "rounds": 3, "stop_probability": 0.5}
+    settings: dict[str, Any] = {"source": PRIVATE_TEST, "threshold": 0.5, "rounds": 3, "stop_probability": 0.5}
     with pytest.raises(swagppm.ConfigError, match=words):
-        swagppm.Selection(**(settings | {field: value}))
-
-
-def test_a_fit_outside_a_study_states_no_tuning_figures() -> None:
-    statement = privacy_statement(epsilon=1.0, trainable="head", tuning={"statement": None, "trials_run": None})
-    assert "Tuning: not reported." in statement
+        Selection(**(settings | {field: value}))

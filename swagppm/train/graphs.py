@@ -13,14 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch.nn import functional as F
-
-if TYPE_CHECKING:
-    from swagppm._engine import Split
 
 BUCKET = 16  # batch widths are rounded up to a multiple of this: at most max_length / 16 graphs
 WARMUP_STEPS = 3  # eager steps on a side stream before a capture (cuBLAS handles, autograd buffers)
@@ -68,18 +64,21 @@ class _Static:
 
 
 class GraphedSteps:
-    """One optimiser's training steps, captured per bucket width and replayed.
+    """One optimiser's training steps on one split of token ids, captured per bucket width and replayed.
 
     ``forward`` maps (input ids, attention mask) to logits under the caller's
     autocast; ``optimizer`` must be capturable (a tensor learning rate for AdamW,
-    so its scheduler can change it between replays).
+    so its scheduler can change it between replays). ``inputs`` (padded ids),
+    ``lengths`` and ``labels`` are the split's device tensors that batches are cut
+    from; the padded width of ``inputs`` caps the buckets.
     """
 
     def __init__(self, *, forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                  parameters: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer, batch_size: int,
-                 widths: list[int], device: torch.device, limit: int) -> None:
+                 inputs: torch.Tensor, lengths: torch.Tensor, labels: torch.Tensor, widths: list[int]) -> None:
         self.forward, self.parameters, self.optimizer = forward, parameters, optimizer
-        self.batch_size, self.device, self.limit = batch_size, device, limit
+        self.inputs, self.lengths, self.labels = inputs, lengths, labels
+        self.batch_size, self.device, self.limit = batch_size, inputs.device, int(inputs.shape[1])
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, _Static]] = {}
         saved = [p.detach().clone() for p in parameters]
         try:
@@ -130,15 +129,14 @@ class GraphedSteps:
             static.loss, static.correct = self._body(static)
         return graph, static
 
-    def step(self, split: Split, rows: torch.Tensor, width: int, weights: torch.Tensor | None,
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+    def step(self, rows: torch.Tensor, width: int, weights: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Replay one step on ``rows`` (device indices, ``width`` their longest record): (mean loss, correct)."""
         width = bucket_width(width, self.limit)
         graph, static = self.graphs[width]
         padded, valid = padded_rows(rows, self.batch_size)
-        static.ids.copy_(split.inputs[padded, :width])
-        static.mask.copy_(static.positions[None, :] < split.device_lengths[padded][:, None])
-        static.labels.copy_(split.labels[padded])
+        static.ids.copy_(self.inputs[padded, :width])
+        static.mask.copy_(static.positions[None, :] < self.lengths[padded][:, None])
+        static.labels.copy_(self.labels[padded])
         static.valid.copy_(valid)
         static.weights.copy_(valid.float() if weights is None else weights[padded] * valid)
         static.real.fill_(rows.numel())

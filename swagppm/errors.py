@@ -1,10 +1,14 @@
-"""The errors swagppm raises for bad input, failed fits and refused releases.
+"""The errors swagppm raises for bad settings and input, failed fits and refused releases.
 
 Kept in a module of their own, free of torch, so that a command line can catch
 them without importing the training stack.
 """
 
 from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown or out of range."""
 
 
 class DataError(ValueError):

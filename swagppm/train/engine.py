@@ -20,10 +20,10 @@ from torch.nn import functional as F
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
-from swagppm._errors import TrainingFailure
-from swagppm._graphs import GraphedSteps, widths
-from swagppm._privacy import weighted_delta, weighted_nll
-from swagppm._swag import SWAGPosterior
+from swagppm.errors import TrainingFailure
+from swagppm.mechanism import weighted_delta, weighted_nll
+from swagppm.train.graphs import GraphedSteps, widths
+from swagppm.train.swag import SWAGPosterior
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,8 +239,7 @@ def train(
             if graphed is None or rows is None:
                 loss, batch_correct = eager_step(net, split, index, optimizer, weights)
             else:
-                loss, batch_correct = graphed.step(split, rows[start : start + batch_size], split.width(index),
-                                                   weights)
+                loss, batch_correct = graphed.step(rows[start : start + batch_size], split.width(index), weights)
             if scheduler is not None:
                 scheduler.step()
             loss_sum += loss * len(index)
@@ -286,8 +285,8 @@ def graphed_steps(net: Net, split: Split, optimizer: torch.optim.Optimizer, *, b
 
     try:
         return GraphedSteps(forward=forward, parameters=[p for p in net.model.parameters() if p.requires_grad],
-                            optimizer=optimizer, batch_size=batch_size, widths=widths(split.lengths, limit),
-                            device=net.device, limit=limit)
+                            optimizer=optimizer, batch_size=batch_size, inputs=split.inputs,
+                            lengths=split.device_lengths, labels=split.labels, widths=widths(split.lengths, limit))
     except RuntimeError as error:  # a model whose step cannot be captured still trains, launched op by op
         first_line = (str(error).splitlines() or [""])[0]
         warnings.warn(f"CUDA graphs: the training step could not be captured ({type(error).__name__}: "
@@ -295,7 +294,8 @@ def graphed_steps(net: Net, split: Split, optimizer: torch.optim.Optimizer, *, b
         return None
 
 
-def adamw(net: Net, *, lr: float, weight_decay: float, total_steps: int) -> tuple[torch.optim.Optimizer, object]:
+def adamw(net: Net, *, lr: float, weight_decay: float, total_steps: int,
+          ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
     """The fine-tuning optimiser: AdamW with a linear decay to zero, no warm-up.
 
     Fused on CUDA; with CUDA graphs also capturable, its learning rate a device

@@ -1,11 +1,10 @@
-"""End to end: run_fit on the tiny model, determinism, the stage-1 cache, failures, head mode."""
+"""End to end: run_fit and Session on the tiny model, determinism, failures, head and partial modes."""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 import torch
 
 import swagppm
-from swagppm import _pipeline
+from swagppm.train.engine import EpochInfo
 
 MakeConfig = Callable[..., swagppm.SWAGPPMConfig]
 
@@ -61,21 +60,6 @@ def test_c_scales_down_epsilon(config: swagppm.SWAGPPMConfig) -> None:
     assert low.epsilon < high.epsilon
 
 
-def test_stage1_cache_hit_and_corrupt_entry(tmp_path: Path, config: swagppm.SWAGPPMConfig) -> None:
-    cache = tmp_path / "cache"
-    first = swagppm.run_fit(config, c=1.0, ft_epochs=1)
-    assert not first.stage1_cache_hit
-    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
-    entries = list(cache.glob("stage1-*.pt"))
-    assert len(entries) == 1 and stat.S_IMODE(entries[0].stat().st_mode) == 0o600
-    assert swagppm.run_fit(config, c=1.0, ft_epochs=1).stage1_cache_hit
-    entries[0].write_bytes(b"not a torch file")
-    with pytest.warns(UserWarning, match="corrupt"):
-        again = swagppm.run_fit(config, c=1.0, ft_epochs=1)
-    assert not again.stage1_cache_hit
-    assert again.max_delta == first.max_delta  # recomputed deterministically
-
-
 def test_stop_above_cuts_the_run_short(config: swagppm.SWAGPPMConfig) -> None:
     result = swagppm.run_fit(config, c=1.0, ft_epochs=1, stop_above_epsilon=2e-6)
     assert result.epsilon_is_lower_bound
@@ -85,9 +69,9 @@ def test_stop_above_cuts_the_run_short(config: swagppm.SWAGPPMConfig) -> None:
 
 
 def test_callback_stop_and_nan_loss_are_failures_not_crashes(config: swagppm.SWAGPPMConfig) -> None:
-    seen: list[swagppm.EpochInfo] = []
+    seen: list[EpochInfo] = []
 
-    def stop(info: swagppm.EpochInfo) -> bool:
+    def stop(info: EpochInfo) -> bool:
         seen.append(info)
         return info.train_accuracy <= 1.0
 
@@ -97,7 +81,7 @@ def test_callback_stop_and_nan_loss_are_failures_not_crashes(config: swagppm.SWA
     assert seen[0].stage == "stage2 fine-tune" and seen[0].epoch == 1 and 0 < seen[0].majority_rate < 1
 
     with swagppm.Session(config) as session:
-        def poison(info: swagppm.EpochInfo) -> None:
+        def poison(info: EpochInfo) -> None:
             with torch.no_grad():
                 session.bundle.model.classifier.weight.fill_(float("nan"))
 
@@ -183,62 +167,9 @@ def test_osha_with_offline_minilm_head(osha_path: Path, make_config: MakeConfig)
     assert result.baseline_f1_weighted > 0.45 and result.f1_weighted_median > 0.4
 
 
-def _stage1_hit(config: swagppm.SWAGPPMConfig) -> bool:
-    with swagppm.Session(config) as session:
-        return session.prepare().stage1_cache_hit
-
-
-def test_stage1_is_keyed_by_what_changes_it_and_nothing_else(make_config: MakeConfig,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    config = make_config()
-    assert not _stage1_hit(config) and _stage1_hit(config)
-    # on a CPU these change nothing, so they share the entry
-    assert _stage1_hit(config.replace(amp=False, eval_batch_size=7, swag_deviations_device="cpu", draws_privacy=3))
-    assert not _stage1_hit(config.replace(finetune_lr=1e-3))
-    monkeypatch.setattr(_pipeline, "versions", lambda: {**swagppm.versions(), "torch": "0.0.1"})
-    assert not _stage1_hit(config)
-    monkeypatch.setattr(_pipeline, "code_digest", lambda: "an edited copy of the code")
-    assert not _stage1_hit(config)
-
-
-def test_changed_weight_files_miss_the_cache(local_pretrained: Path, make_config: MakeConfig) -> None:
-    config = make_config(model={"name_or_path": str(local_pretrained), "trainable": "head"})
-    assert not _stage1_hit(config) and _stage1_hit(config)
-    from transformers import BertModel
-
-    model = BertModel.from_pretrained(local_pretrained)
-    with torch.no_grad():
-        model.encoder.layer[0].output.dense.bias.add_(1e-4)
-    model.save_pretrained(local_pretrained)  # same path, other weights
-    assert not _stage1_hit(config)
-
-
-def test_the_thread_count_is_recorded_and_keys_stage1(config: swagppm.SWAGPPMConfig) -> None:
-    threads = torch.get_num_threads()
-    assert swagppm.run_fit(config, c=1.0, ft_epochs=1).threads == threads
-    torch.set_num_threads(1 if threads > 1 else 2)
-    try:
-        assert not _stage1_hit(config)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def test_an_infinite_risk_is_the_riskiest_record_not_a_nan(config: swagppm.SWAGPPMConfig) -> None:
-    with swagppm.Session(config) as session:
-        session.prepare()
-        entry = session.cache.path("stage1", session.stage1_key)
-    payload = torch.load(entry, weights_only=True)
-    payload["risk"][0] = math.inf
-    torch.save(payload, entry)
-    with swagppm.Session(config) as session:
-        fit = session.fit(c=1.0, ft_epochs=1)
-    assert fit.result.stage1_cache_hit and fit.result.failure is None and math.isfinite(fit.result.epsilon)
-    assert float(fit.weights[0]) == 0.0 and bool(torch.isfinite(fit.weights).all())
-
-
 def test_bf16_screening_gives_the_float32_epsilon_exactly(config: swagppm.SWAGPPMConfig) -> None:
     """What CUDA with amp does (a bf16 pass screens, float32 confirms), simulated with CPU autocast."""
-    from swagppm._engine import Net, sweep_draws
+    from swagppm.train.engine import Net, sweep_draws
 
     with swagppm.Session(config) as session:
         fit = session.fit(c=1.0, ft_epochs=1)
@@ -264,9 +195,3 @@ def test_bad_seed_and_device_are_config_errors(make_config: MakeConfig) -> None:
         swagppm.run_fit(make_config(device="meta"), c=1.0, ft_epochs=1)
     with pytest.raises(ValueError, match="g must be finite"):
         swagppm.run_fit(make_config(), c=1.0, ft_epochs=1, g=math.nan)
-
-
-def test_stop_above_in_max_delta_units_is_deprecated(config: swagppm.SWAGPPMConfig) -> None:
-    with pytest.warns(DeprecationWarning, match="stop_above_epsilon=2e-06"):
-        result = swagppm.run_fit(config, c=1.0, ft_epochs=1, stop_above=1e-6)
-    assert result.epsilon_is_lower_bound and len(result.max_delta) == 1

@@ -38,10 +38,14 @@ def versions(*extra: str) -> dict[str, str]:
 
 @cache
 def code_digest() -> str:
-    """SHA-256 of this package's source files: an edited copy of the code never reuses another's stage 1."""
+    """SHA-256 of every source file of this package, subpackages included, with its path in the package.
+
+    An edited (or moved) copy of the code never reuses another's stage 1.
+    """
+    root = Path(__file__).parent
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode())
+    for path in sorted(root.rglob("*.py"), key=lambda p: p.relative_to(root).as_posix()):
+        digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 

@@ -2,11 +2,10 @@
 
 Hugging Face's own sequence-classification heads pool the first token; sentence
 encoders such as all-MiniLM-L6-v2 were trained for mean pooling, and a linear
-head on their mean-pooled features is far better (on the OSHA sample, weighted F1
-0.69 against 0.57 with BERT's pooler). This module is self-contained (it imports
-only torch and transformers) because a released model directory carries a copy of
-it: ``AutoModelForSequenceClassification.from_pretrained(dir)`` loads it once
-``swagppm`` is imported (which registers the classes), and
+head on their mean-pooled features suits them better. This module is
+self-contained (it imports only torch and transformers) because a released model
+directory carries a copy of it: ``AutoModelForSequenceClassification.from_pretrained(dir)``
+loads it once ``swagppm`` is imported (which registers the classes), and
 ``from_pretrained(dir, trust_remote_code=True)`` loads it without ``swagppm``.
 """
 

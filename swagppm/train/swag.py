@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from swagppm._rng import secret_normal
+from swagppm.train.rng import secret_normal
 
 
 def in_modules(name: str, modules: Sequence[str]) -> bool:
@@ -179,7 +179,7 @@ class SWAGPosterior:
         return self.draw(z1, z2)
 
     def sample_secret(self) -> torch.Tensor:
-        """One draw whose noise comes from fresh OS entropy (``_rng.secret_normal``): nothing can regenerate it."""
+        """One draw whose noise comes from fresh OS entropy (``rng.secret_normal``): nothing can regenerate it."""
         return self.draw(secret_normal(self.num_parameters, dtype=self.dtype),
                          secret_normal(self.num_columns, dtype=self.dtype))
 

@@ -19,19 +19,17 @@ import dataclasses
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from swagppm._config import PRIVATE_TEST, ConfigError
-from swagppm._data import load_records
-from swagppm._engine import Net, Split
-from swagppm._errors import DataError, ReleaseRefused
-from swagppm._utility import f1_pair
-
-if TYPE_CHECKING:
-    from swagppm._pipeline import Session
-    from swagppm._swag import SWAGPosterior
+from swagppm.config import PRIVATE_TEST
+from swagppm.data.sources import load_records
+from swagppm.errors import ConfigError, DataError, ReleaseRefused
+from swagppm.resources import Resources
+from swagppm.train.engine import Net, Split
+from swagppm.train.swag import SWAGPosterior
+from swagppm.utility import f1_pair
 
 METRICS = ("f1_macro", "f1_weighted")
 
@@ -76,20 +74,21 @@ class _SelectionSet:
     private: bool
 
 
-def choose_draw(session: Session, posterior: SWAGPosterior, selection: Selection) -> tuple[dict[str, Any], int]:
-    """Load secret draws into the session's model until one reaches the threshold; that draw stays loaded.
+def choose_draw(resources: Resources, posterior: SWAGPosterior, selection: Selection) -> tuple[dict[str, Any], int]:
+    """Load secret draws into the model until one reaches the threshold; that draw stays loaded.
 
     Returns the public description of the selection (for the card) and the number
     of candidates tried (private: for the owner-only report). Raises
     ``SelectionFailed`` when the budget runs out; the caller restores the mean.
     """
-    chosen = _selection_set(session, selection.source)
-    net = Net(session.bundle.model, None, device=session.device, amp=False)
+    chosen = _selection_set(resources, selection.source)
+    model = resources.bundle.model
+    net = Net(model, None, device=resources.device, amp=False)
     net.train(False)
     for tried in range(1, selection.rounds + 1):
-        posterior.load_into(session.bundle.model, posterior.sample_secret())
-        preds = net.predict(chosen.split, session.config.eval_batch_size).cpu().numpy()
-        score = f1_pair(chosen.labels, preds, session.data.num_classes)[METRICS.index(selection.metric)]
+        posterior.load_into(model, posterior.sample_secret())
+        preds = net.predict(chosen.split, resources.config.eval_batch_size).cpu().numpy()
+        score = f1_pair(chosen.labels, preds, resources.data.num_classes)[METRICS.index(selection.metric)]
         if score >= selection.threshold:
             return _public_description(selection, chosen, score), tried
     raise SelectionFailed(
@@ -98,9 +97,9 @@ def choose_draw(session: Session, posterior: SWAGPosterior, selection: Selection
         "threshold only with the cost of another attempt in mind")
 
 
-def check_selection(session: Session, selection: Selection) -> None:
+def check_selection(resources: Resources, selection: Selection) -> None:
     """Read and check the selection set now (a bad file is named before a fit of minutes, not after)."""
-    _selection_set(session, selection.source)
+    _selection_set(resources, selection.source)
 
 
 def _public_description(selection: Selection, chosen: _SelectionSet, score: float) -> dict[str, Any]:
@@ -124,13 +123,13 @@ def _public_description(selection: Selection, chosen: _SelectionSet, score: floa
     }
 
 
-def _selection_set(session: Session, source: str) -> _SelectionSet:
+def _selection_set(resources: Resources, source: str) -> _SelectionSet:
     """The records candidates are scored on, tokenised as in training; the test split for ``PRIVATE_TEST``."""
-    data = session.data
+    data = resources.data
     if source == PRIVATE_TEST:
-        return _SelectionSet(split=session.tokens[1], labels=data.test_labels, overlap=0, private=True)
-    config = dataclasses.replace(session.config.data, source=source)
-    texts, labels = load_records(config, seed=session.config.seed)
+        return _SelectionSet(split=resources.tokens[1], labels=data.test_labels, overlap=0, private=True)
+    config = dataclasses.replace(resources.config.data, source=source)
+    texts, labels = load_records(config, seed=resources.config.seed)
     index = {name: k for k, name in enumerate(data.class_names)}
     unknown = sum(label not in index for label in labels)
     if unknown:
@@ -139,8 +138,8 @@ def _selection_set(session: Session, source: str) -> _SelectionSet:
     codes = np.asarray([index[label] for label in labels], dtype=np.int64)
     private = {_digest(text) for text in (*data.train_texts, *data.test_texts)}
     overlap = sum(_digest(text) in private for text in texts)
-    split = Split.from_texts(tuple(texts), codes, session.bundle.tokenizer, max_length=config.max_length,
-                             device=session.device)
+    split = Split.from_texts(tuple(texts), codes, resources.bundle.tokenizer, max_length=config.max_length,
+                             device=resources.device)
     return _SelectionSet(split=split, labels=codes, overlap=overlap, private=False)
 
 

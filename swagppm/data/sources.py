@@ -1,4 +1,9 @@
-"""Loading and preparing labelled texts: files, folders, Hugging Face datasets, or a synthetic corpus.
+"""Where labelled texts come from: a registry of data sources, and the built-in ones.
+
+A source claims the ``data.source`` values it reads (``claims``) and turns one
+into texts, labels and class titles (``read``); ``register_source`` adds a kind of
+source ahead of the built-in ones: the synthetic corpus, local files (CSV,
+JSONL/JSON, Parquet), folders, and Hugging Face dataset names.
 
 No copy of the private records may land in the shared Hugging Face cache: local files,
 and folders of them, are read with pandas; ``save_to_disk`` folders with
@@ -11,82 +16,161 @@ offending row and the kind of problem, never the records' content.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import os
 import tempfile
-from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import train_test_split
 
-from swagppm._config import DataConfig
-from swagppm._errors import DataError
+from swagppm.config import DataConfig
+from swagppm.data.synthetic import synthetic_corpus
+from swagppm.errors import DataError
 
 _FILE_READERS = {".csv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
 @dataclass(frozen=True, kw_only=True)
-class PreparedData:
-    """A stratified train/test split with integer labels ``0..K-1``.
+class Records:
+    """Texts and their labels (as strings) in source order, and the title of each label value when known."""
 
-    ``class_names[k]`` is the original label value of class ``k``; ``data_hash``
-    identifies the exact prepared records (texts, labels and split).
-    ``class_titles[k]`` is its human-readable name from ``data.title_column``
-    (e.g. OSHA's ``nature_title``), when one is given.
-    """
+    texts: list[str]
+    labels: list[str]
+    titles: dict[str, str] = field(default_factory=dict)
 
-    train_texts: tuple[str, ...]
-    train_labels: np.ndarray
-    test_texts: tuple[str, ...]
-    test_labels: np.ndarray
-    class_names: tuple[str, ...]
-    data_hash: str
-    class_titles: tuple[str, ...] | None = None
 
-    @property
-    def num_classes(self) -> int:
-        return len(self.class_names)
+class Source(Protocol):
+    """A kind of data source: which ``data.source`` values it takes, and how it reads one."""
 
-    @property
-    def label_names(self) -> tuple[str, ...]:
-        """What a released model calls its classes: the titles when known, else the label values."""
-        return self.class_titles or self.class_names
+    name: str
 
-    @property
-    def majority_rate(self) -> float:
-        """Share of the most common class in the training set (the 'stuck' accuracy)."""
-        return float(np.bincount(self.train_labels).max() / len(self.train_labels))
+    def claims(self, source: str) -> bool:
+        """Whether this kind reads ``source`` (asked in registry order; the first that claims it reads it)."""
+        ...
+
+    def read(self, config: DataConfig, *, seed: int) -> Records:
+        """The records of ``config.source``; problems are ``DataError`` naming where, never the records."""
+        ...
+
+
+def register_source(source: Source) -> None:
+    """Add a kind of source, asked before every kind registered earlier (one of the same name is replaced)."""
+    _SOURCES[:] = [source, *(known for known in _SOURCES if known.name != source.name)]
+
+
+def source_for(source: str) -> Source:
+    """The registered kind that reads ``source``; a ``DataError`` saying why when none does."""
+    for kind in _SOURCES:
+        if kind.claims(source):
+            return kind
+    path = Path(source).expanduser()
+    if path.suffix:
+        raise DataError(
+            f"{path}: unsupported file type {path.suffix!r}; use .csv, .jsonl, .json or .parquet, "
+            "or a Hugging Face dataset name or directory"
+        )
+    raise DataError(f"{path}: no such file or folder")
+
+
+def read_records(config: DataConfig, *, seed: int = 0) -> Records:
+    """The records of ``config.source`` from the kind of source that claims it."""
+    try:
+        records = source_for(config.source).read(config, seed=seed)
+    except PermissionError as error:  # e.g. a folder on the way to the source that this user may not enter
+        where = error.filename or Path(config.source).expanduser()
+        raise DataError(f"{where}: cannot be read by this user (permission denied)") from None
+    if not records.texts:
+        raise DataError(f"{config.source}: no records")
+    return records
 
 
 def load_records(config: DataConfig, *, seed: int = 0) -> tuple[list[str], list[str]]:
     """Read (texts, labels) from ``config.source``; labels are returned as strings."""
-    texts, labels, _ = _load(config, seed=seed)
-    return texts, labels
+    records = read_records(config, seed=seed)
+    return records.texts, records.labels
 
 
-def _load(config: DataConfig, *, seed: int) -> tuple[list[str], list[str], dict[str, str]]:
-    """(texts, labels, the title of each label value when ``data.title_column`` names one)."""
-    if config.source == "synthetic":
-        texts, labels = synthetic_corpus(config.synthetic_size, num_classes=config.synthetic_classes, seed=seed)
-        return texts, labels, {}
-    texts, labels = [], []
+def records_from_frames(parts: list[tuple[pd.DataFrame, str]], config: DataConfig) -> Records:
+    """The checked text, label and title columns of (frame, origin) parts, one per file where there are several."""
+    texts: list[str] = []
+    labels: list[str] = []
     titles: dict[str, str] = {}
-    for frame, origin in _read_parts(config):
+    for frame, origin in parts:
         part_texts, part_labels = _checked_records(frame, origin, config)
         texts += part_texts
         labels += part_labels
         titles |= _titles(frame, origin, config, part_labels)
-    if not texts:
-        raise DataError(f"{config.source}: no records")
-    return texts, labels, titles
+    return Records(texts=texts, labels=labels, titles=titles)
 
+
+# --- The built-in sources ----------------------------------------------------------------------
+
+
+class SyntheticSource:
+    """``"synthetic"``: the built-in offline corpus (``synthetic_corpus``), sized by the data settings."""
+
+    name = "synthetic"
+
+    def claims(self, source: str) -> bool:
+        return source == "synthetic"
+
+    def read(self, config: DataConfig, *, seed: int) -> Records:
+        texts, labels = synthetic_corpus(config.synthetic_size, num_classes=config.synthetic_classes, seed=seed)
+        return Records(texts=texts, labels=labels)
+
+
+class FileSource:
+    """A local ``.csv``, ``.jsonl``, ``.json`` or ``.parquet`` file, read with pandas."""
+
+    name = "file"
+
+    def claims(self, source: str) -> bool:
+        return Path(source).expanduser().suffix.lower() in _FILE_READERS
+
+    def read(self, config: DataConfig, *, seed: int) -> Records:
+        path = Path(config.source).expanduser()
+        if path.is_dir():
+            raise DataError(f"{path}: is a folder, not a file; data.source must name a {path.suffix} file itself")
+        if not path.is_file():
+            raise DataError(f"{path}: file not found")
+        return records_from_frames([(_read_file(path, _FILE_READERS[path.suffix.lower()]), str(path))], config)
+
+
+class FolderSource:
+    """A local folder: a ``save_to_disk`` dataset, or data files named as ``load_dataset`` names splits."""
+
+    name = "folder"
+
+    def claims(self, source: str) -> bool:
+        return Path(source).expanduser().is_dir()
+
+    def read(self, config: DataConfig, *, seed: int) -> Records:
+        return records_from_frames(_read_folder(Path(config.source).expanduser(), config.split), config)
+
+
+class HubSource:
+    """A Hugging Face dataset name (no file suffix, not a path), loaded with ``load_dataset``."""
+
+    name = "huggingface"
+
+    def claims(self, source: str) -> bool:
+        path = Path(source).expanduser()
+        return not path.suffix and not path.is_absolute() and not source.startswith((".", "~"))
+
+    def read(self, config: DataConfig, *, seed: int) -> Records:
+        return records_from_frames([(_load_dataset_privately(config.source, config.split), config.source)], config)
+
+
+# Asked in this order: a folder wins over a dataset name of the same spelling, as for ``load_dataset``.
+_SOURCES: list[Source] = [SyntheticSource(), FileSource(), FolderSource(), HubSource()]
+
+
+# --- Checking the columns ----------------------------------------------------------------------
 
 def _titles(frame: pd.DataFrame, origin: str, config: DataConfig, labels: list[str]) -> dict[str, str]:
     """The first non-empty title seen for each label value (class names, not per-record values)."""
@@ -100,15 +184,6 @@ def _titles(frame: pd.DataFrame, origin: str, config: DataConfig, labels: list[s
         if label not in found and isinstance(title, str) and title.strip():
             found[label] = title.strip()
     return found
-
-
-def _display_names(classes: list[str], titles: dict[str, str]) -> tuple[str, ...] | None:
-    """Unique human-readable class names: the title, with the label value added where titles repeat or lack."""
-    if not titles:
-        return None
-    named = [titles.get(label, label) for label in classes]
-    repeated = {name for name in named if named.count(name) > 1}
-    return tuple(f"{name} ({label})" if name in repeated else name for name, label in zip(named, classes))
 
 
 def _checked_records(frame: pd.DataFrame, origin: str, config: DataConfig) -> tuple[list[str], list[str]]:
@@ -162,91 +237,8 @@ def _kind_of(value: object) -> str:
     return f"a value of type {type(value).__name__}"
 
 
-def prepare_data(config: DataConfig, *, seed: int = 0) -> PreparedData:
-    """Load, cap each class at ``max_per_class``, drop rare classes, split 50/50 stratified."""
-    texts, labels, titles = _load(config, seed=seed)
-    rng = np.random.default_rng(seed)
-    counts = Counter(labels)
-    keep: list[int] = []
-    by_class: dict[str, list[int]] = {}
-    for index, label in enumerate(labels):
-        by_class.setdefault(label, []).append(index)
-    for label in sorted(by_class):
-        members = by_class[label]
-        if len(members) < config.min_per_class:
-            continue
-        if config.max_per_class is not None and len(members) > config.max_per_class:
-            members = sorted(rng.choice(members, size=config.max_per_class, replace=False).tolist())
-        keep.extend(members)
-    kept_classes = sorted({labels[i] for i in keep})
-    if len(kept_classes) < 2:
-        detail = ", ".join(str(count) for _, count in counts.most_common(5))  # counts only: class names are labels
-        raise DataError(
-            f"{config.source}: column {config.label_column!r} has {len(kept_classes)} class(es) with at least "
-            f"{config.min_per_class} records (largest class sizes: {detail}); a classifier needs at least 2"
-        )
-    keep.sort()
-    kept_labels = [labels[i] for i in keep]
-    class_index = {name: k for k, name in enumerate(kept_classes)}
-    n_test = int(np.ceil(len(keep) * config.test_size))  # as train_test_split rounds it
-    if min(n_test, len(keep) - n_test) < len(kept_classes):
-        raise DataError(
-            f"{config.source}: {len(keep)} records cannot be split stratified into train and test with "
-            f"{len(kept_classes)} classes each; use more records or fewer classes"
-        )
-    train_idx, test_idx = train_test_split(
-        np.asarray(keep), test_size=config.test_size, stratify=kept_labels, random_state=seed
-    )
-    train_idx, test_idx = np.sort(train_idx), np.sort(test_idx)
-    prepared: dict[str, Any] = {
-        "train_texts": tuple(texts[i] for i in train_idx),
-        "train_labels": np.asarray([class_index[labels[i]] for i in train_idx], dtype=np.int64),
-        "test_texts": tuple(texts[i] for i in test_idx),
-        "test_labels": np.asarray([class_index[labels[i]] for i in test_idx], dtype=np.int64),
-        "class_names": tuple(kept_classes),
-    }
-    return PreparedData(**prepared, data_hash=_hash_prepared(**prepared),
-                        class_titles=_display_names(kept_classes, titles))
 
-
-def _hash_prepared(**parts: object) -> str:
-    digest = hashlib.sha256()
-    for key in sorted(parts):
-        value = parts[key]
-        payload = value.tolist() if isinstance(value, np.ndarray) else list(value)  # type: ignore[call-overload]
-        digest.update(key.encode())
-        digest.update(json.dumps(payload, ensure_ascii=False).encode())
-    return digest.hexdigest()
-
-
-def _read_parts(config: DataConfig) -> list[tuple[pd.DataFrame, str]]:
-    """The records of ``config.source`` as (frame, origin) parts, one per file where there are several."""
-    source = Path(config.source).expanduser()
-    try:
-        return _read_source(source, config)
-    except PermissionError as error:  # e.g. a folder on the way to the source that this user may not enter
-        raise DataError(f"{error.filename or source}: cannot be read by this user (permission denied)") from None
-
-
-def _read_source(source: Path, config: DataConfig) -> list[tuple[pd.DataFrame, str]]:
-    kind = _FILE_READERS.get(source.suffix.lower())
-    if source.is_dir():
-        if kind is not None:
-            raise DataError(f"{source}: is a folder, not a file; data.source must name a {source.suffix} file itself")
-        return _read_folder(source, config.split)
-    if kind is not None:
-        if not source.is_file():
-            raise DataError(f"{source}: file not found")
-        return [(_read_file(source, kind), str(source))]
-    if source.suffix:
-        raise DataError(
-            f"{source}: unsupported file type {source.suffix!r}; use .csv, .jsonl, .json or .parquet, "
-            "or a Hugging Face dataset name or directory"
-        )
-    if source.is_absolute() or config.source.startswith((".", "~")):
-        raise DataError(f"{source}: no such file or folder")
-    return [(_load_dataset_privately(config.source, config.split), config.source)]
-
+# --- Local files -------------------------------------------------------------------------------
 
 def _read_file(path: Path, kind: str) -> pd.DataFrame:
     """One local file, read with pandas: no copy of it is written anywhere."""
@@ -407,60 +399,3 @@ def _pick_split(splits: Mapping[str, _Part], split: str, origin: str) -> _Part:
         present = ", ".join(map(str, splits)) or "none"
         raise DataError(f"{origin}: no split {split!r} (splits present: {present}); set data.split")
     return splits[split]
-
-
-# --- The built-in synthetic corpus -------------------------------------------------------------
-
-_INJURIES = (
-    ("fracture", ("fractured", "broke", "cracked"), ("leg", "wrist", "ankle", "rib", "arm", "hip")),
-    ("amputation", ("amputated", "severed", "lost the tip of"), ("finger", "thumb", "toe", "fingertip")),
-    ("burn", ("burned", "scalded", "seared"), ("hand", "forearm", "face", "chest")),
-    ("laceration", ("cut", "lacerated", "sliced"), ("hand", "palm", "scalp", "forearm")),
-    ("contusion", ("bruised", "struck", "crushed"), ("shoulder", "knee", "foot", "back")),
-    ("sprain", ("sprained", "twisted", "strained"), ("ankle", "knee", "wrist", "back")),
-    ("electric shock", ("was shocked through", "received a shock to", "was electrocuted through"),
-     ("hand", "arm", "body")),
-    ("heat illness",
-     ("collapsed from heat with cramps in", "fainted from heat with pain in", "overheated with weakness in"),
-     ("legs", "body", "arms")),
-    ("puncture", ("punctured", "pierced", "stabbed"), ("hand", "foot", "thigh", "palm")),
-    ("hearing loss", ("lost hearing in", "damaged the eardrum of", "suffered ringing in"),
-     ("ear", "left ear", "right ear")),
-    ("chemical burn", ("splashed acid on", "got caustic on", "spilled solvent on"), ("face", "eyes", "hand")),
-    ("crush injury", ("caught and crushed", "pinned", "compressed"), ("hand", "pelvis", "leg", "foot")),
-)
-_WORKERS = ("An employee", "A worker", "A laborer", "A technician", "A driver", "An operator", "A welder", "A roofer")
-_PLACES = ("at a warehouse", "on a construction site", "in a machine shop", "at a plant", "on a loading dock",
-           "in a kitchen", "at a farm", "in a freezer room")
-_CAUSES = ("while operating a press", "after slipping on ice", "while unloading a truck", "when a ladder shifted",
-           "while cleaning a conveyor", "when a pallet fell", "while repairing a pump", "during a routine shift")
-_OUTCOMES = ("and was hospitalized.", "and was taken to the hospital.", "and received treatment.",
-             "and was kept overnight.", "and was released the next day.")
-
-
-def synthetic_corpus(size: int = 600, *, num_classes: int = 8, seed: int = 0) -> tuple[list[str], list[str]]:
-    """Injury-like narratives with Zipf-imbalanced classes, made from our own word lists.
-
-    Class ``k`` gets a share proportional to ``1/(k+1)``; about 10% of the records
-    borrow the verb of another class, so the task is learnable but not trivial.
-    """
-    if not 2 <= num_classes <= len(_INJURIES):
-        raise ValueError(f"num_classes must be between 2 and {len(_INJURIES)}, got {num_classes}")
-    rng = np.random.default_rng(seed)
-    shares = 1.0 / np.arange(1, num_classes + 1)
-    labels_idx = rng.choice(num_classes, size=size, p=shares / shares.sum())
-    labels_idx[: 2 * num_classes] = np.repeat(np.arange(num_classes), 2)  # every class at least twice
-    texts, labels = [], []
-    for k in labels_idx:
-        name, _verbs, parts = _INJURIES[k]
-        verb_class = rng.integers(num_classes) if rng.random() < 0.1 else k
-        verb = _pick(rng, _INJURIES[verb_class][1])
-        sentence = (f"{_pick(rng, _WORKERS)} {_pick(rng, _PLACES)} {verb} the {_pick(rng, parts)} "
-                    f"{_pick(rng, _CAUSES)} {_pick(rng, _OUTCOMES)}")
-        texts.append(sentence)
-        labels.append(name)
-    return texts, labels
-
-
-def _pick(rng: np.random.Generator, options: tuple[str, ...]) -> str:
-    return options[int(rng.integers(len(options)))]

@@ -1,16 +1,15 @@
-"""DP-SGD with Opacus on a session's own data and model: the paper's baseline at a similar ε.
+"""DP-SGD with Opacus on a configuration's own data and model: the paper's baseline at a similar ε.
 
-``dpsgd_fit`` trains what the session's SWAG-PPM fits train, the way they run it
-(the session's ``Net`` on the session's training split: the head on cached
+``dpsgd_fit`` trains what the configuration's SWAG-PPM fits train, the way they
+run it (the resources' ``Net`` on their training split: the head on cached
 features with ``trainable = "head"``, the top layers on cached states with a
 pooled ``"last_n_layers"``, else the model on tokens, frozen parts frozen and
-LoRA adapters trained with ``"lora"``), from
-the same public starting values, with per-record gradient clipping, Gaussian
-noise and Poisson sampling (Opacus). It reports ε from Opacus's accountant for
-the steps actually taken, and test-set utility. The session is left as it was:
-parameters back at the values they held before the fit, gradients,
-``requires_grad`` flags and training modes restored, every Opacus hook and
-attribute removed.
+LoRA adapters trained with ``"lora"``), from the same public starting values,
+with per-record gradient clipping, Gaussian noise and Poisson sampling (Opacus).
+It reports ε from Opacus's accountant for the steps actually taken, and test-set
+utility. The resources are left as they were: parameters back at the values they
+held before the fit, gradients, ``requires_grad`` flags and training modes
+restored, every Opacus hook and attribute removed.
 
 Reproducibility: Poisson sampling, the gradient noise and dropout come from
 generators derived from ``settings.seed`` (``secure_mode=False``), so a run
@@ -32,7 +31,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -40,13 +39,12 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from tqdm.auto import tqdm
 
-from swagppm import _rng
-from swagppm._config import check_choice, check_value
-from swagppm._engine import Net, Split
-from swagppm._errors import TrainingFailure
-
-if TYPE_CHECKING:
-    from swagppm._pipeline import Session
+from swagppm.config import check_choice, check_value
+from swagppm.errors import TrainingFailure
+from swagppm.evaluate.probes import f1_scores
+from swagppm.resources import Resources
+from swagppm.train import rng
+from swagppm.train.engine import Net, Split
 
 GradSampleMode = Literal["auto", "hooks", "functorch", "ghost"]
 Accountant = Literal["rdp", "prv"]
@@ -156,31 +154,32 @@ class _Private:
     mode: str
 
 
-def dpsgd_fit(session: Session, settings: DPSGDSettings, *, progress: bool = False) -> DPSGDResult:
-    """Train the session's trainable parameters with DP-SGD from their public start; evaluate on the test split.
+def dpsgd_fit(resources: Resources, settings: DPSGDSettings, *, progress: bool = False) -> DPSGDResult:
+    """Train the trainable parameters with DP-SGD from their public start; evaluate on the test split.
 
     Raises ``TrainingFailure`` on a non-finite epoch loss. Afterwards (also on
     failure) the model's parameters hold exactly the values they held before, so
-    SWAG-PPM fits and releases in the same session are unaffected.
+    SWAG-PPM fits and releases on the same resources are unaffected.
     """
     start = time.perf_counter()
-    plan = Plan.of(len(session.train), settings)
-    model, values = session.bundle.model, session.bundle.trainable_state()
+    bundle, net, split = resources.bundle, resources.net, resources.train
+    plan = Plan.of(len(split), settings)
+    model, values = bundle.model, bundle.trainable_state()
     saved = _Snapshot.take(model)
     try:
-        session.bundle.reset()
-        freeze_unused(session.net, session.train, model)
+        bundle.reset()
+        freeze_unused(net, split, model)
         model.train(True)  # Opacus records activations only in training mode
-        private = make_private(model, settings=settings, plan=plan, device=session.device)
-        with _rng.seeded_global_rng(settings.seed, "dpsgd", "dropout", device=session.device):
-            _train(session.net, session.train, private, settings=settings, model=model, progress=progress)
+        private = make_private(model, settings=settings, plan=plan, device=resources.device)
+        with rng.seeded_global_rng(settings.seed, "dpsgd", "dropout", device=resources.device):
+            _train(net, split, private, settings=settings, model=model, progress=progress)
         _remove_opacus(model, private)
         steps = sum(count for _, _, count in private.engine.accountant.history)
         epsilon = float(private.engine.get_epsilon(plan.delta))
-        utility = session.test_scores()
+        utility = f1_scores(net, resources.test, resources.data, batch_size=resources.config.eval_batch_size)
     finally:
         _remove_opacus(model, None)
-        session.bundle.reset(values)
+        bundle.reset(values)
         saved.restore(model)
     return DPSGDResult(
         epsilon=epsilon, delta=plan.delta, target_epsilon=settings.target_epsilon,
@@ -238,7 +237,7 @@ def _check_single_paths(model: nn.Module) -> None:
     """Refuse a model in which a trainable module is reachable twice: Opacus would hook it twice.
 
     (Its per-record gradients would then be counted twice, or ghost clipping would
-    fail.) This is why the hooks go on the session's model, never on a head that
+    fail.) This is why the hooks go on the model itself, never on a head that
     refers back to it, such as the top layers of ``trainable = "last_n_layers"``.
     """
     paths = Counter(id(m) for _, m in model.named_modules(remove_duplicate=False)
@@ -252,8 +251,8 @@ def make_private(model: nn.Module, *, settings: DPSGDSettings, plan: Plan, devic
     """Opacus's private optimizer, per-record hooks on ``model`` (not wrapped) and Poisson sampler of indices.
 
     The hooks go on the model's trainable modules whichever path runs them (the
-    whole model on tokens, or the session's head on cached inputs), so the
-    session's ``Net`` trains unchanged; frozen modules get none. The sampler
+    whole model on tokens, or the ``Net``'s head on cached inputs), so the
+    ``Net`` trains unchanged; frozen modules get none. The sampler
     draws record indices (the split builds the batches); it and the noise use
     generators derived from ``settings.seed``.
     """
@@ -262,7 +261,7 @@ def make_private(model: nn.Module, *, settings: DPSGDSettings, plan: Plan, devic
     _check_single_paths(model)
     mode = resolve_mode(settings.grad_sample_mode, model)
     indices = DataLoader(TensorDataset(torch.arange(plan.n)), batch_size=plan.batch_size,
-                         generator=_rng.generator(settings.seed, "dpsgd", "sampling"))
+                         generator=rng.generator(settings.seed, "dpsgd", "sampling"))
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=settings.learning_rate)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Secure RNG turned off")
@@ -270,7 +269,7 @@ def make_private(model: nn.Module, *, settings: DPSGDSettings, plan: Plan, devic
     parts = engine.make_private(
         module=model, optimizer=optimizer, criterion=nn.CrossEntropyLoss(), data_loader=indices,
         noise_multiplier=plan.noise_multiplier, max_grad_norm=settings.max_grad_norm, poisson_sampling=True,
-        noise_generator=_rng.generator(settings.seed, "dpsgd", "noise", device=device), grad_sample_mode=mode,
+        noise_generator=rng.generator(settings.seed, "dpsgd", "noise", device=device), grad_sample_mode=mode,
         wrap_model=False)
     if mode == "ghost":
         hooks, dp_optimizer, criterion, loader = parts

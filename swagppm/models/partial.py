@@ -28,8 +28,8 @@ from torch import nn
 from transformers import PretrainedConfig
 from transformers.masking_utils import create_bidirectional_mask
 
-from swagppm._engine import Split
-from swagppm._pooled import PooledClassifier
+from swagppm.models.pooled import PooledClassifier
+from swagppm.train.engine import Split
 
 
 class HiddenSplit(Split):

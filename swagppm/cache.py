@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from swagppm._config import ConfigError
+from swagppm.errors import ConfigError
 
 CACHE_FORMAT = 2
 MARKER = ".swagppm-private-cache"

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from swagppm.errors import ConfigError
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
@@ -28,7 +30,7 @@ AccumulationDtype = Literal["float32", "float64"]
 DeviationsDevice = Literal["auto", "same", "cpu"]
 
 TINY_MODEL = "tiny"
-# A release's selection set that is the private test split (reported unaccounted; see swagppm._selection).
+# A release's selection set that is the private test split (reported unaccounted; see swagppm.releases.selection).
 PRIVATE_TEST = "private-test"
 
 # Learning rates per trainable mode (METHOD.md, "Which parameters are trained"):
@@ -42,10 +44,6 @@ DEFAULT_LEARNING_RATES: dict[str, tuple[float, float]] = {
     "head": (2e-2, 0.1),
     TINY_MODEL: (3e-3, 0.05),
 }
-
-
-class ConfigError(ValueError):
-    """A configuration value is missing, unknown or out of range."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,8 +8,8 @@ tokenizer fitted on the training texts, which makes it *data-derived*.
 from __future__ import annotations
 
 import importlib
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,18 +25,17 @@ from transformers import (
     BertModel,
     PreTrainedModel,
     PreTrainedTokenizerBase,
-    PreTrainedTokenizerFast,
 )
 
-from swagppm._config import ConfigError, ModelConfig, SWAGPPMConfig
-from swagppm._data import PreparedData
-from swagppm._partial import TopLayers
-from swagppm._pooled import PooledClassifier, PooledClassifierConfig
-from swagppm._provenance import model_fingerprint, tensor_digest
-from swagppm._rng import seeded_global_rng
-from swagppm._swag import in_modules
-
-_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+from swagppm.config import ModelConfig, SWAGPPMConfig
+from swagppm.data.prepare import PreparedData
+from swagppm.errors import ConfigError
+from swagppm.models.partial import TopLayers
+from swagppm.models.pooled import PooledClassifier, PooledClassifierConfig
+from swagppm.models.tokenizer import fit_wordpiece_tokenizer
+from swagppm.provenance import model_fingerprint, tensor_digest
+from swagppm.train.rng import seeded_global_rng
+from swagppm.train.swag import in_modules
 
 
 @dataclass(kw_only=True)
@@ -74,6 +73,17 @@ class ModelBundle:
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """A detached copy of the current trainable parameters."""
         return {n: p.detach().clone() for n, p in self.model.named_parameters() if p.requires_grad}
+
+    @contextmanager
+    def holding(self, state: dict[str, torch.Tensor] | None = None) -> Iterator[None]:
+        """Load ``state`` (or nothing) into the trainable parameters for a block and put the current ones back."""
+        saved = self.trainable_state()
+        try:
+            if state is not None:
+                self.reset(state)
+            yield
+        finally:
+            self.reset(saved)
 
 
 def build_model(config: SWAGPPMConfig, data: PreparedData, device: torch.device) -> ModelBundle:
@@ -130,39 +140,6 @@ def _cached_head(model: PreTrainedModel, config: SWAGPPMConfig) -> tuple[nn.Modu
         _, layers, first = _layer_list(model, config.model.n_layers)
         return TopLayers(model, layers, first), first
     return None, None
-
-
-def fit_wordpiece_tokenizer(texts: tuple[str, ...] | list[str], *, vocab_size: int) -> PreTrainedTokenizerFast:
-    """A lower-cased BERT-style WordPiece tokenizer whose vocabulary comes from ``texts`` (data-derived).
-
-    The vocabulary is built deterministically (the ``tokenizers`` trainer breaks
-    frequency ties in hash order, so the same texts could give different ids):
-    special tokens, every character with its ``##`` continuation, then the most
-    frequent words (ties broken alphabetically) up to ``vocab_size``.
-    """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-
-    normalizer = normalizers.BertNormalizer(lowercase=True)
-    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    counts: Counter[str] = Counter()
-    for text in texts:
-        counts.update(word for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
-    chars = sorted({ch for word in counts for ch in word})
-    pieces = [*_SPECIAL_TOKENS, *chars, *(f"##{ch}" for ch in chars)]
-    words = [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0])) if len(w) > 1]
-    pieces += words[: max(0, vocab_size - len(pieces))]
-    tokenizer = Tokenizer(models.WordPiece({piece: i for i, piece in enumerate(pieces)}, unk_token="[UNK]"))
-    tokenizer.normalizer = normalizer
-    tokenizer.pre_tokenizer = pre_tokenizer
-    tokenizer.decoder = decoders.WordPiece()
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-        sep_token="[SEP]", mask_token="[MASK]", model_input_names=["input_ids", "attention_mask"],
-    )
 
 
 def _pooled(encoder: PreTrainedModel, pooling: str, labels: dict) -> PooledClassifier:

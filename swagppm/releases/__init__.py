@@ -1,0 +1,1 @@
+"""Releasing one fit: the secret draw and its files (``writer``), the public card, and private selection."""

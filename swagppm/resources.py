@@ -1,0 +1,126 @@
+"""The trial-independent parts of one configuration, built once and shared by every fit.
+
+Device, prepared data, the model bundle, the token splits, the splits training
+and draws run on (tokens, or the frozen part's outputs computed once and kept in
+the private cache), the ``Net`` and the private cache itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+from swagppm.cache import PrivateCache, cache_key
+from swagppm.config import SWAGPPMConfig
+from swagppm.data.prepare import PreparedData, prepare_data
+from swagppm.errors import ConfigError
+from swagppm.models.build import ModelBundle, build_model
+from swagppm.models.partial import HiddenSplit, boundary_states
+from swagppm.provenance import code_digest, cpu_kernels, versions
+from swagppm.train.engine import Net, Split, pooled_features
+
+_R = TypeVar("_R", bound="Resources")
+
+
+def resolve_device(name: str) -> torch.device:
+    """The device ``swagppm.device`` names ("auto": CUDA when available); a ``ConfigError`` when it cannot fit."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"swagppm.device = {name!r}: not a device for fitting "
+                          "(use 'auto', 'cpu', 'cuda' or 'cuda:N')")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"swagppm.device = {name!r}, but CUDA is not available on this machine; "
+                          "use device = 'auto' or 'cpu'")
+    return device
+
+
+class Resources:
+    """What every fit of ``config`` shares, built once: data, model, splits, ``Net`` and the private cache.
+
+    ``tokens`` are the (train, test) token splits; ``train`` and ``test`` are what
+    training and draws run on (the tokens, or the cached outputs of a frozen
+    part). ``close()`` (or leaving a ``with`` block) frees the model and the device
+    tensors. ``setup_seconds`` is how long building took.
+    """
+
+    def __init__(self, config: SWAGPPMConfig) -> None:
+        start = time.perf_counter()
+        self.config = config
+        self.device = resolve_device(config.device)
+        self.threads = torch.get_num_threads()
+        self.cpu_kernels = cpu_kernels(self.device)
+        self.data: PreparedData = prepare_data(config.data, seed=config.seed)
+        self.cache = PrivateCache(config.cache_dir)
+        self.bundle: ModelBundle = build_model(config, self.data, self.device)
+        tokenizer, max_length = self.bundle.tokenizer, config.data.max_length
+        self.tokens = (
+            Split.from_texts(self.data.train_texts, self.data.train_labels, tokenizer, max_length=max_length,
+                             device=self.device),
+            Split.from_texts(self.data.test_texts, self.data.test_labels, tokenizer, max_length=max_length,
+                             device=self.device),
+        )
+        self.train, self.test = self._splits()
+        on_cuda = self.device.type == "cuda"
+        self.net = Net(self.bundle.model, self.bundle.head, device=self.device, amp=config.amp and on_cuda,
+                       graphs=config.cuda_graphs and on_cuda, compile_eval=config.compile_eval and on_cuda)
+        self.setup_seconds = time.perf_counter() - start
+
+    def __enter__(self: _R) -> _R:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop the model and every tensor (device memory is freed once nothing else refers to them)."""
+        for name in ("bundle", "net", "tokens", "train", "test"):
+            self.__dict__.pop(name, None)
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def result_settings(self) -> dict[str, Any]:
+        """What changes a computed result on this device besides the data and the weights (part of cache keys)."""
+        on_cpu = self.device.type == "cpu"
+        return {"device": self.device.type, "threads": self.threads if on_cpu else None, "versions": versions(),
+                "code": code_digest()}
+
+    def _splits(self) -> tuple[Split, Split]:
+        """What training and draws run on: tokens, or the frozen part's outputs computed once and cached."""
+        config, bundle = self.config, self.bundle
+        if bundle.head is None:
+            return self.tokens
+        model = {k: v for k, v in dataclasses.asdict(config.model).items() if k != "name_or_path"}
+        kind = "features" if bundle.cached_layers is None else "hidden"
+        key = cache_key(kind, self.data.data_hash, bundle.fingerprint, model, config.data.max_length,
+                        self.result_settings())
+        named = {"train": (self.tokens[0], self.data.train_labels), "test": (self.tokens[1], self.data.test_labels)}
+
+        def compute() -> dict[str, Any]:
+            if bundle.cached_layers is None:
+                return {name: pooled_features(bundle.model, split, batch_size=config.eval_batch_size).cpu()
+                        for name, (split, _) in named.items()}
+            return {name: boundary_states(bundle.model, split, first=bundle.cached_layers,  # type: ignore[arg-type]
+                                          batch_size=config.eval_batch_size) for name, (split, _) in named.items()}
+
+        def valid(payload: dict[str, Any]) -> bool:
+            if bundle.cached_layers is None:
+                return all(payload[name].shape[0] == len(split) for name, (split, _) in named.items())
+            return all(split.lengths is not None and np.array_equal(payload[name]["lengths"].numpy(), split.lengths)
+                       for name, (split, _) in named.items())
+
+        payload, _ = self.cache.get_or_compute(kind, key, compute, validate=valid)
+        if bundle.cached_layers is None:
+            train, test = (Split(payload[name], labels, None, self.device) for name, (_, labels) in named.items())
+        else:
+            train, test = (HiddenSplit(payload[name]["states"], labels, payload[name]["lengths"].numpy(), self.device)
+                           for name, (_, labels) in named.items())
+        return train, test

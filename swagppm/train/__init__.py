@@ -1,0 +1,1 @@
+"""Training: batches, loops and sweeps over draws (``engine``), SWAG, seeded streams, and fine-tune-and-SWAG."""

@@ -1,0 +1,59 @@
+"""Fine-tune, then SWAG: the training both stages run (METHOD.md steps 1-2 and 5-6)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import torch
+
+from swagppm.config import SWAGPPMConfig
+from swagppm.train import rng
+from swagppm.train.engine import EpochCallback, EpochInfo, Net, Split, adamw, sgd, train
+from swagppm.train.swag import SWAGPosterior
+from swagppm.train.timing import StageTimer
+
+
+def fine_tune_and_swag(
+    net: Net, split: Split, config: SWAGPPMConfig, *, stage: str, epochs: int, seed: int, timer: StageTimer,
+    weights: torch.Tensor | None = None, majority_rate: float = 0.0, on_epoch: EpochCallback | None = None,
+    progress: bool = False, after_finetune: Callable[[], None] | None = None,
+) -> tuple[SWAGPosterior, list[EpochInfo]]:
+    """AdamW fine-tune for ``epochs`` epochs, then SWAG by constant-lr SGD: (posterior, per-epoch history).
+
+    Trains ``net`` in place from the parameters it holds, on the plain loss
+    (``weights=None``: stage 1) or the weighted one (stage 2), with ``config``'s
+    optimiser settings. Shuffling and dropout are seeded from (``seed``,
+    ``stage``). ``after_finetune`` runs between the two (stage 1 records its
+    non-private baseline there); ``timer`` gets "finetune" and "swag".
+    """
+    ft_lr, swag_lr = config.learning_rates
+    steps = epochs * math.ceil(len(split) / config.batch_size)
+    run = functools.partial(train, net, split, batch_size=config.batch_size, weights=weights, on_epoch=on_epoch,
+                            majority_rate=majority_rate, progress=progress,
+                            generator=rng.generator(seed, stage, "shuffle"))
+    with rng.seeded_global_rng(seed, stage, "dropout", device=net.device):
+        with timer("finetune"):
+            optimizer, scheduler = adamw(net, lr=ft_lr, weight_decay=config.finetune_weight_decay, total_steps=steps)
+            history = run(stage=f"{stage} fine-tune", epochs=epochs, optimizer=optimizer, scheduler=scheduler)
+            if after_finetune is not None:
+                after_finetune()
+        with timer("swag"):
+            posterior = SWAGPosterior(rank=config.swag_rank, dtype=getattr(torch, config.swag_dtype),
+                                      device=net.device, modules=config.swag_modules,
+                                      deviations_device=deviations_device(config, net))
+            history += run(stage=f"{stage} SWAG", epochs=config.swag_epochs,
+                           optimizer=sgd(net, lr=swag_lr, momentum=config.swag_momentum), collectors=[posterior])
+    return posterior, history
+
+
+def deviations_device(config: SWAGPPMConfig, net: Net) -> str | None:
+    """Where SWAG's deviation matrix lives: the host ("cpu", pinned) or the posterior's device (None)."""
+    choice = config.swag_deviations_device
+    if choice != "auto" or net.device.type != "cuda":
+        return "cpu" if choice == "cpu" else None
+    size = sum(p.numel() for p in net.model.parameters() if p.requires_grad)
+    needed = size * config.swag_rank * torch.finfo(getattr(torch, config.swag_dtype)).bits // 8
+    free, _ = torch.cuda.mem_get_info(net.device)
+    return "cpu" if needed > free / 2 else None

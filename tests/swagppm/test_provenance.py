@@ -1,0 +1,32 @@
+"""What results depend on besides data and settings: the code digest covers every source file of the package."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import swagppm
+
+PACKAGE = Path(swagppm.__file__).parent
+
+
+def _digest(root: Path) -> str:
+    script = "from swagppm.provenance import code_digest; print(code_digest())"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=root,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
+def test_an_edit_in_a_subpackage_or_a_moved_file_changes_the_code_digest(tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(PACKAGE, copy / "swagppm", ignore=shutil.ignore_patterns("__pycache__"))
+    original = _digest(copy)
+    engine = copy / "swagppm" / "train" / "engine.py"
+    engine.write_text(engine.read_text() + "\n# an edit\n")
+    edited = _digest(copy)
+    engine.rename(copy / "swagppm" / "train" / "moved.py")
+    assert len({original, edited, _digest(copy)}) == 3
