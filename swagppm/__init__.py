@@ -29,29 +29,13 @@ from swagppm.errors import ConfigError, DataError, ReleaseRefused, TrainingFailu
 from swagppm.trial import TrialParams
 
 if TYPE_CHECKING:
-    from swagppm.cache import clear_cache, default_cache_dir
-    from swagppm.config import PRIVATE_TEST, check_choice, check_value, config_from_table, load_toml
     from swagppm.data import PreparedData, load_records, prepare_data, synthetic_corpus
-    from swagppm.evaluate.probes import RecordLosses
-    from swagppm.mechanism import (
-        epsilon_from_series,
-        normalise_risk,
-        privacy_weights,
-        reweight,
-        weighted_delta,
-        weighted_nll,
-    )
     from swagppm.models.build import register_auto_classes
-    from swagppm.models.pooled import PooledClassifier, PooledClassifierConfig
-    from swagppm.provenance import cpu_kernels, versions
-    from swagppm.releases.selection import Selection, SelectionFailed, check_selection
-    from swagppm.releases.writer import check_release_dir
+    from swagppm.models.pooled import PooledClassifier
     from swagppm.resources import Resources
     from swagppm.session import Session, prepare, release, run_fit
-    from swagppm.stage1 import Preparation, Stage1
+    from swagppm.stage1 import Stage1
     from swagppm.stage2 import Fit, SWAGPPMResult, fit
-    from swagppm.statement import CAVEATS, RELEASED_DRAW, audit_contradiction
-    from swagppm.train.engine import EpochInfo
     from swagppm.train.swag import SWAGPosterior
 
 # Where each public name that needs torch, transformers or pandas lives; loaded on first use.
@@ -65,22 +49,7 @@ _LAZY = {
     "swagppm.stage2": ("Fit", "SWAGPPMResult", "fit"),
     "swagppm.train.swag": ("SWAGPosterior",),
 }
-# Names of the flat namespace of 0.1, still resolved here while callers move to their homes (not in __all__).
-_MOVED = {
-    "swagppm.cache": ("clear_cache", "default_cache_dir"),
-    "swagppm.config": ("PRIVATE_TEST", "check_choice", "check_value", "config_from_table", "load_toml"),
-    "swagppm.evaluate.probes": ("RecordLosses",),
-    "swagppm.mechanism": ("epsilon_from_series", "normalise_risk", "privacy_weights", "reweight", "weighted_delta",
-                          "weighted_nll"),
-    "swagppm.models.pooled": ("PooledClassifierConfig",),
-    "swagppm.provenance": ("cpu_kernels", "versions"),
-    "swagppm.releases.selection": ("Selection", "SelectionFailed", "check_selection"),
-    "swagppm.releases.writer": ("check_release_dir",),
-    "swagppm.stage1": ("Preparation",),
-    "swagppm.statement": ("CAVEATS", "RELEASED_DRAW", "audit_contradiction"),
-    "swagppm.train.engine": ("EpochInfo",),
-}
-_HOME = {name: module for table in (_LAZY, _MOVED) for module, names in table.items() for name in names}
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
 
 __version__ = "0.1.0"
 

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import scorers
 import swagppm
+from swagppm.statement import RELEASED_DRAW, audit_contradiction
+
+if TYPE_CHECKING:
+    from swagppm.evaluate.probes import RecordLosses
 
 BASELINE = "non_private_baseline"
-RELEASE = swagppm.RELEASED_DRAW
+RELEASE = RELEASED_DRAW
 
 
-def audit_losses(losses: swagppm.RecordLosses) -> dict[str, Any]:
+def audit_losses(losses: RecordLosses) -> dict[str, Any]:
     """The aggregates of the loss-threshold and class-calibrated attacks on one model's losses."""
     results = scorers.membership_audit(losses.members, losses.non_members, member_classes=losses.member_classes,
                                        non_member_classes=losses.non_member_classes)
@@ -37,7 +41,7 @@ def audit_fit(session: swagppm.Session, fit: swagppm.Fit) -> dict[str, Any]:
 def audit_text(audit: dict[str, Any], *, epsilon: float | None, epsilon_is_lower_bound: bool = False) -> str:
     """The audit as a small table, one row per (model, attack), and a warning if it contradicts ``epsilon``.
 
-    ``epsilon`` is the released draw's stated ε; ``swagppm.audit_contradiction`` decides.
+    ``epsilon`` is the released draw's stated ε; ``swagppm.statement.audit_contradiction`` decides.
     """
     header = f"{'model':<22} {'attack':<17} {'AUC':>6} {'95% interval':>15} {'TPR@0.1%':>9} {'TPR@1%':>7} {'eps LB':>7}"
     lines = [header, "-" * len(header)]
@@ -47,7 +51,7 @@ def audit_text(audit: dict[str, Any], *, epsilon: float | None, epsilon_is_lower
             tprs = r["tpr_at_fpr"]
             lines.append(f"{model:<22} {attack:<17} {r['auc']:>6.3f} {f'[{low:.3f}, {high:.3f}]':>15} "
                          f"{tprs['0.001'][0]:>9.3f} {tprs['0.01'][0]:>7.3f} {r['epsilon_lower_bound']:>7.3f}")
-    contradiction = swagppm.audit_contradiction(epsilon, audit, epsilon_is_lower_bound=epsilon_is_lower_bound)
+    contradiction = audit_contradiction(epsilon, audit, epsilon_is_lower_bound=epsilon_is_lower_bound)
     if contradiction:
         lines.append(f"warning: {contradiction}")
     return "\n".join(lines)

@@ -92,7 +92,7 @@ def _swagppm_rows(session: swagppm.Session, settings: CompareSettings, *, label:
 
 def _dpsgd_rows(session: swagppm.Session, settings: CompareSettings, targets: Sequence[float]) -> list[ComparisonRow]:
     try:
-        from swagppm._dpsgd import DPSGDSettings, dpsgd_fit
+        from swagppm.evaluate.dpsgd import DPSGDSettings, dpsgd_fit
     except ModuleNotFoundError as error:
         raise ConfigError(f"compare needs DP-SGD's library ({error.name}): "
                           "pip install 'swagppm-tuner[compare]'") from None

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from scorers import DEFAULT_SPIKE_Z, MIN_DRAWS, DiagnosisThresholds, Statistic
-from swagppm import ConfigError, SWAGPPMConfig, check_choice, check_value, config_from_table, load_toml
+from swagppm import ConfigError, SWAGPPMConfig
+from swagppm.config import check_choice, check_value, config_from_table, load_toml
 from tuner.samplers import SAMPLERS, sampler_traits
 from tuner.search import SearchSpace, StartPoint, check_finite
 from tuner.storage import JOURNAL, journal_path, masked_url, parse_url

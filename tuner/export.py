@@ -12,7 +12,7 @@ from optuna.trial import FrozenTrial
 
 import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
-from swagppm._statement import privacy_statement
+from swagppm.statement import privacy_statement
 from tuner.config import StudyConfig
 from tuner.queries import best_feasible, is_feasible, trials_run, violated
 from tuner.record import TrialRecord, named_constraints
@@ -21,6 +21,13 @@ from tuner.study import CAVEATS, definition_digest
 from tuner.tuning import tuning_cost
 
 FORMAT = "swagppm-tuner/export-1"
+
+
+def library_versions(*extra: str) -> dict[str, str]:
+    """The library versions a fit depends on, and ``extra`` ones (``swagppm.provenance``: imports torch when called)."""
+    from swagppm.provenance import versions
+
+    return versions(*extra)
 
 
 def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -> dict[str, Any]:
@@ -64,7 +71,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "threads": record.threads,
         "cpu_kernels": record.cpu_kernels or None,
         "stage1_fingerprint": record.stage1_fingerprint or None,
-        "versions": swagppm.versions("optuna", "optuna-dashboard"),
+        "versions": library_versions("optuna", "optuna-dashboard"),
         "caveats": list(CAVEATS) + [f"This configuration was selected from {counts['total']} trials "
                                     f"({counts['complete']} complete, {counts['pruned']} pruned, "
                                     f"{counts['fail']} failed) on the private data."],
@@ -146,7 +153,7 @@ def chosen_from_study(study: optuna.Study, config: StudyConfig) -> Chosen | None
 def refit_suspects(result: swagppm.SWAGPPMResult, chosen: Chosen) -> str:
     """What may explain a refit's ε that differs from its export's: whether stage 1 is the export's, then the thread
     count, CPU kernels, device and library versions against it."""
-    now, then = swagppm.versions("optuna", "optuna-dashboard"), chosen.versions or {}
+    now, then = library_versions("optuna", "optuna-dashboard"), chosen.versions or {}
     changed = sorted(name for name in set(now) | set(then) if now.get(name) != then.get(name))
     versions = (f"{', '.join(changed)} differ" if changed else "the same") if then else "not recorded"
     causes = (f"the CPU thread count ({result.threads} here, {chosen.threads or 'not recorded'} in the export), the "

@@ -27,7 +27,7 @@ from tuner.record import FAILURE, FIGURES_ERROR, RAN_BY, store_constraints
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
-    from swagppm import EpochInfo
+    from swagppm.train.engine import EpochInfo
 
 
 class FitCrashed(RuntimeError):

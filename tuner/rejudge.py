@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import TrialState, create_trial
 
-from swagppm import config_from_table
+from swagppm.config import config_from_table
 from tuner.config import StudyConfig, Targets
 from tuner.outcome import judge
 from tuner.queries import FINISHED

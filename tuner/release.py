@@ -11,11 +11,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import swagppm
 from tuner.audit import BASELINE, RELEASE, audit_losses
 from tuner.tuning import with_selection_cost
+
+if TYPE_CHECKING:
+    from swagppm.evaluate.probes import RecordLosses
+    from swagppm.releases.selection import Selection
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,16 +32,16 @@ class Released:
 
 def release_draw(session: swagppm.Session, fit: swagppm.Fit, out: Path, *, force: bool, overwrite: bool,
                  trials_run: int | None, tuning: dict[str, Any] | None = None,
-                 selection: swagppm.Selection | None = None, selection_delta: float | None = None) -> Released:
+                 selection: Selection | None = None, selection_delta: float | None = None) -> Released:
     """One secret draw of ``fit`` written to ``out``; a ``selection`` is priced at the fit's ε first.
 
     ``selection_delta`` defaults to 1/n for n training records. Raises
-    ``swagppm.SelectionFailed`` when no candidate draw reaches the threshold.
+    ``swagppm.releases.selection.SelectionFailed`` when no candidate draw reaches the threshold.
     """
     baseline = audit_losses(session.baseline_losses())
     audits: dict[str, Any] = {}
 
-    def audit(losses: swagppm.RecordLosses) -> dict[str, Any]:
+    def audit(losses: RecordLosses) -> dict[str, Any]:
         audits.update({BASELINE: baseline, RELEASE: audit_losses(losses)})
         return audits
 

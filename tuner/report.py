@@ -10,7 +10,7 @@ from pathlib import Path
 import optuna
 
 import scorers.plots
-from swagppm._statement import privacy_statement
+from swagppm.statement import privacy_statement
 from tuner.compare import ComparisonRow
 from tuner.config import StudyConfig
 from tuner.figures import study_figures, trial_figures

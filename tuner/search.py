@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass
 
 from scorers import GUIDE
-from swagppm import ConfigError, check_value
+from swagppm import ConfigError
+from swagppm.config import check_value
 
 
 def check_finite(table: str, settings: object, names: tuple[str, ...]) -> None:

@@ -27,8 +27,7 @@ import optuna
 from optuna.study import MaxTrialsCallback
 from optuna.trial import FrozenTrial, TrialState
 
-import swagppm
-from swagppm import ConfigError
+from swagppm import ConfigError, statement
 from tuner.config import StudyConfig
 from tuner.faults import quiet_heartbeat_errors, recover_stale_trials
 from tuner.figures import study_figures
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
 
 DEFINITION_ATTR = "definition"
 STAGE1_FINGERPRINT = "stage1_fingerprint"  # study attribute: the stage 1 every trial of the study used
-CAVEATS = (*swagppm.CAVEATS,
+CAVEATS = (*statement.CAVEATS,
            "The released model is one draw from the SWAG posterior; its own F1 varies around the medians reported "
            "here.")
 MAX_CONSECUTIVE_CRASHES = 3

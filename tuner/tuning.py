@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import optuna
 
-import swagppm
 from tuner.accounting import (
     GeometricStopping,
     TrialCountDistribution,
@@ -33,7 +32,7 @@ from tuner.config import StudyConfig
 from tuner.record import TrialRecord
 
 if TYPE_CHECKING:
-    from swagppm import Selection
+    from swagppm.releases.selection import Selection
 
 ACCOUNTED_TRIALS = "accounted_trials"  # study attribute: the K drawn for an accounted study
 NUM_TRAIN = "num_train"  # study attribute: training records (δ = 1/n by default)
@@ -97,13 +96,15 @@ def private_selection(*, source: str, threshold: float, metric: str = "f1_macro"
                       stop_probability: float = 0.1) -> Selection:
     """A release's selection rule, its candidate budget K ~ Geometric(γ) drawn once from fresh OS entropy.
 
-    ``source`` is a file of public records (or ``swagppm.PRIVATE_TEST``, unaccounted).
+    ``source`` is a file of public records (or ``swagppm.config.PRIVATE_TEST``, unaccounted).
     Its cost is added once the fit's ε is known (``with_selection_cost``).
     """
+    from swagppm.releases.selection import Selection  # torch: imported only when a selection is made
+
     rounds = GeometricStopping(stop_probability=stop_probability).sample_rounds(
         np.random.default_rng(secrets.randbits(128)))
-    return swagppm.Selection(source=source, threshold=threshold, metric=metric, rounds=rounds,
-                             stop_probability=stop_probability)
+    return Selection(source=source, threshold=threshold, metric=metric, rounds=rounds,
+                     stop_probability=stop_probability)
 
 
 def with_selection_cost(selection: Selection, *, epsilon_per_draw: float, delta: float) -> Selection:

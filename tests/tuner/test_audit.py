@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 
 import swagppm
-from swagppm._statement import privacy_statement
-from tests.swagppm.conftest import small_config
+from swagppm.evaluate.probes import RecordLosses
+from swagppm.statement import audit_contradiction, privacy_statement
+from tests.swagppm.helpers import small_config
 from tuner.audit import BASELINE, RELEASE, audit_fit, audit_losses, audit_text
 
 
@@ -33,9 +34,9 @@ def test_the_audit_of_an_untrained_model_is_near_chance_and_has_both_columns(tmp
 
 def test_audit_losses_separate_a_memorised_set_from_chance() -> None:
     rng = np.random.default_rng(0)
-    memorised = swagppm.RecordLosses(members=np.full(400, 0.01), non_members=rng.uniform(1, 3, 400),
+    memorised = RecordLosses(members=np.full(400, 0.01), non_members=rng.uniform(1, 3, 400),
                                      member_classes=np.zeros(400, int), non_member_classes=np.zeros(400, int))
-    chance = swagppm.RecordLosses(members=rng.uniform(1, 3, 400), non_members=rng.uniform(1, 3, 400),
+    chance = RecordLosses(members=rng.uniform(1, 3, 400), non_members=rng.uniform(1, 3, 400),
                                   member_classes=np.zeros(400, int), non_member_classes=np.zeros(400, int))
     assert audit_losses(memorised)["loss_threshold"]["auc"] == 1.0
     assert audit_losses(memorised)["loss_threshold"]["epsilon_lower_bound"] > 2
@@ -44,7 +45,7 @@ def test_audit_losses_separate_a_memorised_set_from_chance() -> None:
 
 def test_an_audit_bound_above_the_stated_epsilon_is_a_warning_wherever_epsilon_is_stated() -> None:
     members, non_members = np.full(400, 0.01), np.random.default_rng(0).uniform(1, 3, 400)
-    memorised = audit_losses(swagppm.RecordLosses(members=members, non_members=non_members,
+    memorised = audit_losses(RecordLosses(members=members, non_members=non_members,
                                                   member_classes=np.zeros(400, int),
                                                   non_member_classes=np.zeros(400, int)))
     bound = memorised["loss_threshold"]["epsilon_lower_bound"]
@@ -56,8 +57,8 @@ def test_an_audit_bound_above_the_stated_epsilon_is_a_warning_wherever_epsilon_i
                                             "(loss threshold attack, 95% confidence) exceeds the stated epsilon 1")
     statement = privacy_statement(epsilon=1.0, trainable="head", audit=audit)
     assert [line for line in statement if line.startswith("Audit warning: ")] == [
-        f"Audit warning: {swagppm.audit_contradiction(1.0, audit)}."]
+        f"Audit warning: {audit_contradiction(1.0, audit)}."]
     baseline_only = {BASELINE: memorised}  # the non-private baseline is expected to leak: no warning
-    assert swagppm.audit_contradiction(1.0, baseline_only) is None
+    assert audit_contradiction(1.0, baseline_only) is None
     assert not any(line.startswith("Audit warning") for line in
                    privacy_statement(epsilon=1.0, epsilon_is_lower_bound=True, trainable="head", audit=audit))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import swagppm
+from swagppm.config import PRIVATE_TEST
 from tuner.cli import EXIT_FIT_FAILED, main
 
 STUDY = """
@@ -122,7 +123,7 @@ def test_release_with_private_selection_states_its_cost_or_why_it_has_none(
     assert "missing.csv: no such file" in capsys.readouterr().err and not (tmp_path / "cache").exists()
     out = tmp_path / "released"
     assert main(["fit", str(study), "--ft-epochs", "1", "--release", str(out), "--force", "--min-utility", "0",
-                 "--selection-data", swagppm.PRIVATE_TEST]) == 0
+                 "--selection-data", PRIVATE_TEST]) == 0
     printed = capsys.readouterr().out
     card = json.loads((out / "release_card.json").read_text())
     assert card["selection"]["accounted"] is False and card["selection"]["threshold"] == 0.0
@@ -135,7 +136,7 @@ def test_a_selection_no_draw_passes_releases_nothing(tmp_path: Path, capsys: pyt
     study.write_text(STUDY)
     out = tmp_path / "released"
     code = main(["fit", str(study), "--ft-epochs", "1", "--release", str(out), "--force", "--min-utility", "1",
-                 "--selection-data", swagppm.PRIVATE_TEST, "--selection-stop-probability", "1"])
+                 "--selection-data", PRIVATE_TEST, "--selection-stop-probability", "1"])
     err = capsys.readouterr().err
     assert code == 1 and "nothing released: no candidate draw reached f1_macro >= 1" in err
     assert not (out / "release_card.json").exists()
@@ -144,7 +145,7 @@ def test_a_selection_no_draw_passes_releases_nothing(tmp_path: Path, capsys: pyt
 def test_the_command_line_loads_no_heavy_library_until_a_verb_needs_it() -> None:
     """--help, status, export, report and dashboard answer at once: no torch, transformers, sklearn, scipy.stats
     or dp-accounting (together several seconds of imports) is loaded with the command line."""
-    heavy = ("torch", "transformers", "sklearn", "scipy.stats", "dp_accounting", "swagppm._pipeline")
+    heavy = ("torch", "transformers", "sklearn", "scipy.stats", "dp_accounting", "swagppm.session")
     code = ("import sys, tuner.cli\n"
             f"loaded = [m for m in {heavy!r} if m in sys.modules]\n"
             "assert not loaded, loaded")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import swagppm
-from tests.swagppm.conftest import small_config
+from tests.swagppm.helpers import small_config
 from tuner.compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
 
 pytest.importorskip("opacus", reason="the compare extra (opacus) is not installed")

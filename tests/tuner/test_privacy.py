@@ -18,6 +18,7 @@ import pytest
 from plotly.offline import get_plotlyjs
 
 import swagppm
+from swagppm.config import load_toml
 from tests.tuner.helpers import write_study
 from tuner import StudyConfig, open_study
 from tuner.cli import main
@@ -72,7 +73,7 @@ def assert_nothing_per_record(path: Path, tmp_path: Path, *, texts: tuple[str, .
 @pytest.fixture
 def demo_study(tmp_path: Path) -> Path:
     """The shipped demo study, shortened to two trials, with its files in ``tmp_path``."""
-    document = swagppm.load_toml(REPO / "studies" / "demo_tiny.toml")
+    document = load_toml(REPO / "studies" / "demo_tiny.toml")
     document["study"]["n_trials"] = 2
     document["swagppm"] |= {"cache_dir": str(tmp_path / "private"), "swag_epochs": 4, "draws_risk": 20,
                             "draws_privacy": 30, "draws_utility": 5}

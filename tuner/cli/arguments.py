@@ -8,13 +8,17 @@ import dataclasses
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import swagppm
-from swagppm import PRIVATE_TEST, ConfigError, check_value
+from swagppm import ConfigError
+from swagppm.config import PRIVATE_TEST, check_value
 from tuner.config import StudyConfig
 from tuner.export import Chosen, read_export
 from tuner.storage import STORAGE_ENV
 from tuner.tuning import private_selection
+
+if TYPE_CHECKING:
+    from swagppm.releases.selection import Selection
 
 STUDY_HELP = "study TOML file (see studies/demo.toml)"
 
@@ -99,7 +103,7 @@ def check_output(path: Path, what: str, *, folder: bool = False) -> None:
         raise ConfigError(f"{what} {path}: cannot be written ({reason})") from None
 
 
-def selection(args: argparse.Namespace, *, releasing: bool) -> swagppm.Selection | None:
+def selection(args: argparse.Namespace, *, releasing: bool) -> Selection | None:
     """The release's private selection from --min-utility and --selection-data (both or neither), checked now."""
     given = {"--min-utility": args.min_utility, "--selection-data": args.selection_data}
     if all(value is None for value in given.values()):

@@ -8,10 +8,12 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import swagppm
 from scorers import GUIDE
-from swagppm import ConfigError, check_value
+from swagppm import ConfigError
+from swagppm.config import check_value
 from tuner.audit import audit_fit, audit_text, write_audit
 from tuner.cli.arguments import (
     add_data,
@@ -41,6 +43,9 @@ from tuner.outcome import judge, result_line
 from tuner.release import release_draw, selection_sentence
 from tuner.search import StartPoint
 from tuner.study import open_existing_study
+
+if TYPE_CHECKING:
+    from swagppm.releases.selection import Selection
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,8 +94,8 @@ class FitCommand(Command):
         if args.json is not None:
             check_output(args.json, "--json")
         if args.release is not None:
-            swagppm.check_release_dir(args.release, overwrite=args.overwrite,
-                                      data_derived=request.config.model.is_tiny, force=args.force)
+            check_release_dir(args.release, overwrite=args.overwrite,
+                               data_derived=request.config.model.is_tiny, force=args.force)
         chosen_selection = selection(args, releasing=args.release is not None)
         if request.chosen is not None and request.chosen.threads:
             import torch  # only here: the command line starts without the training stack
@@ -100,7 +105,7 @@ class FitCommand(Command):
                   "depends on the thread count in its last digits)")
         with swagppm.Session(request.config) as session:
             if chosen_selection is not None:
-                swagppm.check_selection(session, chosen_selection)
+                check_selection(session, chosen_selection)
             fit = session.fit(c=request.c, ft_epochs=request.ft_epochs, g=request.g,
                               stop_above_epsilon=args.stop_above_epsilon, progress=True)
             page = print_fit(fit.result, request)
@@ -182,17 +187,33 @@ def reproduced(result: swagppm.SWAGPPMResult, chosen: Chosen | None) -> int:
     return EXIT_NOT_REPRODUCED
 
 
+def check_release_dir(out: Path, *, overwrite: bool, data_derived: bool, force: bool) -> None:
+    """``swagppm.releases.writer.check_release_dir``, imported when a release is asked for (it needs torch)."""
+    from swagppm.releases.writer import check_release_dir as check
+
+    check(out, overwrite=overwrite, data_derived=data_derived, force=force)
+
+
+def check_selection(session: swagppm.Session, chosen: Selection) -> None:
+    """``swagppm.releases.selection.check_selection``, imported when a selection is asked for."""
+    from swagppm.releases.selection import check_selection as check
+
+    check(session, chosen)
+
+
 def write_release(session: swagppm.Session, fit: swagppm.Fit, out: Path, *, args: argparse.Namespace,
                   trials_run: int | None, tuning: dict[str, object] | None = None,
-                  selection: swagppm.Selection | None = None) -> int:
+                  selection: Selection | None = None) -> int:
     """One secret draw of ``fit`` written to ``out``, its card carrying the membership-inference audit."""
     if fit.result.failure:
         print(f"nothing released: the fit failed ({fit.result.failure})", file=sys.stderr)
         return EXIT_FIT_FAILED
+    from swagppm.releases.selection import SelectionFailed
+
     try:
         released = release_draw(session, fit, out, force=args.force, overwrite=args.overwrite, trials_run=trials_run,
                                 tuning=tuning, selection=selection, selection_delta=args.selection_delta)
-    except swagppm.SelectionFailed as error:
+    except SelectionFailed as error:
         print(f"nothing released: {error}", file=sys.stderr)
         return EXIT_INFEASIBLE
     print(f"released one draw of c = {fit.result.c:.4g}, {fit.result.ft_epochs} epochs to {released.path}")
@@ -233,12 +254,12 @@ class ReleaseCommand(Command):
         chosen = chosen_configuration(args, "released")
         if chosen is None:
             return EXIT_INFEASIBLE
-        swagppm.check_release_dir(args.output, overwrite=args.overwrite, data_derived=chosen.config.model.is_tiny,
-                                  force=args.force)
+        check_release_dir(args.output, overwrite=args.overwrite, data_derived=chosen.config.model.is_tiny,
+                          force=args.force)
         chosen_selection = selection(args, releasing=True)
         with swagppm.Session(chosen.config) as session:
             if chosen_selection is not None:
-                swagppm.check_selection(session, chosen_selection)
+                check_selection(session, chosen_selection)
             fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, progress=True)
             return write_release(session, fit, args.output, args=args, trials_run=chosen.trials_run,
                                  tuning=chosen.tuning, selection=chosen_selection)

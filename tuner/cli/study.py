@@ -9,7 +9,6 @@ from pathlib import Path
 
 from optuna.artifacts import FileSystemArtifactStore
 
-import swagppm
 from swagppm import ConfigError
 from tuner.cli.arguments import add_data, add_storage, add_study, check_output, study_config
 from tuner.cli.base import EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_OK, Command
@@ -276,9 +275,11 @@ class CleanCommand(Command):
         """Delete the private cache's own files; a folder the tool did not create is refused (exit 2), never
         emptied."""
         config = study_config(args)
-        folder, removed = swagppm.clear_cache(config.fit.cache_dir)
+        from swagppm.cache import clear_cache, default_cache_dir  # torch: only for this verb
+
+        folder, removed = clear_cache(config.fit.cache_dir)
         if folder is None:
-            print(f"nothing to clean: no private cache in {config.fit.cache_dir or swagppm.default_cache_dir()}")
+            print(f"nothing to clean: no private cache in {config.fit.cache_dir or default_cache_dir()}")
             return EXIT_OK
         shared = "" if config.fit.cache_dir else " (the default cache, shared by every study without cache_dir)"
         print(f"removed the private cache {folder}: {removed} files{shared}")
