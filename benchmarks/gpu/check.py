@@ -21,6 +21,7 @@ order of importance, each skipped (and said so) when the time budget is spent:
 
     python benchmarks/gpu/check.py --out gpu_check.json          # on the GPU machine
     python benchmarks/gpu/check.py --smoke --out smoke.json      # a CPU smoke run (the test suite runs it)
+    python benchmarks/gpu/check.py --quick --sections trial,ablations --out quick.json  # GPU paths in ~2 minutes
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ import swagppm  # noqa: E402
 from swagppm.train.engine import Net, adamw, sgd, train  # noqa: E402
 
 PEAK_TFLOPS = 989.0  # H100/H200 dense bf16
+SECTIONS = ("trial", "sweeps", "concurrency", "compiled_sweep", "ablations")
 PAPER = {"ft_epochs": 7, "swag_epochs": 20, "draws_privacy": 500, "draws_utility": 30}
 
 
@@ -78,6 +80,9 @@ class Sizes:
 GPU = Sizes(records=10_692, hidden=768, layers=6, heads=12, vocab=50_265, stage1_epochs=1, swag_epochs=20,
             ft_epochs=7, draws_risk=20, draws_privacy=500, draws_utility=30, sweep_repeats=3, concurrent=(1, 2, 4),
             concurrent_draws=40, budget_s=470.0)
+QUICK = Sizes(records=10_692, hidden=768, layers=6, heads=12, vocab=50_265, stage1_epochs=1, swag_epochs=2,
+              ft_epochs=1, draws_risk=5, draws_privacy=50, draws_utility=5, sweep_repeats=3, concurrent=(1,),
+              concurrent_draws=10, budget_s=240.0)
 SMOKE = Sizes(records=120, hidden=32, layers=1, heads=2, vocab=400, stage1_epochs=1, swag_epochs=2, ft_epochs=1,
               draws_risk=3, draws_privacy=4, draws_utility=2, sweep_repeats=1, concurrent=(1, 2),
               concurrent_draws=3, budget_s=240.0)
@@ -322,10 +327,18 @@ def ablations(session: swagppm.Session) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="a tiny CPU run of every section (the test suite's)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the paper-scale model and records at reduced epochs and draws: a few minutes on a GPU "
+                             "that checks the GPU paths (CUDA graphs, bf16 screening) and their per-epoch rates")
+    parser.add_argument("--sections", default=None,
+                        help=f"comma-separated sections to run (default all: {', '.join(SECTIONS)})")
     parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
     parser.add_argument("--budget-s", type=float, default=None, help="seconds for the whole check (default 470)")
     args = parser.parse_args(argv)
-    sizes = SMOKE if args.smoke else GPU
+    sizes = SMOKE if args.smoke else QUICK if args.quick else GPU
+    chosen = SECTIONS if args.sections is None else tuple(args.sections.split(","))
+    if unknown := sorted(set(chosen) - set(SECTIONS)):
+        parser.error(f"--sections: unknown {', '.join(unknown)}; known: {', '.join(SECTIONS)}")
     if args.budget_s is not None:
         sizes = replace(sizes, budget_s=args.budget_s)
     if not args.smoke and not torch.cuda.is_available():
@@ -333,19 +346,22 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cpu" if args.smoke else "cuda")
     transformers.logging.set_verbosity_error()
     report = Report(args.out, time.perf_counter(), sizes.budget_s)
-    report.document |= {"command": "python benchmarks/gpu/check.py" + (" --smoke" if args.smoke else ""),
+    given = " ".join(argv if argv is not None else sys.argv[1:])
+    report.document |= {"command": f"python benchmarks/gpu/check.py {given}",
                         "date": time.strftime("%Y-%m-%d"), "environment": environment(device),
                         "sizes": sizes.__dict__}
     workdir = Path(tempfile.mkdtemp(prefix="swagppm-gpu-check-"))
     try:
         config = workload(workdir, sizes, device)
         with swagppm.Session(config) as session:
-            report.section("trial", 60, lambda: trial(session, sizes))
-            report.section("sweeps", 15, lambda: sweeps(session, sizes))
-            report.section("concurrency", 60, lambda: concurrency(config, sizes, report))
-            if not args.smoke:  # compiling takes half a minute on a CPU and says nothing about a GPU
-                report.section("compiled_sweep", 60, lambda: compiled_sweep(session, sizes))
-            report.section("ablations", 20, lambda: ablations(session))
+            runs = {"trial": (60, lambda: trial(session, sizes)), "sweeps": (15, lambda: sweeps(session, sizes)),
+                    "concurrency": (60, lambda: concurrency(config, sizes, report)),
+                    "compiled_sweep": (60, lambda: compiled_sweep(session, sizes)),
+                    "ablations": (20, lambda: ablations(session))}
+            for name in SECTIONS:
+                # compiling takes half a minute on a CPU and says nothing about a GPU
+                if name in chosen and not (args.smoke and name == "compiled_sweep"):
+                    report.section(name, *runs[name])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps({k: v for k, v in report.document.items() if k != "sizes"}, indent=1, default=str))
