@@ -277,6 +277,10 @@ def write_release(session: swagppm.Session, fit: swagppm.Fit, target: ReleaseTar
     except AuditRefuted as error:
         print(f"swagppm-tune: error: {error}", file=sys.stderr)
         return EXIT_AUDIT_REFUTED
+    except OSError as error:  # the staging folder is gone with it: nothing is left at the target
+        print(f"swagppm-tune: error: could not write the release {target.path} ({error.strerror or error}); "
+              "nothing was released", file=sys.stderr)
+        return EXIT_BAD_INPUT
     print(f"released one draw of c = {fit.result.c:.4g}, {fit.result.ft_epochs} epochs to {released.path}")
     if selection is not None:
         print(selection_sentence(released.path))
