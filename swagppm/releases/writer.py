@@ -35,7 +35,8 @@ from swagppm.utility import class_report
 
 AuditCheck = Callable[[RecordLosses], Mapping[str, Any]]
 """Sees the released draw's per-record losses before the folder is moved into place; returns the owner report's
-audit section (aggregates), or raises ``AuditRefuted`` to refuse the release."""
+audit section (aggregates; ``"forced": True`` when it refuted the claim and the owner released anyway), or raises
+``AuditRefuted`` to refuse the release."""
 
 NO_AUDIT = "none was run before this release"
 AUDIT_PASSED = ("a membership-inference audit of the released draw (training records against held-out records) was "

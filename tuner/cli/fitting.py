@@ -291,8 +291,14 @@ def write_release(session: swagppm.Session, fit: swagppm.Fit, target: ReleaseTar
 
 
 def study_of(args: argparse.Namespace) -> optuna.Study | None:
-    """The study the verb's configuration comes from (None for --from EXPORT.json): its audits are counted."""
-    return None if args.study is None else open_existing_study(study_config(args))
+    """The study whose private data the verb audits, where it exists (not for --from EXPORT.json, nor for a ``fit``
+    of a study file never run): its audits are counted."""
+    if args.study is None:
+        return None
+    try:
+        return open_existing_study(study_config(args))
+    except ConfigError:
+        return None
 
 
 def chosen_configuration(args: argparse.Namespace, what: str) -> Chosen | None:
