@@ -46,6 +46,11 @@ def release_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         fit = session.fit(c=0.9, ft_epochs=2)
         out = session.release(fit, folder / "model", epsilon_cap=CAP, force=True, trials_run=3, tuning=TUNING)
         again = session.release(fit, folder / "again", epsilon_cap=CAP, force=True, public_labels=True)
+        data = session.data
+        public_eval = folder / "public.csv"  # reworded test texts: records the owner may declare public
+        pd.DataFrame({"text": [f"Reported publicly: {text}" for text in data.test_texts[:40]],
+                      "label": [data.class_names[k] for k in data.test_labels[:40]]}).to_csv(public_eval, index=False)
+        scored = session.release(fit, folder / "scored", epsilon_cap=CAP, force=True, public_eval=str(public_eval))
         model = session.bundle.model
         mean = model.classifier.weight.detach().clone()
         assert fit.posterior is not None
@@ -54,8 +59,8 @@ def release_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         seeded = model.classifier.weight.detach().clone()
         fit.posterior.restore_mean(model)
         names = session.data.label_names
-    return {"out": out, "again": again, "config": config, "mean": mean, "seeded": seeded, "result": fit.result,
-            "names": names, "cache": session.cache.directory}
+    return {"out": out, "again": again, "scored": scored, "config": config, "mean": mean, "seeded": seeded,
+            "result": fit.result, "names": names, "cache": session.cache.directory}
 
 
 @pytest.fixture
@@ -111,6 +116,13 @@ def test_the_card_holds_only_what_may_be_published(release_run: dict[str, Any]) 
                    "1.2345", '"trials_run"', '"seeds"', '"num_train"', '"threads"', '"cpu_threads"',
                    '"support"', '"confusion_matrix"', '"baseline', str(released.parent)):
         assert secret not in published, secret
+
+
+def test_utility_is_published_only_on_a_set_the_owner_declares_public(release_run: dict[str, Any]) -> None:
+    card = json.loads((release_run["scored"] / "release_card.json").read_text())
+    scores = card["utility"]["public_evaluation"]
+    assert scores["records"] == 40 and all(0.0 <= scores[key] <= 1.0 for key in ("f1_macro", "f1_weighted"))
+    assert json.loads((release_run["out"] / "release_card.json").read_text())["utility"] is None
 
 
 def test_the_owner_report_lies_beside_the_folder_owner_only_with_every_private_figure(

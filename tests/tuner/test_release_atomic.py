@@ -150,17 +150,20 @@ def test_a_full_disk_while_writing_leaves_nothing_and_says_so_in_one_line(
 
 def test_a_release_its_audit_refutes_is_refused_with_exit_7_unless_forced(
         study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """The audit of the released draw decides; here its losses are replaced by a memorised set's."""
+    """The audit of the released draw decides; here its losses are a memorised set's, and the claim is 0.5 (the
+    measured-epsilon rule, tested in tests/swagppm/test_releases.py, is set aside so the tiny fit may claim it)."""
     members, non_members = np.full(400, 0.01), np.random.default_rng(0).uniform(1, 3, 400)
     memorised = audit_losses(RecordLosses(members=members, non_members=non_members,
                                           member_classes=np.zeros(400, int), non_member_classes=np.zeros(400, int)))
     monkeypatch.setattr("tuner.release.audit_losses", lambda losses: memorised)
-    refutation = memorised.refutation(50.0)
+    monkeypatch.setattr("swagppm.releases.writer.check_claim", lambda result, cap: None)
+    study = write_study(study, merged(targets={"epsilon": 0.5}))
+    refutation = memorised.refutation(0.5)
     assert refutation is not None
     out = tmp_path / "model"
     assert main(release_args(study, out)) == EXIT_AUDIT_REFUTED
     [line] = tool_lines(capsys.readouterr().err)
-    assert f"refutes the claim epsilon <= 50: the released draw's epsilon lower bound is " \
+    assert f"refutes the claim epsilon <= 0.5: the released draw's epsilon lower bound is " \
            f"{refutation.epsilon_lower_bound:.3g}" in line and "delta" in line
     assert not out.exists() and leftovers(tmp_path, "model") == [] and not owner_report_path(out).exists()
     assert main([*release_args(study, out), "--force-audit"]) == 0
