@@ -264,3 +264,17 @@ def test_the_readme_usage_snippet_runs_verbatim(released: Path) -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "'label': 'LABEL_" in out.stdout
+
+
+def test_the_library_checks_a_release_folder_before_any_fit(tmp_path: Path) -> None:
+    """``swagppm.releases.check_release_dir`` is what a script calls before ``Session.fit`` (the README's snippet)."""
+    import swagppm.releases
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(swagppm.ConfigError, match="not empty"):
+        swagppm.releases.check_release_dir(folder, overwrite=False, data_derived=False, force=False)
+    assert swagppm.releases.check_release_dir(tmp_path / "new", overwrite=False, data_derived=False,
+                                              force=False) == tmp_path / "new"
+    assert not (tmp_path / "new").exists()
