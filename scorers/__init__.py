@@ -7,11 +7,18 @@ constraints and ``is_feasible`` reads them; ``recommend`` the practical guide's
 next move (``GUIDE``: its start and steps); ``privacy_audit`` the empirical
 privacy audit that refutes a stated ε or not (``membership_audit`` its attacks
 one by one, ``one_run_p_value`` and ``max_auc`` two of its tests' rules);
-``scorers.plots`` the figures. Every judgement rule and its
-default lives here, once.
+``scorers.plots`` the figures; ``register_attack`` adds an attack to every
+audit. Every judgement rule and its default lives here, once.
 """
 
-from scorers._audit import AttackResult, auc_interval_distribution_free, membership_audit
+from scorers._audit import (
+    Attack,
+    AttackResult,
+    attacks,
+    auc_interval_distribution_free,
+    membership_audit,
+    register_attack,
+)
 from scorers._diagnosis import (
     CONSTRAINT_CAP,
     GUIDE,
@@ -44,6 +51,7 @@ __all__ = [
     "DEFAULT_SPIKE_Z",
     "GUIDE",
     "MIN_DRAWS",
+    "Attack",
     "AttackAudit",
     "AttackResult",
     "Diagnosis",
@@ -55,6 +63,7 @@ __all__ = [
     "Refutation",
     "Statistic",
     "UtilityScores",
+    "attacks",
     "auc_interval_distribution_free",
     "constraint_values",
     "diagnose",
@@ -66,6 +75,7 @@ __all__ = [
     "privacy_audit",
     "recommend",
     "recommend_lower_c",
+    "register_attack",
     "score_max_delta",
     "score_utility",
     "spike_mask",

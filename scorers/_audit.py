@@ -8,7 +8,8 @@ intervals, an empirical ε lower bound and the two counts. Nothing per record is
 returned, not even a threshold (a threshold would be one record's loss).
 ``scorers.privacy_audit`` puts the same attacks into one family-wise test.
 
-Attacks (each a rule "member if score ≤ t", swept over every distinct score t):
+Attacks (each a rule "member if score ≤ t", swept over every distinct score t; ``register_attack``
+adds one to every audit):
 
 - ``"loss_threshold"`` (Yeom et al., 2018): the score is the loss itself.
 - ``"class_calibrated"``: the score is the loss minus a reference for the record's
@@ -347,6 +348,39 @@ def _attack(name: str, member_scores: np.ndarray, non_member_scores: np.ndarray,
     )
 
 
+@dataclass(frozen=True)
+class Attack:
+    """A membership-inference attack: a rule "member if score ≤ t" from each record's loss (and class).
+
+    ``scores`` gets float arrays of member and non-member losses and, when the
+    attack ``needs_classes``, their classes; it returns one score per record, in
+    the same order, and must score members and non-members alike (never by who is
+    a member), so that the one-run test may use the score.
+    """
+
+    name: str
+    scores: Callable[..., tuple[np.ndarray, np.ndarray]]
+    needs_classes: bool = False
+
+
+_ATTACKS: dict[str, Attack] = {}
+
+
+def register_attack(attack: Attack) -> Attack:
+    """Add an attack to every audit (replacing one of the same name); ``ATTACKS`` lists them in order."""
+    _ATTACKS[attack.name] = attack
+    return attack
+
+
+def attacks() -> tuple[Attack, ...]:
+    """The registered attacks, in the order they were registered."""
+    return tuple(_ATTACKS.values())
+
+
+def _loss_scores(member_losses: np.ndarray, non_member_losses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return member_losses, non_member_losses
+
+
 def _calibrated(member_losses: np.ndarray, non_member_losses: np.ndarray, member_classes: np.ndarray,
                 non_member_classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Losses minus the median finite loss of the record's class, over all records (see the module docstring)."""
@@ -366,24 +400,30 @@ def _calibrated(member_losses: np.ndarray, non_member_losses: np.ndarray, member
     return scores[:m], scores[m:]
 
 
+register_attack(Attack(name=LOSS_THRESHOLD, scores=_loss_scores))
+register_attack(Attack(name=CLASS_CALIBRATED, scores=_calibrated, needs_classes=True))
+
+
 def _attack_scores(member_losses: Sequence[float] | np.ndarray, non_member_losses: Sequence[float] | np.ndarray,
                    member_classes: Sequence[object] | np.ndarray | None,
                    non_member_classes: Sequence[object] | np.ndarray | None,
                    ) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """Each attack's (name, member scores, non-member scores), after checking the inputs."""
+    """Each registered attack's (name, member scores, non-member scores), after checking the inputs.
+
+    Attacks that need classes run only when both class arrays are given.
+    """
     members = _losses(member_losses, "member_losses")
     non_members = _losses(non_member_losses, "non_member_losses")
     if (member_classes is None) != (non_member_classes is None):
         raise ValueError("give both member_classes and non_member_classes, or neither")
-    attacks = [(LOSS_THRESHOLD, members, non_members)]
+    classes: tuple[np.ndarray, ...] = ()
     if member_classes is not None and non_member_classes is not None:
-        member_labels, non_member_labels = np.asarray(member_classes), np.asarray(non_member_classes)
-        pairs = ((member_labels, members, "member"), (non_member_labels, non_members, "non_member"))
-        for labels, losses, name in pairs:
+        classes = (np.asarray(member_classes), np.asarray(non_member_classes))
+        for labels, losses, name in zip(classes, (members, non_members), ("member", "non_member")):
             if labels.shape != losses.shape:
                 raise ValueError(f"{name}_classes has shape {labels.shape} but {name}_losses has {losses.shape}")
-        attacks.append((CLASS_CALIBRATED, *_calibrated(members, non_members, member_labels, non_member_labels)))
-    return attacks
+    return [(attack.name, *attack.scores(members, non_members, *(classes if attack.needs_classes else ())))
+            for attack in attacks() if classes or not attack.needs_classes]
 
 
 def membership_audit(
@@ -397,11 +437,11 @@ def membership_audit(
 ) -> tuple[AttackResult, ...]:
     """Membership-inference audit of one model from its per-record losses, attack by attack: aggregates only.
 
-    Returns the loss-threshold attack, then, when both class arrays are given, the
-    class-calibrated attack. ``confidence`` sets the AUC interval (DeLong), the
-    Clopper–Pearson intervals on the TPRs and the ε bound, each for its attack on
-    its own; ``scorers.privacy_audit`` is the family-wise test that refutes a
-    stated ε.
+    Returns one result per registered attack (``attacks()``): the loss-threshold
+    attack, then, when both class arrays are given, the class-calibrated attack.
+    ``confidence`` sets the AUC interval (DeLong), the Clopper–Pearson intervals on
+    the TPRs and the ε bound, each for its attack on its own;
+    ``scorers.privacy_audit`` is the family-wise test that refutes a stated ε.
 
     The ε lower bound (pure ε, δ = 0) follows from TPR ≤ e^ε · FPR and TNR ≤ e^ε · FNR
     for an ε-DP training mechanism: for each threshold, ε ≥ ln(TPR_low / FPR_high) and

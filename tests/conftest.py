@@ -1,0 +1,19 @@
+"""Test lanes by marker: ``unit``, ``fits``, ``services`` and ``gpu``.
+
+A module or test declares ``fits`` (real fits, CLI subprocesses, kills and restarts),
+``services`` (the local PostgreSQL, MariaDB, Redis or Chromium) or ``gpu`` (CUDA) with
+``pytest.mark``; everything else is ``unit`` and must stay fast: ``pytest -m unit`` runs
+in about a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+SLOW_LANES = ("fits", "services", "gpu")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not any(item.get_closest_marker(lane) for lane in SLOW_LANES):
+            item.add_marker(pytest.mark.unit)
