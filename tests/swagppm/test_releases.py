@@ -278,3 +278,15 @@ def test_the_library_checks_a_release_folder_before_any_fit(tmp_path: Path) -> N
     assert swagppm.releases.check_release_dir(tmp_path / "new", overwrite=False, data_derived=False,
                                               force=False) == tmp_path / "new"
     assert not (tmp_path / "new").exists()
+
+
+def test_the_fingerprint_key_is_made_once_owner_only_and_cleaned_with_the_cache(tmp_path: Path) -> None:
+    from swagppm.cache import PrivateCache, clear_cache
+    from swagppm.provenance import fingerprint_key, keyed_fingerprint
+
+    cache = PrivateCache(tmp_path / "cache")
+    key = fingerprint_key(cache.directory)
+    assert fingerprint_key(cache.directory) == key and len(key) == 32
+    assert stat.S_IMODE((cache.directory / "fingerprint.key").stat().st_mode) == 0o600
+    assert keyed_fingerprint(key, "digest") != keyed_fingerprint(bytes(32), "digest")
+    assert clear_cache(tmp_path / "cache") == (cache.directory, 1) and not cache.directory.exists()
