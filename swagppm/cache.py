@@ -35,7 +35,8 @@ CACHE_FORMAT = 2
 MARKER = ".swagppm-private-cache"
 SUBFOLDER = "swagppm-private"
 _MARKER_TEXT = "Private working cache of swagppm (per-record values). `swagppm-tune clean` deletes it.\n"
-_OWN_FILE = re.compile(r"^(\.?[a-z0-9]+-[0-9a-f]{40}(\.pt|\.json|\.lock|-.*\.tmp))$")
+# entries, their locks and temporary files, and provenance.fingerprint_key's key
+_OWN_FILE = re.compile(r"^(\.?[a-z0-9]+-[0-9a-f]{40}(\.pt|\.json|\.lock|-.*\.tmp)|fingerprint\.key)$")
 
 
 def default_cache_dir() -> Path:

@@ -8,8 +8,11 @@ release check that every parameter it does not draw still holds its public value
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 import platform
+import secrets
 from collections.abc import Mapping
 from functools import cache
 from importlib import metadata
@@ -58,15 +61,44 @@ def tensor_digest(tensor: torch.Tensor) -> str:
     return digest.hexdigest()
 
 
-def stage1_fingerprint(risk: torch.Tensor, state: Mapping[str, torch.Tensor]) -> str:
-    """16 hex digits of SHA-256 over stage 1's per-record risks and trained state.
+FINGERPRINT_KEY = "fingerprint.key"
+
+
+def fingerprint_key(cache_dir: Path) -> bytes:
+    """The secret key of every data fingerprint: 32 random bytes in ``cache_dir`` (0600), created once, reused.
+
+    A bare digest of the data is an oracle: whoever knows every record but one
+    hashes each candidate for the last one and compares. Keyed, a fingerprint only
+    says "same data" to whoever holds the key (the owner's private cache).
+    """
+    path = cache_dir / FINGERPRINT_KEY
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = path.read_bytes()
+        if len(key) != 32:
+            raise ValueError(f"{path}: not a fingerprint key (32 bytes); delete it to make a new one") from None
+        return key
+    key = secrets.token_bytes(32)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(key)
+    return key
+
+
+def keyed_fingerprint(key: bytes, digest: str) -> str:
+    """HMAC-SHA-256 of a data digest under the owner's ``fingerprint_key``: what leaves the cache instead of it."""
+    return hmac.new(key, digest.encode(), hashlib.sha256).hexdigest()
+
+
+def stage1_fingerprint(risk: torch.Tensor, state: Mapping[str, torch.Tensor], *, key: bytes) -> str:
+    """16 hex digits of an HMAC (``keyed_fingerprint``) over stage 1's per-record risks and trained state.
 
     Equal exactly when two stage 1s are bit-identical: another CPU, thread count or
     library version can change stage 1, and trials on different ones do not compare.
-    One-way, it tells nothing of the risks beyond that equality, so results carry it.
+    Keyed, it tells nothing of the risks to anyone without the owner's key.
     """
     text = json.dumps([tensor_digest(risk), sorted((name, tensor_digest(value)) for name, value in state.items())])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return keyed_fingerprint(key, text)[:16]
 
 
 def tokenizer_digest(tokenizer: PreTrainedTokenizerBase) -> str:

@@ -20,7 +20,7 @@ from swagppm.data.prepare import PreparedData, prepare_data
 from swagppm.errors import ConfigError
 from swagppm.models.build import ModelBundle, build_model
 from swagppm.models.partial import HiddenSplit, boundary_states
-from swagppm.provenance import code_digest, cpu_kernels, versions
+from swagppm.provenance import code_digest, cpu_kernels, fingerprint_key, keyed_fingerprint, versions
 from swagppm.train.engine import Net, Split, pooled_features
 
 _R = TypeVar("_R", bound="Resources")
@@ -58,8 +58,12 @@ class Resources:
         self.device = resolve_device(config.device)
         self.threads = torch.get_num_threads()
         self.cpu_kernels = cpu_kernels(self.device)
-        self.data: PreparedData = prepare_data(config.data, seed=config.seed)
+        prepared = prepare_data(config.data, seed=config.seed)
         self.cache = PrivateCache(config.cache_dir)
+        self.fingerprint_key = fingerprint_key(self.cache.directory)
+        # the bare digest stays here: results, studies and exports carry the keyed one
+        self.data: PreparedData = dataclasses.replace(
+            prepared, data_hash=keyed_fingerprint(self.fingerprint_key, prepared.data_hash))
         self.bundle: ModelBundle = build_model(config, self.data, self.device)
         tokenizer, max_length = self.bundle.tokenizer, config.data.max_length
         self.tokens = (

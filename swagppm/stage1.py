@@ -141,7 +141,7 @@ def _compute(resources: Resources, *, progress: bool) -> Stage1:
                               "fit is unusable (lower the learning rates or check the data)")
     macro, weighted = baseline["f1"]
     return Stage1(risk=risk, baseline_f1_macro=macro, baseline_f1_weighted=weighted, model_state=baseline["state"],
-                  fingerprint=stage1_fingerprint(risk, baseline["state"]),
+                  fingerprint=stage1_fingerprint(risk, baseline["state"], key=resources.fingerprint_key),
                   history=[dataclasses.asdict(h) for h in history], timings=timer.seconds)
 
 

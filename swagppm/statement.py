@@ -8,8 +8,10 @@ from typing import Any
 CAVEATS = (
     "epsilon is a local, data-dependent bound (asymptotic differential privacy); "
     "delta is not quantified for finite samples.",
-    "Choosing hyperparameters by looking at epsilon and utility on the private data is itself data-dependent; "
-    "report how many configurations were tried.",
+    "Choosing hyperparameters by looking at epsilon and utility on the private data is itself data-dependent: "
+    "the tuning mode says whether and how that was accounted; the owner-only report counts the trials.",
+    "The measured epsilon is a local estimate (a maximum over finitely many draws of a Gaussian approximation); an "
+    "empirical membership-inference audit can refute it, and then the release is refused unless forced.",
     "A tokenizer or vocabulary fitted on the private texts leaks them.",
 )
 RELEASE_NOISE = ("fresh operating-system entropy (128 bits from Python's secrets module) seeding the noise of this "
@@ -22,40 +24,55 @@ MECHANISM = ("SWAG-PPM: records with a risky loss were down-weighted (w = clip(c
 
 RELEASE_NOISE_PENDING = "drawn at release time from fresh operating-system entropy and never recorded"
 
-RELEASED_DRAW = "released_draw"  # the audit's column for the released (or a release-like) draw
+PUBLIC_TUNING_KEYS = ("mode", "total_epsilon", "delta", "statement")  # the rest of a tuning cost is private
+OWNER_REPORT = ("an owner-only report kept by the data owner outside this folder (not published) holds the measured "
+                "epsilon, the private evaluation, the audit's figures and the tuning details")
 
 
-def audit_contradiction(epsilon: float | None, audit: Mapping[str, Any] | None, *,
-                        epsilon_is_lower_bound: bool = False) -> str | None:
-    """A warning when the released draw's empirical ε lower bound exceeds the stated ε, else None.
+def release_statement(*, epsilon_cap: float, trainable: str, private_parameters: int,
+                      tuning: Mapping[str, Any] | None, selection: Mapping[str, Any] | None, audit: str) -> list[str]:
+    """The privacy statement of a published release, one sentence a line: nothing in it depends on the data.
 
-    An ε that is itself only a lower bound (the early stop) states nothing to contradict.
-
-    The audit's bound holds with 95% confidence for any ε-DP mechanism, so a bound
-    above the stated ε means the stated ε is not a valid bound for this model on
-    these records: a review board must hear it wherever ε is stated.
+    The claim is the cap ε* declared before any fit, never the measured ε (set by
+    one record and reproducible bit for bit); ``tuning`` holds only
+    ``PUBLIC_TUNING_KEYS``; ``audit`` is the sentence saying the audit was run and
+    passed (or was forced past).
     """
-    attacks = (audit or {}).get(RELEASED_DRAW)
-    if epsilon is None or epsilon_is_lower_bound or not attacks:
-        return None
-    attack, bound = max(((name, r["epsilon_lower_bound"]) for name, r in attacks.items()), key=lambda item: item[1])
-    if bound <= epsilon:
-        return None
-    return (f"the released draw's empirical epsilon lower bound {bound:.3g} ({attack.replace('_', ' ')} attack, "
-            f"95% confidence) exceeds the stated epsilon {epsilon:.4g}: on these records the stated epsilon is not a "
-            "valid bound for this model; treat it as an optimistic estimate, not a guarantee")
+    return [
+        f"Mechanism: {MECHANISM}.",
+        "Unit of privacy: one training record.",
+        f"Claim: epsilon <= {epsilon_cap:g} for the release of one draw, a cap declared before any fit (the measured "
+        "epsilon, a local, data-dependent estimate, was checked against it and stays private); delta is not "
+        "quantified for finite samples.",
+        f"Private parameters: {private_parameters} tensors (trainable = '{trainable}'), all drawn from the posterior; "
+        "every other parameter is the public pretrained value (checked bit for bit before a release is written).",
+        f"Release noise: {RELEASE_NOISE}.",
+        f"Tuning: {_tuning(tuning)}.",
+        f"Selection of the released draw: {_selection(selection)}.",
+        f"Empirical audit: {audit}.",
+        f"Owner report: {OWNER_REPORT}.",
+    ] + [f"Caveat: {caveat}" for caveat in CAVEATS]
+
+
+def _tuning(tuning: Mapping[str, Any] | None) -> str:
+    """The tuning mode and its DP-accounted total, from the public keys only."""
+    if not tuning:
+        return "not reported"
+    text = str(tuning.get("statement") or f"mode {tuning.get('mode') or 'not reported'}")
+    total, delta = tuning.get("total_epsilon"), tuning.get("delta")
+    if total is not None and str(total) not in text:
+        text += f" (accounted total epsilon {_number(total)} at delta {_number(delta)})"
+    return text
 
 
 def privacy_statement(*, epsilon: float | None, epsilon_is_lower_bound: bool = False, trainable: str,
                       private_parameters: int | None = None, release_noise: str | None = None,
-                      tuning: Mapping[str, Any] | None = None, selection: Mapping[str, Any] | None = None,
-                      audit: Mapping[str, Any] | None = None) -> list[str]:
-    """The privacy statement of a configuration or a release, one sentence a line: the same wherever it appears.
+                      tuning: Mapping[str, Any] | None = None, selection: Mapping[str, Any] | None = None) -> list[str]:
+    """The privacy statement of a configuration for its owner (export, report): the measured ε, one sentence a line.
 
-    Used by the release card, the model's README, the export and the report, so a
-    review board reads one text: mechanism, unit of privacy, ε and what kind of bound
-    it is, δ, which parameters were private, how the release noise was drawn, what
-    tuning cost, selection, the audit's figures and the caveats.
+    Mechanism, unit of privacy, ε and what kind of bound it is, δ, which parameters
+    were private, how the release noise is drawn, what tuning cost, selection and the
+    caveats. A published release states ``release_statement`` instead.
     """
     if epsilon is None:
         bound = "epsilon: not measured"
@@ -75,14 +92,6 @@ def privacy_statement(*, epsilon: float | None, epsilon_is_lower_bound: bool = F
            if tuning and tuning.get("trials_run") is not None else "") + ".",
         f"Selection of the released draw: {_selection(selection)}.",
     ]
-    if audit:
-        lines.append("Empirical audit (membership inference, members = training records, non-members = test records): "
-                     + "; ".join(f"{model.replace('_', ' ')}: AUC {attacks['loss_threshold']['auc']:.3f}, empirical "
-                                 f"epsilon lower bound {attacks['loss_threshold']['epsilon_lower_bound']:.3f}"
-                                 for model, attacks in audit.items()) + ".")
-    contradiction = audit_contradiction(epsilon, audit, epsilon_is_lower_bound=epsilon_is_lower_bound)
-    if contradiction:
-        lines.append(f"Audit warning: {contradiction}.")
     return lines + [f"Caveat: {caveat}" for caveat in CAVEATS]
 
 

@@ -1,63 +1,101 @@
-"""The empirical privacy audit: membership inference against a release and against the non-private baseline.
+"""The empirical privacy audit that decides: membership inference against a release and the non-private baseline.
 
 Members are the training records, non-members the test records. The per-record
-losses stay inside the session's process; only ``scorers.membership_audit``'s
-aggregates (AUC, TPR at fixed FPRs, the empirical ε lower bound, each with its
-interval) are returned, printed or written.
+losses stay inside the session's process; ``scorers.privacy_audit`` turns them
+into one family-wise (Bonferroni) audit per model: threshold, AUC and one-run
+tests of both attacks, δ = 0 stated, and for a refuted ε the δ that would
+reconcile it. A release whose audit refutes its claim ε ≤ ε* is refused
+(``refusal``). Only aggregates are printed or written, and they go to the owner,
+never to the public card. Every audit run on a study's private data is counted in
+the study's ``audits_run`` attribute.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import optuna
+
 import scorers
 import swagppm
-from swagppm.statement import RELEASED_DRAW, audit_contradiction
+from scorers import PrivacyAudit, Refutation
 
 if TYPE_CHECKING:
     from swagppm.evaluate.probes import RecordLosses
 
 BASELINE = "non_private_baseline"
-RELEASE = RELEASED_DRAW
+RELEASE = "released_draw"
+AUDITS_RUN = "audits_run"  # study attribute: audits run on the study's private data
 
 
-def audit_losses(losses: RecordLosses) -> dict[str, Any]:
-    """The aggregates of the loss-threshold and class-calibrated attacks on one model's losses."""
-    results = scorers.membership_audit(losses.members, losses.non_members, member_classes=losses.member_classes,
-                                       non_member_classes=losses.non_member_classes)
-    return {r.attack: {"auc": r.auc, "auc_interval": list(r.auc_interval),
-                       "tpr_at_fpr": {f"{level:g}": list(values) for level, values in r.tpr_at_fpr.items()},
-                       "epsilon_lower_bound": r.epsilon_lower_bound, "members": r.members,
-                       "non_members": r.non_members} for r in results}
+def audit_losses(losses: RecordLosses) -> PrivacyAudit:
+    """The family-wise audit of one model's per-record losses (aggregates only leave it)."""
+    return scorers.privacy_audit(losses.members, losses.non_members, member_classes=losses.member_classes,
+                                 non_member_classes=losses.non_member_classes)
 
 
-def audit_fit(session: swagppm.Session, fit: swagppm.Fit) -> dict[str, Any]:
+def audit_fit(session: swagppm.Session, fit: swagppm.Fit) -> dict[str, PrivacyAudit]:
     """Both columns: the non-private baseline and one release-like draw (secret noise) of ``fit``."""
     return {BASELINE: audit_losses(session.baseline_losses()), RELEASE: audit_losses(session.secret_draw_losses(fit))}
 
 
-def audit_text(audit: dict[str, Any], *, epsilon: float | None, epsilon_is_lower_bound: bool = False) -> str:
-    """The audit as a small table, one row per (model, attack), and a warning if it contradicts ``epsilon``.
+def count_audit(study: optuna.Study | None) -> int | None:
+    """Add one to the study's count of audits run and return it (None without a study)."""
+    if study is None:
+        return None
+    runs = int(study.user_attrs.get(AUDITS_RUN, 0)) + 1
+    study.set_user_attr(AUDITS_RUN, runs)
+    return runs
 
-    ``epsilon`` is the released draw's stated ε; ``swagppm.statement.audit_contradiction`` decides.
-    """
-    header = f"{'model':<22} {'attack':<17} {'AUC':>6} {'95% interval':>15} {'TPR@0.1%':>9} {'TPR@1%':>7} {'eps LB':>7}"
-    lines = [header, "-" * len(header)]
-    for model, attacks in audit.items():
-        for attack, r in attacks.items():
-            low, high = r["auc_interval"]
-            tprs = r["tpr_at_fpr"]
-            lines.append(f"{model:<22} {attack:<17} {r['auc']:>6.3f} {f'[{low:.3f}, {high:.3f}]':>15} "
-                         f"{tprs['0.001'][0]:>9.3f} {tprs['0.01'][0]:>7.3f} {r['epsilon_lower_bound']:>7.3f}")
-    contradiction = audit_contradiction(epsilon, audit, epsilon_is_lower_bound=epsilon_is_lower_bound)
-    if contradiction:
-        lines.append(f"warning: {contradiction}")
+
+def refusal(refutation: Refutation, *, epsilon_cap: float) -> str:
+    """The one line of a release its audit refutes: the bound, the claim ε*, and the δ that would reconcile them."""
+    delta = refutation.reconciling_delta
+    reconcile = "" if delta is None else f"; reconciling them would need delta >= {delta:.2g}"
+    return (f"the audit refutes the claim epsilon <= {epsilon_cap:g}: the released draw's epsilon lower bound is "
+            f"{refutation.epsilon_lower_bound:.3g} ({refutation.test} test, {refutation.attack.replace('_', '-')} "
+            f"attack, {refutation.confidence * 100:g}% family-wise, delta = 0){reconcile}; nothing was released "
+            "(--force-audit releases it anyway)")
+
+
+def audit_text(audits: Mapping[str, PrivacyAudit], *, epsilon: float) -> str:
+    """A table of both columns (one row per model and attack) and the sentence judging ``epsilon`` on the draw."""
+    header = (f"{'model':<22} {'attack':<17} {'AUC':>6} {'interval':>15} {'TPR@0.1%':>9} {'TPR@1%':>7} "
+              f"{'eps LB':>7}")
+    lines, footnotes = [header, "-" * len(header)], set()
+    for model, audit in audits.items():
+        for attack in audit.attacks:
+            low, high = attack.auc_interval
+            cells = []
+            for level in (0.001, 0.01):
+                mark = "*" if attack.false_positives_allowed[level] == 0 else ""
+                if mark:
+                    footnotes.add(f"* TPR at 0 of {audit.non_members} non-members ({level:.1%} of them is under one "
+                                  "record)")
+                cells.append(f"{attack.tpr_at_fpr[level][0]:.3f}{mark}")
+            lines.append(f"{model:<22} {attack.attack:<17} {attack.auc:>6.3f} {f'[{low:.3f}, {high:.3f}]':>15} "
+                         f"{cells[0]:>9} {cells[1]:>7} {attack.epsilon_lower_bound:>7.3f}")
+    first = next(iter(audits.values()))
+    lines += sorted(footnotes)
+    lines.append(f"intervals and bounds hold together at {first.confidence * 100:g}% (family-wise, Bonferroni); "
+                 f"delta = {first.delta:g} assumed")
+    if RELEASE in audits:
+        lines.append(audits[RELEASE].sentence(epsilon))
     return "\n".join(lines)
 
 
-def write_audit(path: Path, audit: dict[str, Any], *, c: float, ft_epochs: int, g: float, epsilon: float) -> None:
-    """The audit of the configuration (c, ft_epochs, g) as JSON: aggregates and the stated ε only."""
-    path.write_text(json.dumps({"c": c, "ft_epochs": ft_epochs, "g": g, "epsilon": epsilon, "audit": audit},
-                               indent=2) + "\n")
+def audit_document(audits: Mapping[str, PrivacyAudit], *, epsilon_cap: float,
+                   audits_run: int | None) -> dict[str, Any]:
+    """The audit for the owner: each column's ``to_dict``, the claim it judged, its sentence, the audits run."""
+    released = audits.get(RELEASE)
+    return {"columns": {model: audit.to_dict() for model, audit in audits.items()},
+            "epsilon_cap": epsilon_cap, "refutes_the_cap": bool(released and released.refutation(epsilon_cap)),
+            "sentence": released.sentence(epsilon_cap) if released else None, "audits_run": audits_run}
+
+
+def write_audit(path: Path, document: Mapping[str, Any], *, c: float, ft_epochs: int, g: float) -> None:
+    """The audit of the configuration (c, ft_epochs, g) as JSON: aggregates only."""
+    path.write_text(json.dumps({"c": c, "ft_epochs": ft_epochs, "g": g, **document}, indent=2) + "\n")

@@ -108,6 +108,7 @@ class Chosen:
     stage1_fingerprint: str | None = None
     versions: dict[str, str] | None = None
     tuning: dict[str, Any] | None = None  # what choosing it cost (tuner.tuning.tuning_cost)
+    epsilon_cap: float | None = None  # the study's epsilon target: the cap a release of it claims
 
 
 def read_export(path: str | Path) -> Chosen:
@@ -135,7 +136,18 @@ def read_export(path: str | Path) -> Chosen:
                   device=document.get("device"), threads=threads if isinstance(threads, int) and threads > 0 else None,
                   cpu_kernels=kernels if isinstance(kernels, str) and kernels else None,
                   stage1_fingerprint=stage1 if isinstance(stage1, str) and stage1 else None,
-                  versions=document.get("versions"), tuning=document.get("tuning"))
+                  versions=document.get("versions"), tuning=document.get("tuning"),
+                  epsilon_cap=_epsilon_cap(path, document))
+
+
+def _epsilon_cap(path: Path, document: dict[str, Any]) -> float | None:
+    """The export's ``targets.epsilon`` (the cap a release claims), None when absent; malformed: named."""
+    value = (document.get("targets") or {}).get("epsilon") if isinstance(document.get("targets"), dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ConfigError(f"{path}: field targets.epsilon = {value!r} is not a positive number")
+    return float(value)
 
 
 def chosen_from_study(study: optuna.Study, config: StudyConfig) -> Chosen | None:
@@ -147,7 +159,7 @@ def chosen_from_study(study: optuna.Study, config: StudyConfig) -> Chosen | None
     return Chosen(config=config.fit, c=best.params["c"], ft_epochs=best.params["ft_epochs"],
                   g=best.params.get("g", config.search.g), epsilon=record.epsilon if record else None,
                   trials_run=len(study.get_trials(deepcopy=False)), path=config.path,
-                  tuning=tuning_cost(study, config))
+                  tuning=tuning_cost(study, config), epsilon_cap=config.targets.epsilon)
 
 
 def refit_suspects(result: swagppm.SWAGPPMResult, chosen: Chosen) -> str:

@@ -173,7 +173,7 @@ _SOURCES: list[Source] = [SyntheticSource(), FileSource(), FolderSource(), HubSo
 # --- Checking the columns ----------------------------------------------------------------------
 
 def _titles(frame: pd.DataFrame, origin: str, config: DataConfig, labels: list[str]) -> dict[str, str]:
-    """The first non-empty title seen for each label value (class names, not per-record values)."""
+    """Each label value's title: a class name, so one per class (a title that varies within a class is refused)."""
     column = config.title_column
     if column is None:
         return {}
@@ -181,8 +181,9 @@ def _titles(frame: pd.DataFrame, origin: str, config: DataConfig, labels: list[s
         raise DataError(f"{origin}: column {column!r} not found (data.title_column)")
     found: dict[str, str] = {}
     for label, title in zip(labels, frame[column].tolist()):
-        if label not in found and isinstance(title, str) and title.strip():
-            found[label] = title.strip()
+        if isinstance(title, str) and title.strip() and found.setdefault(label, title.strip()) != title.strip():
+            raise DataError(f"{origin}: column {column!r} (data.title_column) varies within a class; a class title "
+                            "must be the same for every record of its class (else one record's value is published)")
     return found
 
 

@@ -7,10 +7,13 @@ then costs a small multiple of one draw's ε (about 3ε), which the caller compu
 with its accountant and passes in as ``Selection.cost``.
 
 That cost holds only when the selection set is public: scored on the private test
-split, or on records that also occur in the private data, the choice of draw
-depends on private records in a way no accountant here covers, and the release
-says so (``accounted`` false). How many candidates were tried depends on the
-private data too: it goes to the owner-only report, never to the public card.
+split, the choice of draw depends on private records in a way no accountant here
+covers, and the release says so (``accounted`` false). A file declared public
+that shares a text with the private data is refused (saying so on the card would
+tell whether one record is in a public set). How many candidates were tried, and
+the score on the private split, depend on the private data too: they go to the
+owner-only report, never to the public card. ``public_scores`` scores the
+released draw on a public evaluation set by the same rules.
 """
 
 from __future__ import annotations
@@ -70,27 +73,24 @@ class Selection:
 class _SelectionSet:
     split: Split
     labels: np.ndarray
-    overlap: int  # selection records whose text also occurs in the private data (0 for the test split itself)
     private: bool
 
 
-def choose_draw(resources: Resources, posterior: SWAGPosterior, selection: Selection) -> tuple[dict[str, Any], int]:
+def choose_draw(resources: Resources, posterior: SWAGPosterior,
+                selection: Selection) -> tuple[dict[str, Any], dict[str, Any]]:
     """Load secret draws into the model until one reaches the threshold; that draw stays loaded.
 
-    Returns the public description of the selection (for the card) and the number
-    of candidates tried (private: for the owner-only report). Raises
-    ``SelectionFailed`` when the budget runs out; the caller restores the mean.
+    Returns the public description of the selection (for the card) and its private
+    side (candidates tried, the score on the private split: for the owner-only
+    report). Raises ``SelectionFailed`` when the budget runs out; the caller restores the mean.
     """
     chosen = _selection_set(resources, selection.source)
     model = resources.bundle.model
-    net = Net(model, None, device=resources.device, amp=False)
-    net.train(False)
     for tried in range(1, selection.rounds + 1):
         posterior.load_into(model, posterior.sample_secret())
-        preds = net.predict(chosen.split, resources.config.eval_batch_size).cpu().numpy()
-        score = f1_pair(chosen.labels, preds, resources.data.num_classes)[METRICS.index(selection.metric)]
+        score = _scores(resources, chosen)[selection.metric]
         if score >= selection.threshold:
-            return _public_description(selection, chosen, score), tried
+            return _public_description(selection, chosen, score), {"candidates_tried": tried, "score": score}
     raise SelectionFailed(
         f"no candidate draw reached {selection.metric} >= {selection.threshold:g} on the selection set within the "
         "random budget: nothing was released. The attempt still counts against the privacy budget; lower the "
@@ -102,32 +102,49 @@ def check_selection(resources: Resources, selection: Selection) -> None:
     _selection_set(resources, selection.source)
 
 
+def check_public_set(resources: Resources, source: str) -> None:
+    """Read and check a public evaluation set now, before any fit (``public_scores`` reads it again after)."""
+    _public_set(resources, source)
+
+
+def public_scores(resources: Resources, source: str) -> dict[str, Any]:
+    """The current parameters' F1 on a file of records the owner declares public (for the card)."""
+    chosen = _public_set(resources, source)
+    return {"records": len(chosen.labels), **_scores(resources, chosen)}
+
+
+def _scores(resources: Resources, chosen: _SelectionSet) -> dict[str, float]:
+    net = Net(resources.bundle.model, None, device=resources.device, amp=False)
+    net.train(False)
+    preds = net.predict(chosen.split, resources.config.eval_batch_size).cpu().numpy()
+    return dict(zip(METRICS, f1_pair(chosen.labels, preds, resources.data.num_classes), strict=True))
+
+
 def _public_description(selection: Selection, chosen: _SelectionSet, score: float) -> dict[str, Any]:
-    """What the card says of the selection: the rule, the selection set, its score, and the cost if accounted."""
-    accounted = not chosen.private and chosen.overlap == 0
-    if chosen.private:
-        reason = "scored on the private test split"
-    elif chosen.overlap:
-        reason = f"{chosen.overlap} selection record(s) also occur in the private data"
-    else:
-        reason = None
+    """What the card says of the selection: the rule, the selection set, and its score and cost when public."""
+    cost = {key: selection.cost[key] for key in ("epsilon", "delta", "accountant") if key in selection.cost}
     return {
         "procedure": "threshold selection with random (geometric) stopping (Liu & Talwar 2019)",
         "metric": selection.metric, "threshold": selection.threshold,
         "stop_probability": selection.stop_probability,
         "selection_set": "the private test split" if chosen.private else f"{len(chosen.labels)} public records",
-        "released_draw_score": score,
-        "accounted": accounted,
-        "unaccounted_because": reason,
-        "cost": dict(selection.cost) if accounted else None,
+        "released_draw_score": None if chosen.private else score,
+        "accounted": not chosen.private,
+        "unaccounted_because": "scored on the private test split" if chosen.private else None,
+        "cost": None if chosen.private else cost,
     }
 
 
 def _selection_set(resources: Resources, source: str) -> _SelectionSet:
     """The records candidates are scored on, tokenised as in training; the test split for ``PRIVATE_TEST``."""
-    data = resources.data
     if source == PRIVATE_TEST:
-        return _SelectionSet(split=resources.tokens[1], labels=data.test_labels, overlap=0, private=True)
+        return _SelectionSet(split=resources.tokens[1], labels=resources.data.test_labels, private=True)
+    return _public_set(resources, source)
+
+
+def _public_set(resources: Resources, source: str) -> _SelectionSet:
+    """A file declared public, tokenised as in training; refused if a label is unknown or a text is private."""
+    data = resources.data
     config = dataclasses.replace(resources.config.data, source=source)
     texts, labels = load_records(config, seed=resources.config.seed)
     index = {name: k for k, name in enumerate(data.class_names)}
@@ -135,14 +152,17 @@ def _selection_set(resources: Resources, source: str) -> _SelectionSet:
     if unknown:
         raise DataError(f"{source}: {unknown} of {len(labels)} records have a {config.label_column!r} value that is "
                         f"not one of the {data.num_classes} classes the model was trained on")
-    codes = np.asarray([index[label] for label in labels], dtype=np.int64)
     private = {_digest(text) for text in (*data.train_texts, *data.test_texts)}
     overlap = sum(_digest(text) in private for text in texts)
+    if overlap:
+        raise DataError(f"{source}: {overlap} of {len(texts)} records also occur in the private data; a set declared "
+                        "public must hold no private record (remove them)")
+    codes = np.asarray([index[label] for label in labels], dtype=np.int64)
     split = Split.from_texts(tuple(texts), codes, resources.bundle.tokenizer, max_length=config.max_length,
                              device=resources.device)
-    return _SelectionSet(split=split, labels=codes, overlap=overlap, private=False)
+    return _SelectionSet(split=split, labels=codes, private=False)
 
 
 def _digest(text: str) -> bytes:
-    """A text's digest for the overlap check (surrounding white space ignored)."""
+    """A text's digest for the overlap check (surrounding white space ignored; never leaves the process)."""
     return hashlib.sha256(text.strip().encode()).digest()

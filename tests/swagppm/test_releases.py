@@ -1,7 +1,9 @@
-"""Release: a refused data-derived tokenizer, and a directory that plain transformers loads."""
+"""Release: a refused data-derived tokenizer, a folder plain transformers loads, a public card that holds only what
+may be published, the owner-only report beside it, the claim ε ≤ ε* binding, files readable by others."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import stat
 import subprocess
@@ -9,18 +11,28 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 import swagppm
+from swagppm.data.prepare import prepare_data
+from swagppm.releases.staging import owner_report_path
 from swagppm.train import rng
 from tests.swagppm.helpers import small_config
+
+CAP = 100.0  # the declared epsilon cap of these releases (the tiny fits' measured epsilon is far below it)
+TUNING = {"mode": "unaccounted", "total_epsilon": None, "delta": None, "statement": "unaccounted: adaptive search",
+          "trials_run": 3, "max_trial_epsilon": 1.2345, "by_state": {"complete": 3}}
+CARD_KEYS = {"format", "hyperparameters", "mechanism", "unit_of_privacy", "base_model", "private_parameters",
+             "privacy_claim", "tuning", "selection", "utility", "audit", "release_noise", "tokenizer_data_derived",
+             "config", "versions", "caveats", "owner_report", "privacy_statement"}
 
 
 def test_tiny_tokenizer_is_refused_without_force(config: swagppm.SWAGPPMConfig, tmp_path: Path) -> None:
     with pytest.raises(swagppm.ReleaseRefused, match="tokenizer from the training texts"):
-        swagppm.release(config, c=1.0, ft_epochs=1, out_dir=tmp_path / "out")
+        swagppm.release(config, c=1.0, ft_epochs=1, out_dir=tmp_path / "out", epsilon_cap=CAP)
     assert not (tmp_path / "out").exists()
 
 
@@ -32,8 +44,13 @@ def release_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     config = small_config(folder / "cache")
     with swagppm.Session(config) as session:
         fit = session.fit(c=0.9, ft_epochs=2)
-        out = session.release(fit, folder / "model", force=True, trials_run=3)
-        again = session.release(fit, folder / "again", force=True)
+        out = session.release(fit, folder / "model", epsilon_cap=CAP, force=True, trials_run=3, tuning=TUNING)
+        again = session.release(fit, folder / "again", epsilon_cap=CAP, force=True, public_labels=True)
+        data = session.data
+        public_eval = folder / "public.csv"  # reworded test texts: records the owner may declare public
+        pd.DataFrame({"text": [f"Reported publicly: {text}" for text in data.test_texts[:40]],
+                      "label": [data.class_names[k] for k in data.test_labels[:40]]}).to_csv(public_eval, index=False)
+        scored = session.release(fit, folder / "scored", epsilon_cap=CAP, force=True, public_eval=str(public_eval))
         model = session.bundle.model
         mean = model.classifier.weight.detach().clone()
         assert fit.posterior is not None
@@ -41,8 +58,9 @@ def release_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             fit.posterior.load_into(model, fit.posterior.sample(rng.generator(fit.result.seed, *labels)))
         seeded = model.classifier.weight.detach().clone()
         fit.posterior.restore_mean(model)
-    return {"out": out, "again": again, "config": config, "mean": mean, "seeded": seeded,
-            "stage1_fingerprint": fit.result.stage1_fingerprint}
+        names = session.data.label_names
+    return {"out": out, "again": again, "scored": scored, "config": config, "mean": mean, "seeded": seeded,
+            "result": fit.result, "names": names, "cache": session.cache.directory}
 
 
 @pytest.fixture
@@ -50,14 +68,19 @@ def released(release_run: dict[str, Any]) -> Path:
     return release_run["out"]
 
 
-def test_released_directory_loads_and_predicts(released: Path) -> None:
-    model = AutoModelForSequenceClassification.from_pretrained(released).eval()
-    tokenizer = AutoTokenizer.from_pretrained(released)
+def test_released_directory_loads_and_predicts_with_private_class_names(release_run: dict[str, Any]) -> None:
+    model = AutoModelForSequenceClassification.from_pretrained(release_run["out"]).eval()
+    tokenizer = AutoTokenizer.from_pretrained(release_run["out"])
     batch = tokenizer(["A worker at a plant fractured the wrist while unloading a truck"], return_tensors="pt")
     with torch.no_grad():
         logits = model(**batch).logits
     assert logits.shape == (1, 4) and torch.isfinite(logits).all()
-    assert set(model.config.id2label.values()) == {"burn", "fracture", "amputation", "laceration"}
+    assert model.config.id2label == {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2", 3: "LABEL_3"}
+    public = AutoModelForSequenceClassification.from_pretrained(release_run["again"])
+    assert set(public.config.id2label.values()) == {"burn", "fracture", "amputation", "laceration"}
+    assert "burn" in (release_run["again"] / "README.md").read_text()
+    labels = (release_run["out"] / "README.md").read_text().split("## Labels")[1]
+    assert not any(name in labels for name in release_run["names"]) and "LABEL_0, LABEL_1" in labels
 
 
 def test_released_directory_loads_without_swagppm(released: Path) -> None:
@@ -75,22 +98,64 @@ def test_released_directory_loads_without_swagppm(released: Path) -> None:
     assert "torch.Size([1, 4])" in out.stdout
 
 
-def test_release_card_has_aggregates_caveats_and_no_records(release_run: dict[str, Any]) -> None:
-    released, config = release_run["out"], release_run["config"]
+def test_the_card_holds_only_what_may_be_published(release_run: dict[str, Any]) -> None:
+    released, result = release_run["out"], release_run["result"]
     card = json.loads((released / "release_card.json").read_text())
+    assert set(card) == CARD_KEYS
     assert card["hyperparameters"] == {"c": 0.9, "g": 0.0, "ft_epochs": 2}
-    assert card["epsilon"] > 0 and card["trials_run"] == 3
-    assert card["tokenizer_data_derived"] is True
-    assert card["private_parameters"]["trainable"] == "all"
-    assert len(card["caveats"]) == 3 and "asymptotic" in card["caveats"][0]
-    report = card["utility"]["released_draw"]
-    assert set(report) == {"f1_macro", "f1_weighted", "f1_top_quartile", "f1_bottom_quartile"}
-    assert all(0 <= value <= 1 for value in report.values())
+    assert card["privacy_claim"]["epsilon_at_most"] == CAP
+    assert card["tuning"] == {"mode": "unaccounted", "total_epsilon": None, "delta": None,
+                              "statement": "unaccounted: adaptive search"}
+    assert card["utility"] is None and card["audit"] == "none was run before this release"
+    assert card["tokenizer_data_derived"] is True and card["private_parameters"]["trainable"] == "all"
+    assert not {"seed", "device", "cache_dir", "eval_batch_size"} & set(card["config"])
+    assert any(line.startswith(f"Claim: epsilon <= {CAP:g} ") for line in card["privacy_statement"])
     assert card["versions"]["torch"] == torch.__version__
-    texts, _ = swagppm.synthetic_corpus(config.data.synthetic_size, num_classes=4, seed=config.seed)
-    text = (released / "release_card.json").read_text()
-    assert not any(t in text for t in texts)
-    assert release_run["stage1_fingerprint"] not in text  # a published digest could be tested against candidate data
+    published = "".join(p.read_text(errors="ignore") for p in released.iterdir() if p.suffix in (".json", ".md"))
+    for secret in (repr(result.epsilon), f"{result.epsilon:.4g}", result.data_hash, result.stage1_fingerprint,
+                   "1.2345", '"trials_run"', '"seeds"', '"num_train"', '"threads"', '"cpu_threads"',
+                   '"support"', '"confusion_matrix"', '"baseline', str(released.parent)):
+        assert secret not in published, secret
+
+
+def test_utility_is_published_only_on_a_set_the_owner_declares_public(release_run: dict[str, Any]) -> None:
+    card = json.loads((release_run["scored"] / "release_card.json").read_text())
+    scores = card["utility"]["public_evaluation"]
+    assert scores["records"] == 40 and all(0.0 <= scores[key] <= 1.0 for key in ("f1_macro", "f1_weighted"))
+    assert json.loads((release_run["out"] / "release_card.json").read_text())["utility"] is None
+
+
+def test_the_owner_report_lies_beside_the_folder_owner_only_with_every_private_figure(
+        release_run: dict[str, Any]) -> None:
+    released, result = release_run["out"], release_run["result"]
+    path = owner_report_path(released)
+    assert path.parent == released.parent and stat.S_IMODE(path.stat().st_mode) == 0o600
+    report = json.loads(path.read_text())
+    assert report["format"] == "swagppm-owner-report/1"
+    assert report["epsilon"] == {"measured": result.epsilon, "is_lower_bound": False, "cap": CAP}
+    assert report["seeds"] == {"stage1": 0, "trial": result.seed} and report["trials_run"] == 3
+    assert report["tuning"] == TUNING and report["machine"]["cpu_threads"] == result.threads
+    assert report["labels"] == {f"LABEL_{k}": name for k, name in enumerate(release_run["names"])}
+    assert "confusion_matrix" in report["private_test_split"]["released_draw"]
+    assert report["data"]["fingerprint"] == result.data_hash
+
+
+def test_the_data_fingerprint_is_keyed_by_a_private_key_not_a_bare_digest(release_run: dict[str, Any]) -> None:
+    config, result = release_run["config"], release_run["result"]
+    bare = prepare_data(config.data, seed=config.seed).data_hash
+    key = release_run["cache"] / "fingerprint.key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and len(key.read_bytes()) == 32
+    assert result.data_hash != bare and len(result.data_hash) == 64
+    assert hashlib.sha256(key.read_bytes() + bare.encode()).hexdigest() != result.data_hash
+    with swagppm.Resources(config) as again:  # the same key, reused: the same fingerprint
+        assert again.data.data_hash == result.data_hash
+
+
+def test_released_files_are_readable_by_others(released: Path) -> None:
+    assert stat.S_IMODE(released.stat().st_mode) == 0o755
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in released.iterdir()}
+    assert "model.safetensors" in modes and set(modes.values()) == {0o644}
+    assert not list(released.parent.glob(".model.staging-*"))
 
 
 def test_release_draw_differs_from_the_restored_swag_mean(release_run: dict[str, Any]) -> None:
@@ -109,10 +174,17 @@ def test_two_releases_differ_and_no_recorded_seed_regenerates_the_noise(release_
     assert not torch.equal(first, second)
     assert not torch.equal(first, release_run["seeded"]) and not torch.equal(second, release_run["seeded"])
     card = json.loads((release_run["out"] / "release_card.json").read_text())
-    assert set(card["seeds"]) == {"stage1", "trial"}
     assert "entropy" in card["release_noise"] and "never recorded" in card["release_noise"]
 
 
+def test_a_measured_epsilon_above_the_declared_cap_is_refused_and_leaves_nothing(
+        release_run: dict[str, Any], tmp_path: Path) -> None:
+    with swagppm.Session(release_run["config"]) as session:
+        fit = session.fit(c=0.9, ft_epochs=2)
+        cap = fit.result.epsilon / 2
+        with pytest.raises(swagppm.ReleaseRefused, match=f"above the declared cap {cap:g}"):
+            session.release(fit, tmp_path / "out", epsilon_cap=cap, force=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_a_non_empty_release_folder_is_refused_before_fitting(config: swagppm.SWAGPPMConfig, tmp_path: Path) -> None:
@@ -120,17 +192,26 @@ def test_a_non_empty_release_folder_is_refused_before_fitting(config: swagppm.SW
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
     with pytest.raises(swagppm.ConfigError, match="not empty.*--overwrite"):
-        swagppm.release(config, c=1.0, ft_epochs=1, out_dir=folder, force=True)
+        swagppm.release(config, c=1.0, ft_epochs=1, out_dir=folder, force=True, epsilon_cap=CAP)
     assert not (tmp_path / "cache").exists()  # refused before any work
     assert [p.name for p in folder.iterdir()] == ["notes.txt"]
 
 
-def test_overwrite_writes_over_the_release_and_keeps_other_files(config: swagppm.SWAGPPMConfig, tmp_path: Path) -> None:
+def test_an_owner_report_the_tool_did_not_write_is_refused_before_fitting(config: swagppm.SWAGPPMConfig,
+                                                                          tmp_path: Path) -> None:
+    owner_report_path(tmp_path / "out").write_text("my notes")
+    with pytest.raises(swagppm.ConfigError, match="was not written by swagppm"):
+        swagppm.release(config, c=1.0, ft_epochs=1, out_dir=tmp_path / "out", force=True, epsilon_cap=CAP)
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
+
+
+def test_overwrite_replaces_the_release_folder_as_a_whole(config: swagppm.SWAGPPMConfig, tmp_path: Path) -> None:
     folder = tmp_path / "out"
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
-    swagppm.release(config, c=1.0, ft_epochs=1, out_dir=folder, force=True, overwrite=True)
-    assert (folder / "notes.txt").read_text() == "mine" and (folder / "release_card.json").exists()
+    swagppm.release(config, c=1.0, ft_epochs=1, out_dir=folder, force=True, overwrite=True, epsilon_cap=CAP)
+    assert (folder / "release_card.json").exists() and not (folder / "notes.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")) == [".out.lock"]
 
 
 def test_a_changed_undrawn_parameter_is_refused(make_config: Any, tmp_path: Path) -> None:
@@ -144,8 +225,8 @@ def test_a_changed_undrawn_parameter_is_refused(make_config: Any, tmp_path: Path
         with torch.no_grad():
             frozen.add_(1e-3)
         with pytest.raises(swagppm.ReleaseRefused, match="differ from their public pretrained values"):
-            session.release(fit, tmp_path / "out", force=True)
-    assert not (tmp_path / "out" / "config.json").exists()
+            session.release(fit, tmp_path / "out", force=True, epsilon_cap=CAP)
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.staging-*"))
 
 
 def test_the_release_looks_native_to_hugging_face(released: Path) -> None:
@@ -154,26 +235,58 @@ def test_the_release_looks_native_to_hugging_face(released: Path) -> None:
 
     readme = (released / "README.md").read_text()
     assert readme.startswith("---\nlibrary_name: transformers\npipeline_tag: text-classification\n")
-    assert "differential-privacy" in readme and "truncation=True" in readme and "epsilon = " in readme
+    assert "differential-privacy" in readme and "truncation=True" in readme and f"epsilon <= {CAP:g}" in readme
     _, info = AutoModelForSequenceClassification.from_pretrained(released, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
     assert AutoTokenizer.from_pretrained(released).model_max_length == 128
     classify = pipeline("text-classification", model=str(released), truncation=True)
-    label = classify("an employee burned the hand " * 300)[0]["label"]
-    assert label in {"burn", "fracture", "amputation", "laceration"}
+    assert classify("an employee burned the hand " * 300)[0]["label"] in {f"LABEL_{k}" for k in range(4)}
 
 
+def test_a_title_column_that_varies_within_a_class_is_refused_naming_the_column(tmp_path: Path) -> None:
+    data = tmp_path / "records.csv"
+    pd.DataFrame({"text": [f"record number {i}" for i in range(8)], "label": ["a", "b"] * 4,
+                  "title": ["Alpha", "Beta", "Alpha", "Beta", "Alpha", "Beta", "Alpha (J. Smith)", "Beta"]}
+                 ).to_csv(data, index=False)
+    config = small_config(tmp_path / "cache", data={"source": str(data), "title_column": "title"})
+    with pytest.raises(swagppm.DataError) as info:
+        prepare_data(config.data)
+    message = str(info.value)
+    assert "'title'" in message and "varies within a class" in message and "Smith" not in message
 
 
-def test_the_model_folder_holds_no_path_and_no_class_count(release_run: dict[str, Any]) -> None:
-    """Per-class supports and the confusion matrix go to an owner-only private report in the cache folder."""
-    released, config = release_run["out"], release_run["config"]
-    published = "".join(p.read_text(errors="ignore") for p in released.iterdir() if p.suffix in (".json", ".md"))
-    assert str(released.parent) not in published and "cache" not in json.loads(
-        (released / "release_card.json").read_text())["config"]
-    for word in ('"confusion_matrix"', '"support"', '"per_class"'):
-        assert word not in published
-    cache_dir = Path(config.cache_dir)
-    private = list(cache_dir.glob("*/release-*.json")) + list(cache_dir.glob("release-*.json"))
-    assert private and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in private)
-    assert "confusion_matrix" in private[0].read_text()
+def test_the_readme_usage_snippet_runs_verbatim(released: Path) -> None:
+    """The card's own snippet, with only the folder's path filled in, classifies a text in a fresh interpreter."""
+    readme = (released / "README.md").read_text()
+    snippet = readme.split("```python\n")[1].split("```")[0]
+    assert "trust_remote_code=True" in snippet and "trust_remote_code=True`: the classifier's head" in readme
+    script = snippet.replace("PATH/TO/THIS/FOLDER", str(released))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "'label': 'LABEL_" in out.stdout
+
+
+def test_the_library_checks_a_release_folder_before_any_fit(tmp_path: Path) -> None:
+    """``swagppm.releases.check_release_dir`` is what a script calls before ``Session.fit`` (the README's snippet)."""
+    import swagppm.releases
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(swagppm.ConfigError, match="not empty"):
+        swagppm.releases.check_release_dir(folder, overwrite=False, data_derived=False, force=False)
+    assert swagppm.releases.check_release_dir(tmp_path / "new", overwrite=False, data_derived=False,
+                                              force=False) == tmp_path / "new"
+    assert not (tmp_path / "new").exists()
+
+
+def test_the_fingerprint_key_is_made_once_owner_only_and_cleaned_with_the_cache(tmp_path: Path) -> None:
+    from swagppm.cache import PrivateCache, clear_cache
+    from swagppm.provenance import fingerprint_key, keyed_fingerprint
+
+    cache = PrivateCache(tmp_path / "cache")
+    key = fingerprint_key(cache.directory)
+    assert fingerprint_key(cache.directory) == key and len(key) == 32
+    assert stat.S_IMODE((cache.directory / "fingerprint.key").stat().st_mode) == 0o600
+    assert keyed_fingerprint(key, "digest") != keyed_fingerprint(bytes(32), "digest")
+    assert clear_cache(tmp_path / "cache") == (cache.directory, 1) and not cache.directory.exists()

@@ -14,7 +14,7 @@ import torch
 import swagppm
 from swagppm.config import PRIVATE_TEST
 from swagppm.releases.selection import Selection, SelectionFailed, check_selection
-from swagppm.releases.writer import private_report_path
+from swagppm.releases.staging import owner_report_path
 from tests.swagppm.helpers import small_config
 
 COST = {"epsilon": 3.1, "delta": 1e-3, "epsilon_per_draw": 1.0, "accountant": "test"}
@@ -40,7 +40,7 @@ def public_file(session: swagppm.Session, path: Path, *, copy_private: int = 0, 
 
 
 def release(session: swagppm.Session, fit: swagppm.Fit, out: Path, selection: Selection) -> dict[str, Any]:
-    session.release(fit, out, force=True, selection=selection)
+    session.release(fit, out, epsilon_cap=100.0, force=True, selection=selection)
     return dict(json.loads((out / "release_card.json").read_text()))
 
 
@@ -52,28 +52,35 @@ def test_a_public_selection_set_is_accounted_and_the_count_of_candidates_stays_p
     card = release(session, fit, folder / "public-model",
                    Selection(source=source, threshold=0.0, rounds=5, stop_probability=0.2, cost=COST))
     selection = card["selection"]
-    assert selection["accounted"] is True and selection["cost"] == COST
+    assert selection["accounted"] is True
+    assert selection["cost"] == {key: COST[key] for key in ("epsilon", "delta", "accountant")}  # not the per-draw ε
     assert selection["selection_set"] == "60 public records" and 0.0 <= selection["released_draw_score"] <= 1.0
     line = next(x for x in card["privacy_statement"] if x.startswith("Selection of the released draw"))
     assert "f1_macro >= 0" in line and "epsilon 3.1 at delta 0.001 in total" in line
     published = (folder / "public-model" / "release_card.json").read_text()
     assert "candidates" not in published and "candidates" not in (folder / "public-model" / "README.md").read_text()
-    private = json.loads(private_report_path(session.cache.directory, card).read_text())
-    assert private["selection_candidates_tried"] == 1  # threshold 0: the first candidate qualifies
+    private = json.loads(owner_report_path(folder / "public-model").read_text())
+    assert private["selection"]["candidates_tried"] == 1  # threshold 0: the first candidate qualifies
 
 
-@pytest.mark.parametrize(("copies", "reason"), [(0, "scored on the private test split"),
-                                                (3, "3 selection record(s) also occur in the private data")])
-def test_private_selection_sets_are_unaccounted(fitted: tuple[swagppm.Session, swagppm.Fit, Path], copies: int,
-                                                reason: str) -> None:
+def test_a_selection_on_the_private_split_is_unaccounted_and_its_score_stays_private(
+        fitted: tuple[swagppm.Session, swagppm.Fit, Path]) -> None:
     session, fit, folder = fitted
-    source = public_file(session, folder / f"copied{copies}.csv", copy_private=copies) if copies else \
-        PRIVATE_TEST
-    card = release(session, fit, folder / f"model{copies}",
-                   Selection(source=source, threshold=0.0, rounds=2, stop_probability=0.5, cost=COST))
+    card = release(session, fit, folder / "model-private",
+                   Selection(source=PRIVATE_TEST, threshold=0.0, rounds=2, stop_probability=0.5, cost=COST))
+    reason = "scored on the private test split"
     assert card["selection"]["accounted"] is False and card["selection"]["cost"] is None
-    assert card["selection"]["unaccounted_because"] == reason
+    assert card["selection"]["unaccounted_because"] == reason and card["selection"]["released_draw_score"] is None
     assert any(line.endswith(f"unaccounted: {reason}.") for line in card["privacy_statement"])
+    assert 0.0 <= json.loads(owner_report_path(folder / "model-private").read_text())["selection"]["score"] <= 1.0
+
+
+def test_a_public_set_that_holds_private_records_is_refused(fitted: tuple[swagppm.Session, swagppm.Fit, Path]) -> None:
+    """Saying on the card that a public set overlaps the private data would tell whether a record is in it."""
+    session, _, folder = fitted
+    source = public_file(session, folder / "copied.csv", copy_private=3)
+    with pytest.raises(swagppm.DataError, match="3 of 60 records also occur in the private data"):
+        check_selection(session, Selection(source=source, threshold=0.0, rounds=2, stop_probability=0.5))
 
 
 def test_no_candidate_reaching_the_threshold_releases_nothing_after_exactly_the_budget(
@@ -93,9 +100,9 @@ def test_no_candidate_reaching_the_threshold_releases_nothing_after_exactly_the_
     source = public_file(session, folder / "shuffled.csv", shuffle=True)
     out = folder / "refused"
     with pytest.raises(SelectionFailed, match="nothing was released"):
-        session.release(fit, out, force=True,
+        session.release(fit, out, epsilon_cap=100.0, force=True,
                         selection=Selection(source=source, threshold=1.0, rounds=4, stop_probability=0.25))
-    assert len(drawn) == 4 and not any(out.iterdir())
+    assert len(drawn) == 4 and not out.exists() and not list(folder.glob(".refused.staging-*"))
     flat = torch.cat([p.detach().flatten() for n, p in session.bundle.model.named_parameters()
                       if n in fit.posterior.parameter_names])
     assert torch.equal(flat, mean.to(flat.dtype))  # the model holds the SWAG mean again

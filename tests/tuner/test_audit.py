@@ -1,64 +1,77 @@
-"""The membership-inference audit: both columns on the tiny preset, the attacks on made-up losses, and the warning
-when its bound contradicts the stated ε."""
+"""The audit that decides: both columns on the tiny preset, the family-wise audit on made-up losses, the sentence and
+the refusal line, and the count of audits run on a study."""
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
+import optuna
 
 import swagppm
+from scorers import PrivacyAudit
 from swagppm.evaluate.probes import RecordLosses
-from swagppm.statement import audit_contradiction, privacy_statement
 from tests.swagppm.helpers import small_config
-from tuner.audit import BASELINE, RELEASE, audit_fit, audit_losses, audit_text
+from tuner.audit import (
+    AUDITS_RUN,
+    BASELINE,
+    RELEASE,
+    audit_document,
+    audit_fit,
+    audit_losses,
+    audit_text,
+    count_audit,
+    refusal,
+)
 
 
-def test_the_audit_of_an_untrained_model_is_near_chance_and_has_both_columns(tmp_path: Path) -> None:
+def losses(members: np.ndarray, non_members: np.ndarray) -> RecordLosses:
+    return RecordLosses(members=members, non_members=non_members, member_classes=np.zeros(len(members), int),
+                        non_member_classes=np.zeros(len(non_members), int))
+
+
+MEMORISED = losses(np.full(400, 0.01), np.random.default_rng(0).uniform(1, 3, 400))
+
+
+def test_the_audit_of_a_fit_has_both_columns_as_family_wise_audits(tmp_path: Path) -> None:
     with swagppm.Session(small_config(tmp_path / "cache")) as session:
         untrained = audit_losses(session.record_losses())
-        assert abs(untrained["loss_threshold"]["auc"] - 0.5) < 0.1
-        assert untrained["loss_threshold"]["members"] == len(session.train)
+        assert abs(untrained.attacks[0].auc - 0.5) < 0.1 and untrained.members == len(session.train)
         fit = session.fit(c=1.0, ft_epochs=1)
         audit = audit_fit(session, fit)
-    assert set(audit) == {BASELINE, RELEASE} and set(audit[RELEASE]) == {"loss_threshold", "class_calibrated"}
-    for attacks in audit.values():
-        for result in attacks.values():
-            assert 0.0 <= result["auc"] <= 1.0 and result["epsilon_lower_bound"] >= 0.0
-            assert math.isfinite(result["tpr_at_fpr"]["0.01"][0])
-    assert "released_draw" in audit_text(audit, epsilon=fit.result.epsilon)
-    json.dumps(audit)
+    assert set(audit) == {BASELINE, RELEASE} and all(isinstance(a, PrivacyAudit) for a in audit.values())
+    assert [a.attack for a in audit[RELEASE].attacks] == ["loss_threshold", "class_calibrated"]
+    text = audit_text(audit, epsilon=50.0)
+    assert "released_draw" in text and "95% (family-wise, Bonferroni); delta = 0 assumed" in text
+    assert text.splitlines()[-1] == audit[RELEASE].sentence(50.0)
+    json.dumps(audit_document(audit, epsilon_cap=50.0, audits_run=None))
 
 
-def test_audit_losses_separate_a_memorised_set_from_chance() -> None:
-    rng = np.random.default_rng(0)
-    memorised = RecordLosses(members=np.full(400, 0.01), non_members=rng.uniform(1, 3, 400),
-                                     member_classes=np.zeros(400, int), non_member_classes=np.zeros(400, int))
-    chance = RecordLosses(members=rng.uniform(1, 3, 400), non_members=rng.uniform(1, 3, 400),
-                                  member_classes=np.zeros(400, int), non_member_classes=np.zeros(400, int))
-    assert audit_losses(memorised)["loss_threshold"]["auc"] == 1.0
-    assert audit_losses(memorised)["loss_threshold"]["epsilon_lower_bound"] > 2
-    assert abs(audit_losses(chance)["loss_threshold"]["auc"] - 0.5) < 0.06
+def test_a_memorised_set_refutes_a_small_claim_in_one_line_with_the_reconciling_delta() -> None:
+    audit = audit_losses(MEMORISED)
+    assert audit.attacks[0].auc == 1.0 and audit.epsilon_lower_bound > 2
+    refutation = audit.refutation(1.0)
+    assert refutation is not None
+    line = refusal(refutation, epsilon_cap=1.0)
+    assert line.startswith(f"the audit refutes the claim epsilon <= 1: the released draw's epsilon lower bound is "
+                           f"{refutation.epsilon_lower_bound:.3g} (")
+    assert f"reconciling them would need delta >= {refutation.reconciling_delta:.2g}" in line
+    assert "\n" not in line and "--force-audit" in line
+    document = audit_document({BASELINE: audit, RELEASE: audit}, epsilon_cap=1.0, audits_run=4)
+    assert document["refutes_the_cap"] is True and document["audits_run"] == 4
+    assert document["columns"][RELEASE] == audit.to_dict()
+    assert audit_document({RELEASE: audit}, epsilon_cap=100.0, audits_run=None)["refutes_the_cap"] is False
 
 
-def test_an_audit_bound_above_the_stated_epsilon_is_a_warning_wherever_epsilon_is_stated() -> None:
-    members, non_members = np.full(400, 0.01), np.random.default_rng(0).uniform(1, 3, 400)
-    memorised = audit_losses(RecordLosses(members=members, non_members=non_members,
-                                                  member_classes=np.zeros(400, int),
-                                                  non_member_classes=np.zeros(400, int)))
-    bound = memorised["loss_threshold"]["epsilon_lower_bound"]
-    audit = {BASELINE: memorised, RELEASE: memorised}
-    assert "warning" not in audit_text(audit, epsilon=bound + 0.01)
-    assert "warning" not in audit_text(audit, epsilon=None)  # an epsilon that is only a lower bound is not contradicted
-    text = audit_text(audit, epsilon=1.0)
-    assert text.splitlines()[-1].startswith(f"warning: the released draw's empirical epsilon lower bound {bound:.3g} "
-                                            "(loss threshold attack, 95% confidence) exceeds the stated epsilon 1")
-    statement = privacy_statement(epsilon=1.0, trainable="head", audit=audit)
-    assert [line for line in statement if line.startswith("Audit warning: ")] == [
-        f"Audit warning: {audit_contradiction(1.0, audit)}."]
-    baseline_only = {BASELINE: memorised}  # the non-private baseline is expected to leak: no warning
-    assert audit_contradiction(1.0, baseline_only) is None
-    assert not any(line.startswith("Audit warning") for line in
-                   privacy_statement(epsilon=1.0, epsilon_is_lower_bound=True, trainable="head", audit=audit))
+def test_tpr_at_a_rate_under_one_record_is_said_to_be_at_0_of_n_non_members() -> None:
+    text = audit_text({RELEASE: audit_losses(MEMORISED)}, epsilon=1.0)
+    assert "* TPR at 0 of 400 non-members (0.1% of them is under one record)" in text
+    assert "so the audit refutes the stated epsilon" in text.splitlines()[-1]
+
+
+def test_audits_run_on_a_study_are_counted(tmp_path: Path) -> None:
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
+    assert count_audit(None) is None
+    assert [count_audit(study), count_audit(study)] == [1, 2]
+    assert optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 's.db'}").user_attrs[AUDITS_RUN] == 2

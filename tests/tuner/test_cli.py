@@ -78,7 +78,7 @@ def test_the_early_stop_is_in_epsilon_units(tmp_path: Path, capsys: pytest.Captu
     assert "eps>=" in capsys.readouterr().out
 
 
-def test_fit_release_fits_once_and_writes_over_files_only_when_asked(
+def test_fit_release_fits_once_and_replaces_a_folder_only_when_asked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     study = tmp_path / "study.toml"
@@ -98,9 +98,9 @@ def test_fit_release_fits_once_and_writes_over_files_only_when_asked(
     monkeypatch.setattr(swagppm.Session, "fit", counted)
     assert main(["fit", str(study), "--ft-epochs", "1", "--release", str(out), "--force", "--overwrite"]) == 0
     assert len(fits) == 1  # the released draw comes from the fit whose line was printed
-    card = json.loads((out / "release_card.json").read_text())
-    assert f"eps={card['epsilon']:.3f}" in capsys.readouterr().out.replace(" ", "")
-    assert (out / "notes.txt").read_text() == "mine"
+    report = json.loads((tmp_path / "out.owner-report.json").read_text())  # the measured epsilon is owner-only
+    assert f"eps={report['epsilon']['measured']:.3f}" in capsys.readouterr().out.replace(" ", "")
+    assert (out / "release_card.json").is_file() and not (out / "notes.txt").exists()  # replaced as a whole
 
 
 def test_a_fit_whose_training_failed_has_its_own_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

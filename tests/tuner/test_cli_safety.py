@@ -145,7 +145,7 @@ def test_release_writes_over_a_folder_only_with_overwrite(study_file: Callable[.
     assert "--overwrite" in one_error_line(capsys.readouterr().err)
     assert not (tmp_path / "cache").exists()  # refused before the fit
     assert main(["release", "--from", str(exported), "-o", str(out), "--force", "--overwrite"]) == 0
-    assert (out / "release_card.json").is_file() and (out / "notes.txt").read_text() == "mine"
+    assert (out / "release_card.json").is_file() and not (out / "notes.txt").exists()  # replaced as a whole
 
 
 # --- 4. credentials ---------------------------------------------------------------------------------------------

@@ -138,8 +138,7 @@ def test_release_from_the_study_or_an_export(finished: tuple[Path, str], tmp_pat
     assert main(["release", str(path), "-o", str(tmp_path / "refused")]) == 2  # tiny tokenizer: demos only
     assert "tokenizer" in capsys.readouterr().err
     assert main(["release", str(path), "-o", str(tmp_path / "model"), "--force"]) == 0
-    card = json.loads((tmp_path / "model" / "release_card.json").read_text())
-    assert card["trials_run"] == 3
+    assert json.loads((tmp_path / "model.owner-report.json").read_text())["trials_run"] == 3  # owner-only
     assert main(["release", "-o", str(tmp_path / "x")]) == 2  # neither a study nor --from
     assert "give a study TOML file or --from" in capsys.readouterr().err
 

@@ -21,6 +21,9 @@ Exit status:
        message; set SWAGPPM_TUNE_DEBUG=1 for the traceback)
   5    the fit failed (catastrophic: its training loss or a draw turned NaN/inf)
   6    fit --from: epsilon differs from the export's
+  7    release: the membership-inference audit of the released draw refutes the
+       claim epsilon <= the study's target (the bound, the target and the delta
+       that would reconcile them are printed); nothing was released (--force-audit)
   130  interrupted (Ctrl-C); finished trials are kept
   141  the output pipe was closed (e.g. `swagppm-tune status STUDY.toml | head`)
 """
@@ -39,6 +42,7 @@ import optuna
 import swagppm
 from swagppm import ConfigError
 from tuner.cli.base import (
+    EXIT_AUDIT_REFUTED,
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
     EXIT_FIT_FAILED,
@@ -64,7 +68,8 @@ from tuner.cli.study import (
 )
 from tuner.study import StorageLost
 
-__all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_BROKEN_PIPE", "EXIT_FIT_FAILED", "EXIT_INFEASIBLE", "EXIT_INTERNAL",
+__all__ = ["COMMANDS", "EXIT_AUDIT_REFUTED",
+           "EXIT_BAD_INPUT", "EXIT_BROKEN_PIPE", "EXIT_FIT_FAILED", "EXIT_INFEASIBLE", "EXIT_INTERNAL",
            "EXIT_INTERRUPTED", "EXIT_NOT_REPRODUCED", "EXIT_OK", "EXIT_STORAGE_LOST", "FAILURES", "Command", "main"]
 
 DEBUG_ENV = "SWAGPPM_TUNE_DEBUG"

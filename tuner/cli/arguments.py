@@ -58,10 +58,9 @@ def add_release_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--selection-stop-probability", type=float, default=0.1,
                         help="chance of giving up after each draw that misses (default 0.1: 10 draws on average)")
     parser.add_argument("--selection-delta", type=float, default=None,
-                        help="delta of the selection's total epsilon (default 1/n for n training records)")
+                        help="delta of the selection's total epsilon (default 1/n² for n training records)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="release into a folder that is not empty: writes over files of the same name, never "
-                             "deletes others")
+                        help="replace a release folder that is not empty, as a whole, once the new one is complete")
 
 
 def study_config(args: argparse.Namespace) -> StudyConfig:

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import optuna
 
 import swagppm
 from scorers import GUIDE
 from swagppm import ConfigError
 from swagppm.config import check_value
-from tuner.audit import audit_fit, audit_text, write_audit
+from tuner.audit import audit_document, audit_fit, audit_text, count_audit, write_audit
 from tuner.cli.arguments import (
     add_data,
     add_release_flags,
@@ -27,6 +31,7 @@ from tuner.cli.arguments import (
     study_config,
 )
 from tuner.cli.base import (
+    EXIT_AUDIT_REFUTED,
     EXIT_BAD_INPUT,
     EXIT_FIT_FAILED,
     EXIT_INFEASIBLE,
@@ -40,12 +45,13 @@ from tuner.config import StudyConfig
 from tuner.export import Chosen, chosen_from_study, refit_suspects
 from tuner.figures import figures_html
 from tuner.outcome import judge, result_line
-from tuner.release import release_draw, selection_sentence
+from tuner.release import ReleaseOptions, release_draw, selection_sentence
 from tuner.search import StartPoint
 from tuner.study import open_existing_study
 
 if TYPE_CHECKING:
     from swagppm.releases.selection import Selection
+    from swagppm.releases.staging import ReleaseTarget
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +88,7 @@ class FitCommand(Command):
                             help="also write the (aggregate) result to this JSON file")
         parser.add_argument("--release", type=Path, default=None, help="release one draw of this very fit to a folder")
         add_release_flags(parser)
+        add_publication_flags(parser)
         add_data(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -93,9 +100,10 @@ class FitCommand(Command):
             check_output(figures, "--figures")
         if args.json is not None:
             check_output(args.json, "--json")
+        options = None
         if args.release is not None:
-            check_release_dir(args.release, overwrite=args.overwrite,
-                               data_derived=request.config.model.is_tiny, force=args.force)
+            cap = request.study.targets.epsilon if request.study is not None else None
+            options = release_options(args, request.chosen, epsilon_cap=cap)
         chosen_selection = selection(args, releasing=args.release is not None)
         if request.chosen is not None and request.chosen.threads:
             import torch  # only here: the command line starts without the training stack
@@ -103,9 +111,11 @@ class FitCommand(Command):
             torch.set_num_threads(request.chosen.threads)
             print(f"using {request.chosen.threads} CPU thread(s), as the exported trial did (on a CPU, epsilon "
                   "depends on the thread count in its last digits)")
-        with swagppm.Session(request.config) as session:
-            if chosen_selection is not None:
-                check_selection(session, chosen_selection)
+        with contextlib.ExitStack() as stack:
+            target = None if options is None else stack.enter_context(
+                claim_release_dir(args.release, args=args, data_derived=request.config.model.is_tiny))
+            session = stack.enter_context(swagppm.Session(request.config))
+            check_release_inputs(session, chosen_selection, options)
             fit = session.fit(c=request.c, ft_epochs=request.ft_epochs, g=request.g,
                               stop_above_epsilon=args.stop_above_epsilon, progress=True)
             page = print_fit(fit.result, request)
@@ -114,9 +124,9 @@ class FitCommand(Command):
                 codes.append(write_output(figures, page, "figures"))
             if args.json is not None:
                 codes.append(write_output(args.json, json.dumps(fit.result.to_dict(), indent=2), "result JSON"))
-            if args.release is not None:
+            if target is not None and options is not None:
                 chosen = request.chosen
-                codes.append(write_release(session, fit, args.release, args=args,
+                codes.append(write_release(session, fit, target, args=args, options=options,
                                            trials_run=chosen.trials_run if chosen is not None else None,
                                            tuning=chosen.tuning if chosen is not None else None,
                                            selection=chosen_selection))
@@ -187,42 +197,108 @@ def reproduced(result: swagppm.SWAGPPMResult, chosen: Chosen | None) -> int:
     return EXIT_NOT_REPRODUCED
 
 
-def check_release_dir(out: Path, *, overwrite: bool, data_derived: bool, force: bool) -> None:
-    """``swagppm.releases.writer.check_release_dir``, imported when a release is asked for (it needs torch)."""
-    from swagppm.releases.writer import check_release_dir as check
+def add_publication_flags(parser: argparse.ArgumentParser) -> None:
+    """What a release may publish beyond the data-independent facts, and the audit's override."""
+    parser.add_argument("--public-eval", default=None, metavar="FILE",
+                        help="records you declare public (same columns as the data): the card states the released "
+                             "draw's F1 on them (no utility is published otherwise)")
+    parser.add_argument("--public-labels", action="store_true",
+                        help="publish the class names (default: LABEL_0, LABEL_1, ...; the mapping goes to the "
+                             "owner-only report)")
+    parser.add_argument("--force-audit", action="store_true",
+                        help="release even when the membership-inference audit refutes the claim epsilon <= the "
+                             "study's target (the card then says so); without it such a release exits 7")
 
-    check(out, overwrite=overwrite, data_derived=data_derived, force=force)
+
+def release_options(args: argparse.Namespace, chosen: Chosen | None, *,
+                    epsilon_cap: float | None = None) -> ReleaseOptions:
+    """The release's claim and publication flags, every input checked now (before any fit): the export's fields,
+    the cap ε*, the public evaluation file."""
+    if chosen is not None:
+        check_release_fields(chosen)
+        epsilon_cap = chosen.epsilon_cap
+    if epsilon_cap is None:
+        where = chosen.path if chosen is not None else "the study"
+        raise ConfigError(f"{where}: no targets.epsilon: a release claims epsilon <= the cap declared before the fit")
+    public_eval = args.public_eval
+    if public_eval is not None and not Path(public_eval).expanduser().is_file():
+        raise ConfigError(f"--public-eval {public_eval}: no such file")
+    return ReleaseOptions(epsilon_cap=epsilon_cap, public_labels=args.public_labels, public_eval=public_eval,
+                          force_audit=args.force_audit)
 
 
-def check_selection(session: swagppm.Session, chosen: Selection) -> None:
-    """``swagppm.releases.selection.check_selection``, imported when a selection is asked for."""
-    from swagppm.releases.selection import check_selection as check
+def check_release_fields(chosen: Chosen) -> None:
+    """The export fields a release writes into its reports: each the right kind, or one line naming it."""
+    if chosen.tuning is not None and not isinstance(chosen.tuning, dict):
+        raise ConfigError(f"{chosen.path}: field tuning = {chosen.tuning!r:.40} is not an object")
+    trials = chosen.trials_run
+    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 0):
+        raise ConfigError(f"{chosen.path}: field trials_run.total = {trials!r:.40} is not a count")
 
-    check(session, chosen)
+
+@contextlib.contextmanager
+def claim_release_dir(out: Path, *, args: argparse.Namespace, data_derived: bool) -> Iterator[ReleaseTarget]:
+    """The release folder checked and locked before the fit (``swagppm.releases``: imported here, it needs torch)."""
+    from swagppm.releases.staging import claim
+    from swagppm.releases.writer import check_release_dir
+
+    check_release_dir(out, overwrite=args.overwrite, data_derived=data_derived, force=args.force)
+    with claim(out, overwrite=args.overwrite) as target:
+        yield target
 
 
-def write_release(session: swagppm.Session, fit: swagppm.Fit, out: Path, *, args: argparse.Namespace,
-                  trials_run: int | None, tuning: dict[str, object] | None = None,
+def check_release_inputs(session: swagppm.Session, chosen: Selection | None, options: ReleaseOptions | None) -> None:
+    """The selection and public evaluation files read and checked against the session's data, before the fit."""
+    from swagppm.releases.selection import check_public_set, check_selection
+
+    if chosen is not None:
+        check_selection(session, chosen)
+    if options is not None and options.public_eval is not None:
+        check_public_set(session, options.public_eval)
+
+
+def write_release(session: swagppm.Session, fit: swagppm.Fit, target: ReleaseTarget, *, args: argparse.Namespace,
+                  options: ReleaseOptions, trials_run: int | None, tuning: dict[str, object] | None = None,
                   selection: Selection | None = None) -> int:
-    """One secret draw of ``fit`` written to ``out``, its card carrying the membership-inference audit."""
+    """One secret draw of ``fit`` written to ``target`` unless its audit refutes the claim (then exit 7)."""
     if fit.result.failure:
         print(f"nothing released: the fit failed ({fit.result.failure})", file=sys.stderr)
         return EXIT_FIT_FAILED
     from swagppm.releases.selection import SelectionFailed
+    from swagppm.releases.writer import AuditRefuted
 
     try:
-        released = release_draw(session, fit, out, force=args.force, overwrite=args.overwrite, trials_run=trials_run,
-                                tuning=tuning, selection=selection, selection_delta=args.selection_delta)
+        released = release_draw(session, fit, target, options=options, force=args.force, overwrite=args.overwrite,
+                                trials_run=trials_run, tuning=tuning, selection=selection,
+                                selection_delta=args.selection_delta, count_audit=lambda: count_audit(study_of(args)))
     except SelectionFailed as error:
         print(f"nothing released: {error}", file=sys.stderr)
         return EXIT_INFEASIBLE
+    except AuditRefuted as error:
+        print(f"swagppm-tune: error: {error}", file=sys.stderr)
+        return EXIT_AUDIT_REFUTED
+    except OSError as error:  # the staging folder is gone with it: nothing is left at the target
+        print(f"swagppm-tune: error: could not write the release {target.path} ({error.strerror or error}); "
+              "nothing was released", file=sys.stderr)
+        return EXIT_BAD_INPUT
     print(f"released one draw of c = {fit.result.c:.4g}, {fit.result.ft_epochs} epochs to {released.path}")
     if selection is not None:
         print(selection_sentence(released.path))
     print("membership-inference audit (members: training records, non-members: test records):")
-    print(audit_text(released.audit, epsilon=fit.result.epsilon,
-                     epsilon_is_lower_bound=fit.result.epsilon_is_lower_bound))
+    print(audit_text(released.audit, epsilon=options.epsilon_cap))
+    print(f"owner-only report (not for publication): {target.report}")
     return EXIT_OK
+
+
+def study_of(args: argparse.Namespace) -> optuna.Study | None:
+    """The study whose private data the verb audits, where it exists (not for --from EXPORT.json, nor for a ``fit``
+    of a study file never run): its audits are counted."""
+    if args.study is None:
+        return None
+    try:
+        return open_existing_study(study_config(args))
+    except ConfigError:
+        return None
 
 
 def chosen_configuration(args: argparse.Namespace, what: str) -> Chosen | None:
@@ -241,27 +317,30 @@ def chosen_configuration(args: argparse.Namespace, what: str) -> Chosen | None:
 
 class ReleaseCommand(Command):
     name = "release"
-    help = "fit the chosen configuration and write the private release"
+    help = "fit the chosen configuration and write the private release (refused if its audit refutes it)"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_study_or_export(parser, study_help="study TOML file (or use --from)")
-        parser.add_argument("-o", "--output", type=Path, required=True, help="folder to write the released model to")
+        parser.add_argument("-o", "--output", type=Path, required=True,
+                            help="folder to write the released model to (its owner-only report goes beside it, "
+                                 "as FOLDER.owner-report.json)")
         add_release_flags(parser)
+        add_publication_flags(parser)
         add_data(parser)
         add_storage(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        """Every input checked and the folder locked before the fit; the folder appears only when complete."""
         chosen = chosen_configuration(args, "released")
         if chosen is None:
             return EXIT_INFEASIBLE
-        check_release_dir(args.output, overwrite=args.overwrite, data_derived=chosen.config.model.is_tiny,
-                          force=args.force)
+        options = release_options(args, chosen)
         chosen_selection = selection(args, releasing=True)
-        with swagppm.Session(chosen.config) as session:
-            if chosen_selection is not None:
-                check_selection(session, chosen_selection)
+        with (claim_release_dir(args.output, args=args, data_derived=chosen.config.model.is_tiny) as target,
+              swagppm.Session(chosen.config) as session):
+            check_release_inputs(session, chosen_selection, options)
             fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, progress=True)
-            return write_release(session, fit, args.output, args=args, trials_run=chosen.trials_run,
+            return write_release(session, fit, target, args=args, options=options, trials_run=chosen.trials_run,
                                  tuning=chosen.tuning, selection=chosen_selection)
 
 
@@ -322,17 +401,20 @@ class AuditCommand(Command):
         chosen = chosen_configuration(args, "audited")
         if chosen is None:
             return EXIT_INFEASIBLE
+        cap = chosen.epsilon_cap
+        if cap is None:
+            raise ConfigError(f"{chosen.path}: no targets.epsilon: the audit judges the claim epsilon <= that cap")
         with swagppm.Session(chosen.config) as session:
             fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, progress=True)
             if fit.result.failure:
                 print(f"nothing audited: the fit failed ({fit.result.failure})", file=sys.stderr)
                 return EXIT_FIT_FAILED
             audit = audit_fit(session, fit)
-        print(f"membership-inference audit of c = {chosen.c:.4g}, {chosen.ft_epochs} epochs (epsilon "
-              f"{fit.result.epsilon:.3g}; members: training records, non-members: test records):")
-        print(audit_text(audit, epsilon=fit.result.epsilon, epsilon_is_lower_bound=fit.result.epsilon_is_lower_bound))
+        document = audit_document(audit, epsilon_cap=cap, audits_run=count_audit(study_of(args)))
+        print(f"membership-inference audit of c = {chosen.c:.4g}, {chosen.ft_epochs} epochs against the claim "
+              f"epsilon <= {cap:g} (members: training records, non-members: test records):")
+        print(audit_text(audit, epsilon=cap))
         if args.output is not None:
-            write_audit(args.output, audit, c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g,
-                        epsilon=fit.result.epsilon)
+            write_audit(args.output, document, c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g)
             print(f"wrote {args.output}")
         return EXIT_OK

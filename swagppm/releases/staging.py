@@ -1,0 +1,145 @@
+"""An all-or-nothing release folder: claimed under a lock, written into a staging folder, renamed into place.
+
+A release ``DIR`` is claimed by an exclusive ``flock`` on ``.DIR.lock`` beside it,
+held from before the fit until the folder is in place, so a second release into
+the same folder fails at once. Everything is written into ``.DIR.staging-<pid>-<hex>``
+beside the target, with ``config.json`` kept under another name until the end (a
+staging folder never loads as a model), and renamed into place only when the
+model, card, README and owner report are all written. The owner report is moved
+out first, beside the folder (``DIR.owner-report.json``, 0600). A failed release
+removes its staging folder; a killed one leaves it, and the next claim of the same
+target removes it (whoever holds the lock, no staging folder of that target is live).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from swagppm.errors import ConfigError
+
+OWNER_FORMAT = "swagppm-owner-report/1"
+STAGED_REPORT = ".owner-report.json"
+HIDDEN_CONFIG = ".config.json.staged"
+FILE_MODE, FOLDER_MODE, OWNER_MODE = 0o644, 0o755, 0o600
+
+
+def owner_report_path(out: Path) -> Path:
+    """Where the owner-only report of the release ``out`` goes: beside it, never inside."""
+    return out.parent / f"{out.name}.owner-report.json"
+
+
+def check_target(out: Path, *, overwrite: bool) -> None:
+    """Refuse a target that is a file, a folder that is not empty, or a report the tool did not write (no overwrite)."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out}: the release folder is a file; name a new folder")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise ConfigError(f"{out}: the release folder is not empty; name a new folder, or pass --overwrite "
+                          "(overwrite=True in Python) to replace it as a whole")
+    report = owner_report_path(out)
+    if report.exists() and not overwrite and not _is_owner_report(report):
+        raise ConfigError(f"{report}: exists and was not written by swagppm (the release's owner report goes "
+                          "there); move it, or pass --overwrite")
+
+
+def _is_owner_report(path: Path) -> bool:
+    try:
+        return bool(json.loads(path.read_text()).get("format") == OWNER_FORMAT)
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return False
+
+
+@dataclass(kw_only=True)
+class ReleaseTarget:
+    """A claimed release folder: its lock is held until ``close``; ``staging`` writes it all or nothing."""
+
+    path: Path
+    overwrite: bool
+    lock_fd: int | None
+
+    @property
+    def report(self) -> Path:
+        return owner_report_path(self.path)
+
+    def close(self) -> None:
+        """Let the lock go (the lock file stays: removing it would race with a process opening it)."""
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
+
+    def __enter__(self) -> ReleaseTarget:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def staging(self) -> Iterator[Path]:
+        """A fresh staging folder beside the target; on a clean exit it replaces the target, else it is removed."""
+        folder = self.path.parent / f".{self.path.name}.staging-{os.getpid()}-{secrets.token_hex(4)}"
+        folder.mkdir(mode=FOLDER_MODE)
+        try:
+            yield folder
+            self._commit(folder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+
+    def _commit(self, folder: Path) -> None:
+        """Permissions, the owner report out beside the folder, ``config.json`` back, then one rename."""
+        check_target(self.path, overwrite=self.overwrite)  # still true: nothing else writes under our lock
+        for path in folder.iterdir():
+            path.chmod(OWNER_MODE if path.name == STAGED_REPORT else FILE_MODE)
+        folder.chmod(FOLDER_MODE)
+        os.replace(folder / STAGED_REPORT, self.report)
+        if (folder / HIDDEN_CONFIG).exists():
+            os.replace(folder / HIDDEN_CONFIG, folder / "config.json")
+        if self.path.is_dir() and any(self.path.iterdir()):  # overwrite: the old release goes as a whole
+            old = self.path.parent / f".{self.path.name}.replaced-{os.getpid()}-{secrets.token_hex(4)}"
+            os.replace(self.path, old)
+            os.replace(folder, self.path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(folder, self.path)
+
+
+def claim(out_dir: str | Path, *, overwrite: bool) -> ReleaseTarget:
+    """Check the target, take its lock (a second release into it fails here) and remove stale staging folders."""
+    out = Path(out_dir)
+    check_target(out, overwrite=overwrite)
+    lock = out.parent / f".{out.name}.lock"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, FILE_MODE)
+    except OSError as error:
+        raise ConfigError(f"{out}: cannot write beside the release folder ({error.strerror or error})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(f"{out}: another release into this folder is running (it holds {lock.name}); wait for it "
+                          "or name another folder") from None
+    for stale in out.parent.glob(f".{out.name}.staging-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    for stale in out.parent.glob(f".{out.name}.replaced-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    return ReleaseTarget(path=out, overwrite=overwrite, lock_fd=fd)
+
+
+def hide_config(folder: Path) -> None:
+    """Keep ``config.json`` under another name until the commit, so a staging folder never loads as a model."""
+    os.replace(folder / "config.json", folder / HIDDEN_CONFIG)
+
+
+def write_owner_report(folder: Path, document: dict[str, object]) -> None:
+    """The owner-only report (0600) into the staging folder; the commit moves it beside the release."""
+    fd = os.open(folder / STAGED_REPORT, os.O_WRONLY | os.O_CREAT | os.O_EXCL, OWNER_MODE)
+    with os.fdopen(fd, "w") as handle:
+        json.dump({"format": OWNER_FORMAT, **document}, handle, indent=2, allow_nan=True)
