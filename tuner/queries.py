@@ -42,11 +42,20 @@ def violation(trial: FrozenTrial) -> float:
 
 
 def best_feasible(study: optuna.Study) -> FrozenTrial | None:
-    """The most private feasible trial (lowest ε; ties: higher macro-F1, then the earlier trial)."""
+    """The most private feasible trial (lowest ε; ties: higher macro-F1, then the earlier trial); in an accounted
+    study the feasible trial with the best public score."""
     feasible = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
     if not feasible:
         return None
-    return min(feasible, key=lambda t: (*_point(t), t.number))
+    return min(feasible, key=lambda t: (*_rank(t), t.number))
+
+
+def _rank(trial: FrozenTrial) -> tuple[float, float]:
+    """An accounted trial ranks by its public score alone (all the accounting covers); others by ``_point``."""
+    record = TrialRecord.of(trial)
+    if record is not None and record.public_score is not None:
+        return -record.public_score, 0.0
+    return _point(trial)
 
 
 def closest_trial(study: optuna.Study) -> FrozenTrial | None:

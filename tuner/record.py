@@ -112,6 +112,8 @@ class TrialRecord:
     f1_weighted_draws: tuple[float, ...] = ()
     constraints: dict[str, float] = field(default_factory=dict)
     unmeasured: tuple[str, ...] = ()  # required targets an ε early stop left unmeasured (stored as violated)
+    public_score: float | None = None  # macro-F1 of one secret draw on public evaluation data (accounted studies)
+    audit_epsilon_bound: float | None = None  # the membership audit's ε lower bound of one secret draw (require_audit)
 
     def attrs(self) -> dict[str, Any]:
         """JSON-ready user attributes (constraints flattened as ``constraint_<key>`` for the dashboard)."""
