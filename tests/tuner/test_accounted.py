@@ -46,10 +46,10 @@ def hand_composed(epsilon: float, *, mean: float, shape: float, delta: float) ->
 
 
 def add_judged(study: optuna.Study, config: StudyConfig, fit: swagppm.SWAGPPMResult,
-               checks: DrawChecks = DrawChecks()) -> None:
+               checks: DrawChecks | None = None) -> None:
     """A made-up fit judged and stored as a finished trial (no training)."""
     outcome = judge(fit, targets=config.targets, search=config.search, accounted=config.study.accounted,
-                    checks=checks)
+                    checks=checks or DrawChecks())
     study.add_trial(create_trial(
         state=TrialState.COMPLETE, values=[min(fit.epsilon, 1e12)],
         params={"c": fit.c, "ft_epochs": fit.ft_epochs},
