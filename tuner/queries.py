@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 import scorers
-from tuner.record import FAILURE, TrialRecord, measured_violations, named_constraints
+from tuner.record import FAILURE, NEEDS_REFIT, TrialRecord, measured_violations, named_constraints
 from tuner.search import SearchSpace
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -135,7 +135,8 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
             "epsilon_is_lower_bound": bool(r and r.epsilon_is_lower_bound),
             "f1_macro": r and r.f1_macro_median, "f1_weighted": r and r.f1_weighted_median,
             "f1_macro_q10": r and r.f1_macro_q10, "f1_weighted_q10": r and r.f1_weighted_q10,
-            "diagnosis": r.diagnosis if r else t.user_attrs.get(FAILURE, ""), "feasible": is_feasible(t),
+            "diagnosis": "needs refit" if t.user_attrs.get(NEEDS_REFIT) else r.diagnosis if r else
+            t.user_attrs.get(FAILURE, ""), "feasible": is_feasible(t),
             "seconds": r.timings.get("total") if r else None,
         })
     return rows

@@ -26,6 +26,7 @@ HEARTBEAT = "heartbeat"  # when its process last said it is alive (storages with
 FAILURE = "failure"  # why a fit crashed (a FAIL trial)
 FIGURES_ERROR = "figures_error"  # why its figures could not be written (the record stands)
 RETRY_OF = "retry_of"  # the trial whose parameters it re-runs after that one's worker died
+NEEDS_REFIT = "needs_refit"  # rejudged: stopped early at an ε below the new target, so it cannot be judged
 
 _CONSTRAINT_PREFIX = "constraint_"
 

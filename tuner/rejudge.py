@@ -24,13 +24,12 @@ from swagppm.config import config_from_table
 from tuner.config import StudyConfig, Targets
 from tuner.outcome import DrawChecks, judge
 from tuner.queries import FINISHED
-from tuner.record import TrialRecord, constraint_attrs
+from tuner.record import NEEDS_REFIT, TrialRecord, constraint_attrs
 from tuner.storage import masked_url
 from tuner.study import open_storage, open_study
 from tuner.tuning import ACCOUNTED_TRIALS, ACCOUNTING, NUM_TRAIN
 
 REJUDGED = "rejudged"  # study attribute of a rejudged study: {"source": name, "targets": its targets}
-NEEDS_REFIT = "needs_refit"  # trial attribute: stopped early at an ε below the new target, so not judged
 
 if TYPE_CHECKING:
     from swagppm import SWAGPPMResult

@@ -42,7 +42,7 @@ seed = 0
 c_min = 0.3
 c_max = 1.2
 ft_epochs_min = 2
-ft_epochs_max = 6
+ft_epochs_max = 7
 start = []
 probe = false
 

@@ -236,6 +236,8 @@ def test_a_rejudged_study_is_opened_by_status_and_export_and_names_trials_that_n
     assert main(["status", str(path), "--study-name", "loose"]) == 0
     out = capsys.readouterr().out
     assert "trial(s) 1 need a refit to be judged" in out and "target 30" in out
+    row = next(line for line in out.splitlines() if line.startswith("   1 "))
+    assert "needs refit" in row and " no " in row
     assert main(["export", str(path), "--study-name", "loose", "-o", str(tmp_path / "loose.json")]) == 0
     document = json.loads((tmp_path / "loose.json").read_text())
     assert document["study"]["name"] == "loose" and document["targets"]["epsilon"] == 30.0

@@ -229,7 +229,7 @@ def print_needs_refit(study: optuna.Study, config: StudyConfig) -> None:
     if numbers:
         print(f"trial(s) {', '.join(map(str, numbers))} need a refit to be judged: their privacy draws stopped early "
               f"at an epsilon below the target {config.targets.epsilon:g}, so their F1 and fit were never measured "
-              "(marked 'no' above)")
+              "(marked 'needs refit' above)")
 
 
 class DashboardCommand(Command):
