@@ -151,18 +151,6 @@ def _accounted(study: optuna.Study, terms: Mapping[str, Any]) -> dict[str, Any]:
                          f"{accounting_versions()['dp-accounting']}, one RDP accountant), " + CONDITIONAL}
 
 
-def with_release_selection(tuning: Mapping[str, Any], *, stop_probability: float) -> dict[str, Any]:
-    """An accounted ``tuning`` whose release selects its draw privately (Liu & Talwar): the one total recomposed."""
-    if tuning.get("mode") != ACCOUNTED or tuning.get("delta") is None:
-        return dict(tuning)
-    distribution = TrialCountDistribution(shape=tuning["trials_shape"], mean=tuning["trials_mean"])
-    total = composed_epsilon(epsilon_per_run=tuning["epsilon_target"], trials=distribution,
-                             release=GeometricStopping(stop_probability=stop_probability), delta=tuning["delta"])
-    statement = tuning["statement"].replace(f"the release of one draw cost epsilon {tuning['total_epsilon']:.4g}",
-                                            f"the private selection of the released draw cost epsilon {total:.4g}")
-    return {**tuning, "total_epsilon": total, "statement": statement}
-
-
 def tuning_line(cost: dict[str, Any]) -> str:
     """One line for the owner's terminal."""
     largest = cost["max_trial_epsilon"]
