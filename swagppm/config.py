@@ -54,6 +54,8 @@ class DataConfig:
     name or directory, or ``"synthetic"`` for the built-in offline corpus.
     ``title_column`` optionally names a column with each label's human-readable
     name (OSHA's ``nature_title``): a released model then shows those names.
+    ``public`` declares the records public (public-proxy tuning: a study on them costs
+    the private data nothing, and the chosen configuration is fitted once on it).
     """
 
     source: str = "synthetic"
@@ -67,6 +69,7 @@ class DataConfig:
     max_length: int = 128
     synthetic_size: int = 600
     synthetic_classes: int = 8
+    public: bool = False
 
     def __post_init__(self) -> None:
         check_value(0.0 < self.test_size < 1.0, "data.test_size", self.test_size, "a fraction in (0, 1)")

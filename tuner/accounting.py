@@ -5,7 +5,9 @@ Two procedures release one SWAG-PPM draw after several ε-DP runs:
 * an accounted study (Papernot & Steinke 2022): random search over K trials, K drawn once
   from a truncated negative binomial, releasing the best trial (``tuning_epsilon``);
 * private selection of the released draw (Liu & Talwar 2019): draw candidates until one
-  reaches a utility threshold, stopping at random after each miss (``selection_epsilon``).
+  reaches a utility threshold, stopping at random after each miss (``selection_epsilon``);
+* both in turn, an accounted study then the release of its choice (``composed_epsilon``),
+  composed in one accountant into one total.
 
 Every ε here comes from ``dp_accounting.rdp.RdpAccountant`` over a ``RepeatAndSelectDpEvent``.
 dp-accounting has no pure-DP event, so one ε-DP run is entered as its worst case: binary
@@ -28,6 +30,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from dp_accounting import RandomizedResponseDpEvent
+    from dp_accounting.rdp import RdpAccountant
 
 # dp-accounting and scipy are imported where they are used: together they take about a second,
 # and the command line's read-only verbs (status, export, report) never compute an ε.
@@ -144,6 +147,25 @@ def selection_epsilon(*, epsilon_per_candidate: float, stop_probability: float, 
     return _repeat_and_select_epsilon(epsilon_per_candidate, stopping.mean, 1.0, delta)
 
 
+def composed_epsilon(*, epsilon_per_run: float, trials: TrialCountDistribution, release: GeometricStopping | None,
+                     delta: float) -> float:
+    """ε (at ``delta``) of an accounted study and the release of its choice together, from one accountant.
+
+    The study is a ``RepeatAndSelectDpEvent`` over K ~ ``trials`` runs; the release fits
+    the chosen configuration again and draws once more: one more ε-DP run, or with a
+    private selection (``release``) a second ``RepeatAndSelectDpEvent`` with geometric
+    stopping. ``epsilon_per_run`` bounds every run a priori (the study's binding ε*).
+    """
+    _check_run(epsilon_per_run, delta)
+    from dp_accounting.dp_event import RepeatAndSelectDpEvent
+
+    run = _pure_dp_event(epsilon_per_run)
+    accountant = _accountant()
+    accountant.compose(RepeatAndSelectDpEvent(event=run, mean=trials.mean, shape=trials.shape))
+    accountant.compose(run if release is None else RepeatAndSelectDpEvent(event=run, mean=release.mean, shape=1.0))
+    return float(accountant.get_epsilon(delta))
+
+
 def accounting_versions() -> dict[str, str]:
     """The versions behind these figures (the accountant, and numpy for the samplers), for provenance."""
     return {"dp-accounting": version("dp-accounting"), "numpy": version("numpy")}
@@ -151,17 +173,27 @@ def accounting_versions() -> dict[str, str]:
 
 def _repeat_and_select_epsilon(epsilon: float, mean: float, shape: float, delta: float) -> float:
     """RdpAccountant's ε for RepeatAndSelectDpEvent over one ε-DP run."""
+    _check_run(epsilon, delta)
+    from dp_accounting.dp_event import RepeatAndSelectDpEvent
+
+    accountant = _accountant()
+    accountant.compose(RepeatAndSelectDpEvent(event=_pure_dp_event(epsilon), mean=mean, shape=shape))
+    return float(accountant.get_epsilon(delta))
+
+
+def _check_run(epsilon: float, delta: float) -> None:
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"per-run ε = {epsilon!r}: must be positive and finite")
     if not 0 < delta < 1:
         raise ValueError(f"delta = {delta!r}: must be in (0, 1) (RDP gives no ε at δ = 0)")
+
+
+def _accountant() -> RdpAccountant:
+    """An empty RDP accountant on ``rdp_orders()``."""
     from dp_accounting import NeighboringRelation
-    from dp_accounting.dp_event import RepeatAndSelectDpEvent
     from dp_accounting.rdp import RdpAccountant
 
-    accountant = RdpAccountant(rdp_orders(), NeighboringRelation.REPLACE_ONE)
-    accountant.compose(RepeatAndSelectDpEvent(event=_pure_dp_event(epsilon), mean=mean, shape=shape))
-    return float(accountant.get_epsilon(delta))
+    return RdpAccountant(rdp_orders(), NeighboringRelation.REPLACE_ONE)
 
 
 def rdp_orders() -> tuple[float, ...]:

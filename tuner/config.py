@@ -40,12 +40,15 @@ class StudySettings:
     minimises ε under the constraints; ``"pareto"`` also maximises macro-F1.
 
     ``accounted = true`` makes the cost of tuning computable (Papernot & Steinke):
-    random search (``sampler = "random"``), no ε early stop, and a number of trials
-    K drawn once, from fresh OS entropy, from a truncated negative binomial with
-    shape ``trials_shape`` (η: 1 geometric, 0 logarithmic, ``inf`` Poisson) and mean
-    ``trials_mean``; ``n_trials`` is then ignored. The total ε of the selected
-    configuration is computed with dp-accounting at ``accounting_delta`` (default
-    1/n, n training records).
+    random search (``sampler = "random"``, no start point or probe), no ε early stop,
+    and a number of trials K drawn once, from fresh OS entropy, from a truncated
+    negative binomial with shape ``trials_shape`` (η: 1 geometric, 0 logarithmic,
+    ``inf`` Poisson) and mean ``trials_mean``; ``n_trials`` is then ignored. Each
+    trial is scored by one secret draw on ``public_eval`` (a file of records the
+    owner declares public, required), ε* (``[targets] epsilon``) is binding, and the
+    total ε of tuning and release is computed with dp-accounting at
+    ``accounting_delta`` (default 1/n², n training records). Whether a study is
+    accounted is fixed when it is created (``tuner.tuning.ACCOUNTING``).
     """
 
     name: str
@@ -68,6 +71,7 @@ class StudySettings:
     trials_mean: float = 10.0
     trials_shape: float = 1.0
     accounting_delta: float | None = None
+    public_eval: str | None = None
 
     def __post_init__(self) -> None:
         check_finite("study", self, ("timeout", "reconnect_wait", "trials_mean"))
@@ -97,6 +101,9 @@ class StudySettings:
             raise ConfigError(f"study.accounted = true needs study.sampler = {_names(accountable=True)} (got "
                               f"{self.sampler!r}): the tuning cost can be accounted for random search only; adaptive "
                               "samplers are reported as unaccounted")
+        if self.accounted and self.public_eval is None:
+            raise ConfigError("study.accounted = true needs study.public_eval = \"FILE\": each trial is scored by one "
+                              "secret draw on records you declare public, never on the private test split")
         if traits.single_objective and self.objective == "pareto":
             raise ConfigError(f"study.sampler = {self.sampler!r} follows one objective and cannot run "
                               f"study.objective = 'pareto'; use {_names(single_objective=False)}")
@@ -113,7 +120,9 @@ class Targets:
     ``early_stop``: stop the privacy draws once ε exceeds the target (default on,
     off for the flowchart, which reads whole series). ``stuck_epochs``: a fit whose
     training accuracy stays at the majority-class rate this many epochs in a row is
-    catastrophic and pruned.
+    catastrophic and pruned. ``require_audit``: every trial also runs the membership
+    audit of one secret draw (``scorers.privacy_audit``), and a trial the audit
+    refutes at ε ≤ ``epsilon`` is infeasible.
     """
 
     epsilon: float = 10.0
@@ -125,6 +134,7 @@ class Targets:
     min_spikes: int = DiagnosisThresholds.min_spikes
     early_stop: bool | None = None
     stuck_epochs: int = 3
+    require_audit: bool = False
 
     def __post_init__(self) -> None:
         check_finite("targets", self, ("max_f1_degradation", "max_bulk_spread", "spike_z"))
@@ -172,6 +182,10 @@ class StudyConfig:
         if study.accounted and targets.early_stop:
             raise ConfigError(f"{path} [targets]: early_stop = true cannot be used with study.accounted = true "
                               "(the accounting needs every trial's exact epsilon); remove it")
+        if study.accounted and targets.require_audit:
+            raise ConfigError(f"{path} [targets]: require_audit = true cannot be used with study.accounted = true (the "
+                              "audit reads every record's loss, so choosing by it would cost privacy the accounting "
+                              "does not count); audit the accounted choice once at release instead")
         if sampler_traits(study.sampler).reads_whole_series and targets.early_stop:
             raise ConfigError(f"{path} [targets]: early_stop = true cannot be used with study.sampler = "
                               f"{study.sampler!r} (it reads whole max-delta series); remove it or pick another "
@@ -249,6 +263,9 @@ def _study_paths(table: dict[str, Any], path: Path) -> dict[str, Any]:
         if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:" \
                 and not Path(url.database).is_absolute():
             table["storage"] = url.set(database=str(path.parent / url.database)).render_as_string(hide_password=False)
+    public_eval = table.get("public_eval")
+    if isinstance(public_eval, str) and not Path(public_eval).expanduser().is_absolute():
+        table["public_eval"] = str(path.parent / public_eval)
     artifacts = table.get("artifacts")
     if artifacts is None:
         table["artifacts"] = str(path.parent / f"{path.stem}-artifacts")

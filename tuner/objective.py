@@ -9,6 +9,7 @@ figures as an artifact: aggregates only.
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,17 +18,21 @@ import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 from optuna.trial import Trial
 
+import scorers
 import swagppm
+from swagppm import ConfigError
 from tuner.config import StudyConfig
 from tuner.faults import WORKER, trial_heartbeat
 from tuner.figures import figures_json
-from tuner.outcome import Outcome, judge
+from tuner.outcome import DrawChecks, Outcome, judge
 from tuner.record import FAILURE, FIGURES_ERROR, RAN_BY, store_constraints
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
+    from swagppm.evaluate.probes import RecordLosses
     from swagppm.train.engine import EpochInfo
+    from swagppm.train.swag import SWAGPosterior
 
 
 class FitCrashed(RuntimeError):
@@ -96,9 +101,9 @@ class Objective:
         config = self.config
         stop_above_epsilon = config.targets.epsilon if config.early_stop else None
         try:
-            result = self.session.fit(c=c, ft_epochs=epochs, g=g, stop_above_epsilon=stop_above_epsilon,
-                                      on_epoch=StuckDetector(config.targets.stuck_epochs),
-                                      progress=self.progress).result
+            fit = self.session.fit(c=c, ft_epochs=epochs, g=g, stop_above_epsilon=stop_above_epsilon,
+                                   on_epoch=StuckDetector(config.targets.stuck_epochs), progress=self.progress)
+            result = fit.result
         except (swagppm.ConfigError, swagppm.DataError):
             raise
         except KeyboardInterrupt:
@@ -108,7 +113,9 @@ class Objective:
             trial.set_user_attr(FAILURE, f"{type(error).__name__}: {error}")
             raise FitCrashed(f"trial {trial.number} (c={c:g}, epochs={epochs}): "
                              f"{type(error).__name__}: {error}") from error
-        outcome = judge(result, targets=config.targets, search=config.search)
+        checks = DrawChecks() if result.failure else secret_draw_checks(self.session, fit, config)
+        outcome = judge(result, targets=config.targets, search=config.search, accounted=config.study.accounted,
+                        checks=checks)
         record(trial, outcome, self.artifacts, config, storage=self.storage, echo=self.echo)
         self.lines[trial.number] = outcome.line()
         if self.on_outcome is not None:
@@ -116,6 +123,43 @@ class Objective:
         if outcome.catastrophic:
             raise optuna.TrialPruned(outcome.reasons[0])
         return outcome.objective_values(config.study.objective)
+
+
+def secret_draw_checks(session: swagppm.Session, fit: swagppm.Fit, config: StudyConfig) -> DrawChecks:
+    """One secret draw of ``fit``: scored on ``[study] public_eval`` (accounted) or audited (``require_audit``; the
+    two never meet, see ``StudyConfig``); its seconds join the fit's timings."""
+    if not (config.study.accounted or config.targets.require_audit):
+        return DrawChecks()
+    start = time.perf_counter()
+    if config.study.accounted:
+        assert config.study.public_eval is not None and fit.posterior is not None  # checked by StudyConfig; no failure
+        try:
+            checks = DrawChecks(public_score=public_score(session, fit.posterior, config.study.public_eval))
+        finally:
+            fit.posterior.restore_mean(session.bundle.model)
+    else:
+        checks = DrawChecks(audit_epsilon_bound=audit_bound(session.secret_draw_losses(fit)))
+    fit.result.timings["public_score" if config.study.accounted else "audit"] = time.perf_counter() - start
+    return checks
+
+
+def public_score(session: swagppm.Session, posterior: SWAGPosterior, source: str) -> float:
+    """Macro-F1 on ``source`` of one secret draw, left loaded in the model (the caller restores the mean)."""
+    from swagppm.releases.selection import Selection, choose_draw  # torch: only for accounted trials
+
+    rule = Selection(source=source, threshold=0.0, rounds=1, stop_probability=1.0)
+    description, _ = choose_draw(session, posterior, rule)
+    if not description["accounted"]:
+        raise ConfigError(f"[study] public_eval {source}: some of its records also occur in the private data, so "
+                          "it is not public evaluation data; remove them or use another file")
+    return float(description["released_draw_score"])
+
+
+def audit_bound(losses: RecordLosses) -> float:
+    """The largest ε lower bound of the family-wise membership audit of ``losses`` (an aggregate; δ = 0)."""
+    audit = scorers.privacy_audit(losses.members, losses.non_members, member_classes=losses.member_classes,
+                                  non_member_classes=losses.non_member_classes)
+    return float(audit.epsilon_lower_bound)
 
 
 def record_outcome(trial: Trial, outcome: Outcome, *, storage: BaseStorage) -> dict[str, Any]:

@@ -6,6 +6,7 @@ command line's single ``fit``, so both print and store the same numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,19 @@ NOT_JUDGED = "not_judged"  # the label of a fit whose series was not judged: an 
 # The constraint value of a required target an ε early stop did not measure: missed by a whole target (an F1 of
 # about zero, a band twice the spread threshold), not by the cap, which would distort the constraint models of GP.
 UNMEASURED = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class DrawChecks:
+    """What one secret draw of a fit showed besides its ε: aggregates only.
+
+    ``public_score``: macro-F1 of the draw on public evaluation data (an accounted
+    study's only score). ``audit_epsilon_bound``: the largest ε lower bound of the
+    family-wise membership audit of the draw (``scorers.privacy_audit``; δ = 0).
+    """
+
+    public_score: float | None = None
+    audit_epsilon_bound: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +62,7 @@ class Outcome:
     constraints: dict[str, float]
     recommendation: scorers.Recommendation
     unmeasured: tuple[str, ...] = ()
+    checks: DrawChecks = DrawChecks()
 
     @property
     def catastrophic(self) -> bool:
@@ -88,7 +103,8 @@ class Outcome:
             timings={stage: round(seconds, 3) for stage, seconds in result.timings.items()},
             max_delta_series=tuple(float(x) for x in result.max_delta), f1_macro_draws=tuple(result.f1_macro),
             f1_weighted_draws=tuple(result.f1_weighted), constraints=dict(self.constraints),
-            unmeasured=self.unmeasured,
+            unmeasured=self.unmeasured, public_score=self.checks.public_score,
+            audit_epsilon_bound=self.checks.audit_epsilon_bound,
         )
 
     def attributes(self) -> dict[str, Any]:
@@ -134,8 +150,43 @@ def _finite_or_none(value: float | None) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
-def judge(result: SWAGPPMResult, *, targets: Targets, search: SearchSpace) -> Outcome:
-    """Score, diagnose and constrain one fit against the study's targets."""
+def judge(result: SWAGPPMResult, *, targets: Targets, search: SearchSpace, accounted: bool = False,
+          checks: DrawChecks = DrawChecks()) -> Outcome:
+    """Score, diagnose and constrain one fit against the study's targets.
+
+    An ``accounted`` study judges by ε ≤ ε* and ``checks.public_score`` only; an
+    ``checks.audit_epsilon_bound`` above ε* violates the ε constraint (the audit refutes ε*).
+    """
+    outcome = _judged(result, targets=targets, search=search)
+    if accounted and not outcome.catastrophic:
+        outcome = _accounted(outcome)
+    if checks.audit_epsilon_bound is not None:
+        outcome = _audited(outcome, checks.audit_epsilon_bound, targets.epsilon)
+    return dataclasses.replace(outcome, checks=checks)
+
+
+def _accounted(outcome: Outcome) -> Outcome:
+    """Only ε ≤ ε* constrains an accounted trial: F1 on the private test split and the fit diagnosis read the
+    private data beyond the accounted draw, so they are shown, never used to choose."""
+    waived = {key: 0.0 for key in CONSTRAINT_KEYS if key != "epsilon"}
+    why = ("accounted study: judged by epsilon <= epsilon* alone and chosen by its score on public evaluation data; "
+           "F1 on the private test split and the fit diagnosis are shown, not used")
+    return dataclasses.replace(outcome, constraints={**outcome.constraints, **waived}, reasons=(*outcome.reasons, why))
+
+
+def _audited(outcome: Outcome, bound: float, epsilon_target: float) -> Outcome:
+    """The audit as a constraint: its ε lower bound above ε* violates the ε constraint."""
+    refuted = bound / epsilon_target - 1.0
+    constraints = {**outcome.constraints,
+                   "epsilon": min(scorers.CONSTRAINT_CAP, max(outcome.constraints["epsilon"], refuted))}
+    verdict = "refutes" if refuted > 0 else "does not refute"
+    why = (f"membership audit of one secret draw: epsilon lower bound {bound:.3g} (95% family-wise, delta = 0) "
+           f"{verdict} epsilon* = {epsilon_target:g}")
+    return dataclasses.replace(outcome, constraints=constraints, reasons=(*outcome.reasons, why))
+
+
+def _judged(result: SWAGPPMResult, *, targets: Targets, search: SearchSpace) -> Outcome:
+    """Score, diagnose and constrain one fit against the study's targets (its ε and private-split F1)."""
     thresholds = scorers.DiagnosisThresholds(max_bulk_spread=targets.max_bulk_spread, min_spikes=targets.min_spikes)
     md = scorers.score_max_delta(result.max_delta, epsilon_target=targets.epsilon, spike_z=targets.spike_z)
     steps: dict[str, Any] = dict(epochs_step=search.epochs_step, c_step=search.c_step,

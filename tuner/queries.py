@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 import scorers
-from tuner.record import FAILURE, TrialRecord, measured_violations, named_constraints
+from tuner.record import FAILURE, NEEDS_REFIT, TrialRecord, measured_violations, named_constraints
 from tuner.search import SearchSpace
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -42,11 +42,20 @@ def violation(trial: FrozenTrial) -> float:
 
 
 def best_feasible(study: optuna.Study) -> FrozenTrial | None:
-    """The most private feasible trial (lowest ε; ties: higher macro-F1, then the earlier trial)."""
+    """The most private feasible trial (lowest ε; ties: higher macro-F1, then the earlier trial); in an accounted
+    study the feasible trial with the best public score."""
     feasible = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
     if not feasible:
         return None
-    return min(feasible, key=lambda t: (*_point(t), t.number))
+    return min(feasible, key=lambda t: (*_rank(t), t.number))
+
+
+def _rank(trial: FrozenTrial) -> tuple[float, float]:
+    """An accounted trial ranks by its public score alone (all the accounting covers); others by ``_point``."""
+    record = TrialRecord.of(trial)
+    if record is not None and record.public_score is not None:
+        return -record.public_score, 0.0
+    return _point(trial)
 
 
 def closest_trial(study: optuna.Study) -> FrozenTrial | None:
@@ -126,7 +135,8 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
             "epsilon_is_lower_bound": bool(r and r.epsilon_is_lower_bound),
             "f1_macro": r and r.f1_macro_median, "f1_weighted": r and r.f1_weighted_median,
             "f1_macro_q10": r and r.f1_macro_q10, "f1_weighted_q10": r and r.f1_weighted_q10,
-            "diagnosis": r.diagnosis if r else t.user_attrs.get(FAILURE, ""), "feasible": is_feasible(t),
+            "diagnosis": "needs refit" if t.user_attrs.get(NEEDS_REFIT) else r.diagnosis if r else
+            t.user_attrs.get(FAILURE, ""), "feasible": is_feasible(t),
             "seconds": r.timings.get("total") if r else None,
         })
     return rows

@@ -26,6 +26,7 @@ HEARTBEAT = "heartbeat"  # when its process last said it is alive (storages with
 FAILURE = "failure"  # why a fit crashed (a FAIL trial)
 FIGURES_ERROR = "figures_error"  # why its figures could not be written (the record stands)
 RETRY_OF = "retry_of"  # the trial whose parameters it re-runs after that one's worker died
+NEEDS_REFIT = "needs_refit"  # rejudged: stopped early at an ε below the new target, so it cannot be judged
 
 _CONSTRAINT_PREFIX = "constraint_"
 
@@ -112,6 +113,8 @@ class TrialRecord:
     f1_weighted_draws: tuple[float, ...] = ()
     constraints: dict[str, float] = field(default_factory=dict)
     unmeasured: tuple[str, ...] = ()  # required targets an ε early stop left unmeasured (stored as violated)
+    public_score: float | None = None  # macro-F1 of one secret draw on public evaluation data (accounted studies)
+    audit_epsilon_bound: float | None = None  # the membership audit's ε lower bound of one secret draw (require_audit)
 
     def attrs(self) -> dict[str, Any]:
         """JSON-ready user attributes (constraints flattened as ``constraint_<key>`` for the dashboard)."""

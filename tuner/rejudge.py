@@ -1,8 +1,13 @@
 """Judge a study's finished fits against other targets, instantly: a fit does not depend on the targets.
 
 Every judged trial's stored aggregates (the max-delta series, F1 per draw, the
-baselines) are judged again with ``judge`` under the new ``[targets]`` and added,
-with their parameters, to a new study in the same storage; nothing is refitted.
+baselines, the secret draw's checks) are judged again with ``judge`` under the new
+``[targets]`` and added, with their parameters, to a new study in the same storage;
+nothing is refitted. The new study keeps the source's accounting (its terms and K),
+so new targets that would change it (ε* of an accounted study) are refused, and it
+records its targets (``REJUDGED``) so that every verb opens it with
+``--study-name`` (``named_study``). A trial whose privacy draws stopped early at an ε
+now below the target needs a refit to be judged (``NEEDS_REFIT``).
 """
 
 from __future__ import annotations
@@ -14,12 +19,17 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import TrialState, create_trial
 
+from swagppm import ConfigError
 from swagppm.config import config_from_table
 from tuner.config import StudyConfig, Targets
-from tuner.outcome import judge
+from tuner.outcome import DrawChecks, judge
 from tuner.queries import FINISHED
-from tuner.record import TrialRecord, constraint_attrs
-from tuner.study import open_study
+from tuner.record import NEEDS_REFIT, TrialRecord, constraint_attrs
+from tuner.storage import masked_url
+from tuner.study import open_storage, open_study
+from tuner.tuning import ACCOUNTED_TRIALS, ACCOUNTING, NUM_TRAIN
+
+REJUDGED = "rejudged"  # study attribute of a rejudged study: {"source": name, "targets": its targets}
 
 if TYPE_CHECKING:
     from swagppm import SWAGPPMResult
@@ -45,19 +55,71 @@ def retarget(targets: Targets, changes: Mapping[str, Any]) -> Targets:
 
 
 def rejudge(config: StudyConfig, targets: Targets, *, name: str) -> optuna.Study:
-    """A new study ``name`` holding every judged trial of ``config``'s study, judged against ``targets``."""
+    """A new study ``name`` holding every judged trial of ``config``'s study, judged against ``targets``.
+
+    Refused (before anything is written): ``name`` taken in the storage (the source's own name included), or an
+    accounted source whose ε* the new targets change.
+    """
     source = open_study(config, create=False)
+    check_new_name(config, name)
+    accounting = source.user_attrs.get(ACCOUNTING)
+    if accounting is not None and targets.epsilon != config.targets.epsilon:
+        raise ConfigError(f"rejudge --epsilon {targets.epsilon:g}: the study {config.study.name!r} is accounted at "
+                          f"epsilon* = {config.targets.epsilon:g}, and its total holds for that cap only; rejudge it "
+                          "with the same epsilon, or run a new accounted study")
     new = dataclasses.replace(config, targets=targets, study=dataclasses.replace(config.study, name=name))
     study = open_study(new)
+    for key in (ACCOUNTED_TRIALS, NUM_TRAIN):
+        if key in source.user_attrs:
+            study.set_user_attr(key, source.user_attrs[key])
+    study.set_user_attr(REJUDGED, {"source": config.study.name, "targets": dataclasses.asdict(targets)})
     for trial in source.get_trials(deepcopy=False, states=FINISHED):
         record = TrialRecord.of(trial)
-        if record is None:
-            continue
-        outcome = judge(result_of(trial, record), targets=targets, search=config.search)
-        state = TrialState.PRUNED if outcome.catastrophic else TrialState.COMPLETE
-        values = outcome.objective_values(config.study.objective) if state == TrialState.COMPLETE else None
-        study.add_trial(create_trial(
-            state=state, values=None if values is None else list(values) if isinstance(values, tuple) else [values],
-            params=trial.params, distributions=trial.distributions, user_attrs=outcome.attributes(),
-            system_attrs=constraint_attrs(outcome.constraints)))
+        if record is not None:
+            study.add_trial(rejudged_trial(trial, record, new, accounted=accounting is not None))
     return study
+
+
+def rejudged_trial(trial: optuna.trial.FrozenTrial, record: TrialRecord, config: StudyConfig, *,
+                   accounted: bool) -> optuna.trial.FrozenTrial:
+    """``trial`` judged against ``config``'s targets, as a finished trial of the new study."""
+    checks = DrawChecks(public_score=record.public_score, audit_epsilon_bound=record.audit_epsilon_bound)
+    outcome = judge(result_of(trial, record), targets=config.targets, search=config.search, accounted=accounted,
+                    checks=checks)
+    state = TrialState.PRUNED if outcome.catastrophic else TrialState.COMPLETE
+    values = outcome.objective_values(config.study.objective) if state == TrialState.COMPLETE else None
+    refit = record.epsilon_is_lower_bound and record.epsilon_or_inf <= config.targets.epsilon
+    return create_trial(
+        state=state, values=None if values is None else list(values) if isinstance(values, tuple) else [values],
+        params=trial.params, distributions=trial.distributions,
+        user_attrs=outcome.attributes() | ({NEEDS_REFIT: True} if refit else {}),
+        system_attrs=constraint_attrs(outcome.constraints))
+
+
+def check_new_name(config: StudyConfig, name: str) -> None:
+    """Refuse a rejudged study's name that the storage already holds (rerunning would duplicate every fit)."""
+    if name == config.study.name:
+        raise ConfigError(f"rejudge --name {name}: that is the source study's own name; its trials would be copied "
+                          "into it. Give the new study another name")
+    if name in optuna.get_all_study_names(open_storage(config)):
+        raise ConfigError(f"rejudge --name {name}: a study of that name already exists in "
+                          f"{masked_url(config.storage_url)} (rejudged before?); open it with --study-name {name}, or "
+                          "give another name")
+
+
+def named_study(config: StudyConfig, name: str) -> StudyConfig:
+    """``config`` opened as the study ``name`` of its storage; a rejudged one with the targets it was judged against."""
+    renamed = dataclasses.replace(config, study=dataclasses.replace(config.study, name=name))
+    try:
+        study = optuna.load_study(study_name=name, storage=open_storage(renamed))
+    except KeyError:
+        raise ConfigError(f"--study-name {name}: no study of that name in {masked_url(config.storage_url)}") from None
+    rejudged = study.user_attrs.get(REJUDGED)
+    if rejudged is None:
+        return renamed
+    return dataclasses.replace(renamed, targets=config_from_table(Targets, rejudged["targets"], f"study {name!r}"))
+
+
+def needs_refit(study: optuna.Study) -> list[int]:
+    """The trials of a rejudged study that need a refit to be judged against its targets."""
+    return [t.number for t in study.get_trials(deepcopy=False) if t.user_attrs.get(NEEDS_REFIT)]

@@ -21,6 +21,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import optuna
@@ -36,7 +37,7 @@ from tuner.queries import FINISHED, best_feasible, closest_trial, finished_count
 from tuner.record import FAILURE
 from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
 from tuner.storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
-from tuner.tuning import ACCOUNTED_TRIALS, NUM_TRAIN, draw_trial_count
+from tuner.tuning import ACCOUNTED_TRIALS, NUM_TRAIN, check_accounting, is_accounted, store_accounting
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
@@ -92,28 +93,31 @@ def open_study(config: StudyConfig, *, create: bool = True, worker: str | None =
     name = config.study.name
     if not create:
         try:
-            return optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+            loaded = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
         except KeyError:
             raise ConfigError(f"{config.path}: no study named {name!r} in {masked_url(config.storage_url)}; "
                               f"run `swagppm-tune run {config.path}` first") from None
+        check_accounting(loaded, config)
+        return loaded
     study = optuna.create_study(study_name=name, storage=storage, sampler=sampler, directions=directions,
                                 load_if_exists=True)
     if [d.name.lower() for d in study.directions] != directions:
         raise ConfigError(f"{config.path} [study]: objective = {config.study.objective!r}, but the stored study "
                           f"{name!r} has {len(study.directions)} objective(s); use a new study name")
     _keep_definition(study, config, directions)
+    check_accounting(study, config)
     return study
 
 
 def _keep_definition(study: optuna.Study, config: StudyConfig, directions: Sequence[str]) -> None:
-    """Store a new study's definition, caveats, K and metric names; refuse a stored study defined otherwise."""
+    """Store a new study's definition, caveats, accounting and metric names; refuse a stored study defined
+    otherwise."""
     definition = study_definition(config)
     stored = study.user_attrs.get(DEFINITION_ATTR)
     if stored is None:
         study.set_user_attr(DEFINITION_ATTR, definition)
         study.set_user_attr("caveats", list(CAVEATS))
-        if config.study.accounted:
-            study.set_user_attr(ACCOUNTED_TRIALS, draw_trial_count(config))
+        store_accounting(study, config)
         with warnings.catch_warnings():  # set_metric_names is still marked experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(["epsilon"] if len(directions) == 1 else ["epsilon", "f1_macro"])
@@ -155,15 +159,16 @@ def definition_digest(config: StudyConfig) -> str:
 def planned_trials(study: optuna.Study, config: StudyConfig, n_trials: int | None = None) -> int | None:
     """Finished trials the study runs to: ``n_trials`` (a run's override) or ``[study] n_trials``; an
     accounted study exactly the K drawn when it was created."""
-    if config.study.accounted:
+    if is_accounted(study):
         return int(study.user_attrs[ACCOUNTED_TRIALS])
     return config.study.n_trials if n_trials is None else n_trials
 
 
 def enqueue_start_points(study: optuna.Study, config: StudyConfig, *, n_trials: int | None) -> None:
     """The study's start points and probe, once, at most ``n_trials`` of them (none left waiting after a short
-    study); a sampler that proposes its own start (the flowchart) gets none."""
-    if sampler_traits(config.study.sampler).proposes_start:
+    study); a sampler that proposes its own start (the flowchart) gets none, and so does an accounted study
+    (random search only: a fixed point would not be a draw of the accounted search)."""
+    if sampler_traits(config.study.sampler).proposes_start or is_accounted(study):
         return
     for point in config.search.start_points()[:n_trials]:
         params: dict[str, Any] = {"c": point.c, "ft_epochs": point.ft_epochs}
@@ -206,6 +211,14 @@ def check_artifact_dir(config: StudyConfig) -> None:
     except OSError as error:
         raise ConfigError(f"{config.path} [study] artifacts {folder}: cannot be written, so no trial's figures "
                           f"could be kept ({type(error).__name__}: {error.strerror or error})") from None
+
+
+def check_public_eval(config: StudyConfig) -> None:
+    """An accounted study's public evaluation file exists, checked before the first fit."""
+    source = config.study.public_eval
+    if source is not None and not Path(source).is_file():
+        raise ConfigError(f"{config.path} [study] public_eval {source}: no such file (records you declare public, "
+                          "with the columns of the data)")
 
 
 @contextlib.contextmanager
@@ -279,6 +292,7 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
          f"sampler {settings.sampler}, target epsilon <= {config.targets.epsilon:g}, F1 within "
          f"{config.targets.max_f1_degradation:.0%} of the baseline ({config.targets.statistic})")
     check_artifact_dir(config)
+    check_public_eval(config)
     objective = Objective(config, storage=storage, progress=progress_fit, echo=echo)
     try:
         _prepare(study, objective, config, echo=echo)

@@ -22,6 +22,8 @@ from tuner.accounting import (
     TrialCountDistribution,
     _pure_dp_event,
     accounting_versions,
+    composed_epsilon,
+    rdp_orders,
     selection_epsilon,
     tuning_epsilon,
 )
@@ -179,3 +181,24 @@ def test_a_release_selection_is_priced_by_the_library_at_the_fits_epsilon() -> N
     assert priced.rounds == selection.rounds and priced.cost["epsilon_per_draw"] == 1.5
     assert priced.cost["epsilon"] == selection_epsilon(epsilon_per_candidate=1.5, stop_probability=0.25, delta=1e-3)
     assert priced.cost["accountant"].startswith(f"dp-accounting {version('dp-accounting')}")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_tuning_and_release_compose_in_one_accountant(shape: float) -> None:
+    from dp_accounting import RandomizedResponseDpEvent
+    from dp_accounting.dp_event import RepeatAndSelectDpEvent
+    from dp_accounting.rdp import RdpAccountant
+
+    epsilon, delta, trials = 0.5, 1e-8, TrialCountDistribution(shape=shape, mean=10.0)
+    run = RandomizedResponseDpEvent(noise_parameter=2.0 / (1.0 + math.exp(epsilon)), num_buckets=2)
+    for release, event in ((None, run), (GeometricStopping(stop_probability=0.1),
+                                         RepeatAndSelectDpEvent(event=run, mean=10.0, shape=1.0))):
+        accountant = RdpAccountant(rdp_orders(), NeighboringRelation.REPLACE_ONE)
+        accountant.compose(RepeatAndSelectDpEvent(event=run, mean=10.0, shape=shape))
+        accountant.compose(event)
+        total = composed_epsilon(epsilon_per_run=epsilon, trials=trials, release=release, delta=delta)
+        assert total == pytest.approx(accountant.get_epsilon(delta), rel=1e-12)
+        tuning = tuning_epsilon(epsilon_per_trial=epsilon, distribution=trials, delta=delta)
+        alone = epsilon if release is None else selection_epsilon(epsilon_per_candidate=epsilon,
+                                                                  stop_probability=0.1, delta=delta)
+        assert max(tuning, alone) < total <= tuning + alone + 1e-9  # one accountant: never worse than the sum

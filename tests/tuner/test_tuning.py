@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,41 +9,18 @@ import pytest
 
 from swagppm import ConfigError
 from tuner import StudyConfig, named_constraints
-from tuner.accounting import TrialCountDistribution, tuning_epsilon
 from tuner.cli import main
 from tuner.study import open_study
-from tuner.tuning import ACCOUNTED_TRIALS, tuning_cost
 
 
 def test_accounting_needs_random_search_and_no_early_stop(study_file: Callable[..., Path]) -> None:
+    accounted = {"accounted": True, "public_eval": "public.jsonl"}
     with pytest.raises(ConfigError, match="accounted = true needs study.sampler = 'random'"):
-        StudyConfig.from_toml(study_file(study={"accounted": True}))
+        StudyConfig.from_toml(study_file(study=accounted))
     with pytest.raises(ConfigError, match="early_stop = true cannot be used with study.accounted"):
-        StudyConfig.from_toml(study_file(study={"accounted": True, "sampler": "random"}, targets={"early_stop": True}))
-    config = StudyConfig.from_toml(study_file(study={"accounted": True, "sampler": "random"}))
+        StudyConfig.from_toml(study_file(study={**accounted, "sampler": "random"}, targets={"early_stop": True}))
+    config = StudyConfig.from_toml(study_file(study={**accounted, "sampler": "random"}))
     assert not config.early_stop
-
-
-def test_an_accounted_study_runs_its_drawn_trials_and_reports_the_librarys_total(
-        study_file: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = study_file(study={"accounted": True, "sampler": "random", "trials_mean": 2.0, "trials_shape": 1.0,
-                             "accounting_delta": 1e-5})
-    assert main(["run", str(path)]) in (0, 1)
-    config = StudyConfig.from_toml(path)
-    study = open_study(config, create=False)
-    drawn = study.user_attrs[ACCOUNTED_TRIALS]
-    assert drawn >= 1 and len(study.trials) == drawn
-    cost = tuning_cost(study, config)
-    assert cost["trials_run"] == drawn and cost["accounted"]
-    expected = tuning_epsilon(epsilon_per_trial=cost["max_trial_epsilon"], delta=1e-5,
-                              distribution=TrialCountDistribution(shape=1.0, mean=2.0))
-    assert cost["total_epsilon"] == pytest.approx(expected) and cost["total_epsilon"] > cost["max_trial_epsilon"]
-    assert "conditional on each trial's local epsilon" in cost["statement"]
-    capsys.readouterr()
-    main(["status", str(path)])
-    assert f"accounted total epsilon {expected:.4g}" in capsys.readouterr().out
-    main(["export", str(path), "-o", str(tmp_path / "best.json"), "--trial", "0"])
-    assert json.loads((tmp_path / "best.json").read_text())["tuning"]["total_epsilon"] == pytest.approx(expected)
 
 
 def test_an_adaptive_study_says_it_is_unaccounted(study_file: Callable[..., Path],

@@ -1,5 +1,5 @@
-"""Arguments several verbs share (the study file, --from, --storage, --data, the release and selection flags), and
-reading them back."""
+"""Arguments several verbs share (the study file, --study-name, --from, --storage, --data, the release and selection
+flags), and reading them back."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from swagppm import ConfigError
 from swagppm.config import PRIVATE_TEST, check_value
 from tuner.config import StudyConfig
 from tuner.export import Chosen, read_export
+from tuner.rejudge import named_study
 from tuner.storage import STORAGE_ENV
-from tuner.tuning import private_selection
+from tuner.tuning import ACCOUNTED, private_selection
 
 if TYPE_CHECKING:
     from swagppm.releases.selection import Selection
@@ -40,8 +41,38 @@ def add_storage(parser: argparse.ArgumentParser) -> None:
                              "password out of the process list)")
 
 
+def add_study_name(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--study-name", default=None,
+                        help="open this study of the storage instead of [study] name (e.g. one written by "
+                             "`rejudge --name`)")
+
+
 def add_data(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", default=None, help="the records' file or folder, instead of [data] source")
+
+
+def add_data_override(parser: argparse.ArgumentParser) -> None:
+    """--data for verbs that fit a chosen configuration: public-proxy tuning's one fit on the private records."""
+    parser.add_argument("--data", default=None,
+                        help="fit the chosen configuration on these records instead (public-proxy tuning: tuned on "
+                             "data declared public with [data] public = true, then fitted once on the private data; "
+                             "refused for a configuration chosen on undeclared data, unless accounted)")
+
+
+def data_override(args: argparse.Namespace, chosen: Chosen) -> Chosen:
+    """``chosen`` on ``--data`` when given: only a configuration tuned on public data (or accounted) moves to other
+    records, which are then private; the export's ε was measured on other records, so it is not compared."""
+    if args.data is None:
+        return chosen
+    mode = (chosen.tuning or {}).get("mode")
+    if not chosen.config.data.public and mode != ACCOUNTED:
+        raise ConfigError(f"--data {args.data}: {chosen.path} was chosen by a study on data not declared public "
+                          "([data] public = true) and not accounted, so its choice already looked at those records; "
+                          "run a study on the new records instead")
+    path = Path(args.data).expanduser()
+    source = str(path.resolve()) if path.exists() or path.suffix else str(args.data)
+    config = chosen.config.replace(data={"source": source, "public": False})
+    return dataclasses.replace(chosen, config=config, epsilon=None, stage1_fingerprint=None)
 
 
 def add_release_flags(parser: argparse.ArgumentParser) -> None:
@@ -63,13 +94,17 @@ def add_release_flags(parser: argparse.ArgumentParser) -> None:
                         help="replace a release folder that is not empty, as a whole, once the new one is complete")
 
 
-def study_config(args: argparse.Namespace) -> StudyConfig:
-    """The study file; its storage from --storage, else $SWAGPPM_TUNE_STORAGE, for verbs that open the study."""
+def study_config(args: argparse.Namespace, *, data: bool = True) -> StudyConfig:
+    """The study file; its storage from --storage, else $SWAGPPM_TUNE_STORAGE, for verbs that open the study; the
+    study --study-name names; on --data unless ``data`` is false (a chosen configuration takes it through
+    ``data_override``)."""
     config = StudyConfig.from_toml(args.study)
     storage = (args.storage or os.environ.get(STORAGE_ENV)) if hasattr(args, "storage") else None
     if storage:
         config = config.with_storage(storage)
-    return config if getattr(args, "data", None) is None else config.with_data(args.data)
+    if getattr(args, "study_name", None):
+        config = named_study(config, args.study_name)
+    return config if not data or getattr(args, "data", None) is None else config.with_data(args.data)
 
 
 def one_source(args: argparse.Namespace) -> None:
@@ -78,11 +113,8 @@ def one_source(args: argparse.Namespace) -> None:
 
 
 def exported(args: argparse.Namespace) -> Chosen:
-    """The configuration of ``--from EXPORT.json``, on ``--data`` when given."""
-    chosen = read_export(args.source)
-    if args.data is None:
-        return chosen
-    return dataclasses.replace(chosen, config=chosen.config.replace(data={"source": str(Path(args.data).resolve())}))
+    """The configuration of ``--from EXPORT.json``, on ``--data`` when given (``data_override``)."""
+    return data_override(args, read_export(args.source))
 
 
 def check_output(path: Path, what: str, *, folder: bool = False) -> None:

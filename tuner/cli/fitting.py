@@ -21,10 +21,13 @@ from swagppm.config import check_value
 from tuner.audit import audit_document, audit_fit, audit_text, count_audit, write_audit
 from tuner.cli.arguments import (
     add_data,
+    add_data_override,
     add_release_flags,
     add_storage,
+    add_study_name,
     add_study_or_export,
     check_output,
+    data_override,
     exported,
     one_source,
     selection,
@@ -89,7 +92,7 @@ class FitCommand(Command):
         parser.add_argument("--release", type=Path, default=None, help="release one draw of this very fit to a folder")
         add_release_flags(parser)
         add_publication_flags(parser)
-        add_data(parser)
+        add_data_override(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         """One fit: outputs checked first, its line printed before any file is written, --release from this fit."""
@@ -306,13 +309,14 @@ def chosen_configuration(args: argparse.Namespace, what: str) -> Chosen | None:
     one_source(args)
     if args.source is not None:
         return exported(args)
-    config = study_config(args)
+    config = study_config(args, data=False)
     study = open_existing_study(config)
     chosen = chosen_from_study(study, config)
     if chosen is None:
         print_closest(study)
         print(f"nothing {what}: the study has no feasible trial", file=sys.stderr)
-    return chosen
+        return None
+    return data_override(args, chosen)
 
 
 class ReleaseCommand(Command):
@@ -326,8 +330,9 @@ class ReleaseCommand(Command):
                                  "as FOLDER.owner-report.json)")
         add_release_flags(parser)
         add_publication_flags(parser)
-        add_data(parser)
+        add_data_override(parser)
         add_storage(parser)
+        add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         """Every input checked and the folder locked before the fit; the folder appears only when complete."""
@@ -394,6 +399,7 @@ class AuditCommand(Command):
         parser.add_argument("-o", "--output", type=Path, default=None, help="also write the audit as JSON")
         add_data(parser)
         add_storage(parser)
+        add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         if args.output is not None:

@@ -7,10 +7,11 @@ import ipaddress
 import sys
 from pathlib import Path
 
+import optuna
 from optuna.artifacts import FileSystemArtifactStore
 
 from swagppm import ConfigError
-from tuner.cli.arguments import add_data, add_storage, add_study, check_output, study_config
+from tuner.cli.arguments import add_data, add_storage, add_study, add_study_name, check_output, study_config
 from tuner.cli.base import EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_OK, Command
 from tuner.cli.messages import best_line, print_closest, warn_at_edge, warn_mixed_stage1
 from tuner.compare import read_comparison
@@ -20,12 +21,12 @@ from tuner.executors.cluster import CLUSTERS
 from tuner.export import export_trial, write_export
 from tuner.faults import WORKER
 from tuner.queries import best_feasible, finished_count, format_table, pareto_front, trial_rows, trials_run
-from tuner.record import TrialRecord
-from tuner.rejudge import rejudge, retarget
+from tuner.record import TrialRecord, named_constraints
+from tuner.rejudge import needs_refit, rejudge, retarget
 from tuner.report import write_report
 from tuner.storage import make_storage, masked_url
 from tuner.study import open_existing_study, open_study, run_study
-from tuner.tuning import tuning_cost, tuning_line
+from tuner.tuning import is_accounted, tuning_cost, tuning_line
 
 EXPOSE_HELP = ("listen on a --host other than this machine. optuna-dashboard has no login: anyone who can reach the "
                "port can read and modify or delete the study (trials, notes, figures). Prefer an SSH tunnel: "
@@ -157,11 +158,13 @@ class StatusCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_study(parser)
         add_storage(parser)
+        add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         config = study_config(args)
         study = open_existing_study(config)
         print(format_table(trial_rows(study), statistic=config.targets.statistic))
+        print_needs_refit(study, config)
         counts = trials_run(study)
         print(f"\n{counts['total']} trials: {counts['complete']} complete, {counts['pruned']} pruned, "
               f"{counts['fail']} failed")
@@ -190,6 +193,7 @@ class ExportCommand(Command):
         parser.add_argument("--trial", type=int, default=None,
                             help="export this trial instead of the best feasible one")
         add_storage(parser)
+        add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         config = study_config(args)
@@ -201,6 +205,9 @@ class ExportCommand(Command):
                 raise ConfigError(f"--trial {args.trial}: no finished trial with that number in study "
                                   f"{config.study.name!r}")
             trial = matching[0]
+            if is_accounted(study) and named_constraints(trial).get("epsilon", 1.0) > 0:
+                raise ConfigError(f"--trial {args.trial}: its epsilon exceeds the accounted study's binding cap "
+                                  f"epsilon* = {config.targets.epsilon:g}, so it is not releasable")
         else:
             best = best_feasible(study)
             if best is None:
@@ -214,6 +221,15 @@ class ExportCommand(Command):
         print(f"exported trial {trial.number} (c = {trial.params['c']:.4g}, {trial.params['ft_epochs']} epochs, "
               f"epsilon = {'-' if epsilon is None else f'{epsilon:.3f}'}) to {path}")
         return EXIT_OK
+
+
+def print_needs_refit(study: optuna.Study, config: StudyConfig) -> None:
+    """Name the trials a rejudged study could not judge (stopped early at an epsilon below its target)."""
+    numbers = needs_refit(study)
+    if numbers:
+        print(f"trial(s) {', '.join(map(str, numbers))} need a refit to be judged: their privacy draws stopped early "
+              f"at an epsilon below the target {config.targets.epsilon:g}, so their F1 and fit were never measured "
+              "(marked 'needs refit' above)")
 
 
 class DashboardCommand(Command):
@@ -298,6 +314,7 @@ class ReportCommand(Command):
         parser.add_argument("--comparison", type=Path, default=None,
                             help="a comparison.json written by `compare`, to add its table and figure")
         add_storage(parser)
+        add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         config = study_config(args)
@@ -333,6 +350,8 @@ class RejudgeCommand(Command):
         print(f"study {args.name!r}: {len(study.trials)} fits of {config.study.name!r} judged against "
               + ", ".join(f"{key} = {value}" for key, value in changes.items()))
         print(format_table(trial_rows(study), statistic=targets.statistic))
+        print_needs_refit(study, config)
+        print(f"open it with any verb: swagppm-tune status {args.study} --study-name {args.name}")
         best = best_feasible(study)
         if best is None:
             print_closest(study)
