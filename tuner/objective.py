@@ -56,7 +56,7 @@ class Objective:
     """
 
     def __init__(self, config: StudyConfig, *, storage: BaseStorage,
-                 on_outcome: Callable[[int, Outcome], None] | None = None, progress: bool = False,
+                 on_outcome: Callable[[int, Outcome], None] | None = None, progress: bool | None = None,
                  echo: Callable[[str], None] = print) -> None:
         self.config = config
         self.storage = storage

@@ -226,7 +226,7 @@ def run_study(
     *,
     n_trials: int | None = None,
     timeout: float | None = None,
-    progress_fit: bool = False,
+    progress_fit: bool | None = None,
     worker: str | None = None,
     echo: Callable[[str], None] = print,
 ) -> RunSummary:
@@ -249,7 +249,7 @@ def run_study(
                     echo=echo)
 
 
-def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, progress_fit: bool,
+def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, progress_fit: bool | None,
          worker: str | None, echo: Callable[[str], None]) -> RunSummary:
     settings = config.study
     storage = open_storage(config)
@@ -324,7 +324,7 @@ def check_stage1(study: optuna.Study, fingerprint: str, config: StudyConfig) -> 
 def _prepare(study: optuna.Study, objective: Objective, config: StudyConfig, *, echo: Callable[[str], None]) -> None:
     """Stage 1, once, under the cache lock: checked against the study's data and stage 1, its baseline stored."""
     check_data(study, objective.session.data.data_hash, config)
-    prep = objective.session.prepare(progress=True)  # stage 1 can run for minutes: show its bars on a terminal
+    prep = objective.session.prepare()  # stage 1 can run for minutes: progress as the command line set it
     check_stage1(study, prep.stage1_fingerprint, config)
     study.set_user_attr(NUM_TRAIN, prep.num_train)
     study.set_user_attr("baseline_f1_macro", prep.baseline_f1_macro)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import optuna
 
 import swagppm
-from swagppm import ConfigError
+from swagppm import ConfigError, progress
 from tuner.cli.base import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -112,7 +112,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     commands: dict[str, Command] = {}
     for command_class in COMMANDS:
         command = command_class()
-        command.add_arguments(verbs.add_parser(command.name, help=command.help))
+        verb = verbs.add_parser(command.name, help=command.help)
+        command.add_arguments(verb)
+        verb.add_argument("-q", "--quiet", action="store_true",
+                          help="no progress lines or bars (results, warnings and errors are still printed)")
         commands[command.name] = command
     return parser, commands
 
@@ -123,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.environ.setdefault(PROGRESS_BARS_ENV, "1")  # our one line per step replaces the libraries' progress bars
+    progress.configure(not args.quiet)  # long steps report as bars on a terminal, else as lines on stderr
     try:
         code = commands[args.verb].run(args)
         sys.stdout.flush()  # a closed pipe shows here, where it is handled below

@@ -107,7 +107,7 @@ class FitCommand(Command):
             if chosen_selection is not None:
                 check_selection(session, chosen_selection)
             fit = session.fit(c=request.c, ft_epochs=request.ft_epochs, g=request.g,
-                              stop_above_epsilon=args.stop_above_epsilon, progress=True)
+                              stop_above_epsilon=args.stop_above_epsilon)
             page = print_fit(fit.result, request)
             codes = [EXIT_FIT_FAILED if fit.result.failure else EXIT_OK, reproduced(fit.result, request.chosen)]
             if figures is not None and page is not None:
@@ -260,7 +260,7 @@ class ReleaseCommand(Command):
         with swagppm.Session(chosen.config) as session:
             if chosen_selection is not None:
                 check_selection(session, chosen_selection)
-            fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, progress=True)
+            fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g)
             return write_release(session, fit, args.output, args=args, trials_run=chosen.trials_run,
                                  tuning=chosen.tuning, selection=chosen_selection)
 
@@ -323,7 +323,7 @@ class AuditCommand(Command):
         if chosen is None:
             return EXIT_INFEASIBLE
         with swagppm.Session(chosen.config) as session:
-            fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, progress=True)
+            fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g)
             if fit.result.failure:
                 print(f"nothing audited: the fit failed ({fit.result.failure})", file=sys.stderr)
                 return EXIT_FIT_FAILED
