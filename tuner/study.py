@@ -32,6 +32,7 @@ from tuner.config import StudyConfig
 from tuner.faults import quiet_heartbeat_errors, recover_stale_trials
 from tuner.figures import study_figures
 from tuner.objective import FitCrashed, Objective
+from tuner.outcome import TRIAL_LEGEND
 from tuner.queries import FINISHED, best_feasible, closest_trial, finished_count
 from tuner.record import FAILURE
 from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
@@ -344,11 +345,15 @@ class AfterTrial:
         self.config, self.objective, self.stop_rule, self.echo = config, objective, stop_rule, echo
         self.reason = ""
         self.crashes = 0
+        self.legend_shown = False
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         import optuna_dashboard  # here, not at the top: the command line's read-only verbs start without it
 
         if trial.number in self.objective.lines:
+            if not self.legend_shown:
+                self.echo(TRIAL_LEGEND)
+                self.legend_shown = True
             self.echo(f"trial {trial.number:>3}  {self.objective.lines.pop(trial.number)}")
         recover_stale_trials(study, self.config, echo=self.echo)
         if trial.state == TrialState.FAIL:

@@ -89,7 +89,8 @@ def tuning_line(cost: dict[str, Any]) -> str:
         total = cost["total_epsilon"]
         return text + (f"; accounted total epsilon {total:.4g} (delta {cost['delta']:.3g}), conditional on each "
                        "trial's local epsilon" if total is not None else "; accounted total not yet known")
-    return text + f"; unaccounted ({cost['sampler']} sampler)"
+    return text + (f"; unaccounted ({cost['sampler']} sampler): the choice among trials is not counted in epsilon, "
+                   "so the chosen trial's epsilon understates the whole study's cost")
 
 
 def private_selection(*, source: str, threshold: float, metric: str = "f1_macro",
