@@ -24,6 +24,13 @@ NOT_JUDGED = "not_judged"  # the label of a fit whose series was not judged: an 
 # about zero, a band twice the spread threshold), not by the cap, which would distort the constraint models of GP.
 UNMEASURED = 1.0
 GLOSSARY = "docs/glossary.md"
+
+
+def counted(number: int, noun: str) -> str:
+    """``1 epoch``, ``7 epochs``: a count as a sentence says it."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 # Printed once before a run's first trial line: what each part of ``Outcome.line`` means.
 TRIAL_LEGEND = f"""\
 How to read the trial lines (every word is explained in {GLOSSARY}):

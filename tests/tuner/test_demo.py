@@ -67,3 +67,9 @@ def test_a_linked_study_file_keeps_its_outputs_beside_the_link(tmp_path: Path) -
     (tmp_path / "link.toml").symlink_to(ROOT / "studies" / "demo.toml")
     config = StudyConfig.from_toml(tmp_path / "link.toml")
     assert config.storage_url == f"sqlite:///{tmp_path / 'link.db'}"
+
+
+def test_counts_read_as_sentences() -> None:
+    from tuner.outcome import counted
+
+    assert (counted(1, "epoch"), counted(7, "epoch"), counted(0, "trial")) == ("1 epoch", "7 epochs", "0 trials")

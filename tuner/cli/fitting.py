@@ -39,7 +39,7 @@ from tuner.compare import CompareSettings, compare, comparison_about, comparison
 from tuner.config import StudyConfig
 from tuner.export import Chosen, chosen_from_study, refit_suspects
 from tuner.figures import figures_html
-from tuner.outcome import judge, result_line
+from tuner.outcome import counted, judge, result_line
 from tuner.release import release_draw, selection_sentence
 from tuner.search import StartPoint
 from tuner.study import open_existing_study
@@ -159,7 +159,7 @@ def print_fit(result: swagppm.SWAGPPMResult, request: FitRequest) -> str | None:
     for reason in outcome.reasons:
         print(f"  - {reason}")
     print(f"  next: {outcome.recommendation.sentence}", flush=True)
-    return figures_html(outcome.record(), study, title=f"Fit c = {request.c:g}, {request.ft_epochs} epochs")
+    return figures_html(outcome.record(), study, title=f"Fit c = {request.c:g}, {counted(request.ft_epochs, 'epoch')}")
 
 
 def write_output(path: Path, text: str, what: str) -> int:
@@ -216,7 +216,7 @@ def write_release(session: swagppm.Session, fit: swagppm.Fit, out: Path, *, args
     except SelectionFailed as error:
         print(f"nothing released: {error}", file=sys.stderr)
         return EXIT_INFEASIBLE
-    print(f"released one draw of c = {fit.result.c:.4g}, {fit.result.ft_epochs} epochs to {released.path}")
+    print(f"released one draw of c = {fit.result.c:.4g}, {counted(fit.result.ft_epochs, 'epoch')} to {released.path}")
     if selection is not None:
         print(selection_sentence(released.path))
     print("membership-inference audit (members: training records, non-members: test records):")
@@ -328,7 +328,7 @@ class AuditCommand(Command):
                 print(f"nothing audited: the fit failed ({fit.result.failure})", file=sys.stderr)
                 return EXIT_FIT_FAILED
             audit = audit_fit(session, fit)
-        print(f"membership-inference audit of c = {chosen.c:.4g}, {chosen.ft_epochs} epochs (epsilon "
+        print(f"membership-inference audit of c = {chosen.c:.4g}, {counted(chosen.ft_epochs, 'epoch')} (epsilon "
               f"{fit.result.epsilon:.3g}; members: training records, non-members: test records):")
         print(audit_text(audit, epsilon=fit.result.epsilon, epsilon_is_lower_bound=fit.result.epsilon_is_lower_bound))
         if args.output is not None:

@@ -19,6 +19,7 @@ from tuner.executors import make_executor
 from tuner.executors.cluster import CLUSTERS
 from tuner.export import export_trial, write_export
 from tuner.faults import WORKER
+from tuner.outcome import counted
 from tuner.queries import best_feasible, finished_count, format_table, pareto_front, trial_rows, trials_run
 from tuner.record import TrialRecord
 from tuner.rejudge import rejudge, retarget
@@ -209,7 +210,8 @@ class ExportCommand(Command):
         document = export_trial(study, trial, config)
         path = write_export(document, args.output)
         epsilon = document["metrics"]["epsilon"]
-        print(f"exported trial {trial.number} (c = {trial.params['c']:.4g}, {trial.params['ft_epochs']} epochs, "
+        print(f"exported trial {trial.number} (c = {trial.params['c']:.4g}, "
+              f"{counted(trial.params['ft_epochs'], 'epoch')}, "
               f"epsilon = {'-' if epsilon is None else f'{epsilon:.3f}'}) to {path}")
         return EXIT_OK
 
