@@ -180,23 +180,44 @@ def max_delta_figure(
     return figure
 
 
-def _target_line(figure: go.Figure, values: np.ndarray, level: float) -> None:
-    """The ε target / 2 as a line when it lies near the series; far off, the axis keeps to the data (else the
-    series would be a flat row on one edge) and an arrow at the edge says where the target is."""
-    text = f"ε target / 2 = {_fmt(level)}"
-    lo, hi = (float(values.min()), float(values.max())) if len(values) else (level, level)
+def series_range(values: Sequence[float] | np.ndarray, level: float | None = None) -> tuple[float, float, bool]:
+    """The y range that shows a series' draws, and whether ``level`` (a target) belongs on it.
+
+    A level farther from the draws than their own span is left off the axis: drawn
+    to scale, the draws would sit in a flat row on one edge. The range then keeps
+    to the draws (10% margins); otherwise it also reaches the level.
+    """
+    finite = [float(v) for v in values if math.isfinite(float(v))]
+    lo, hi = (min(finite), max(finite)) if finite else (level or 0.0, level or 0.0)
     span = hi - lo or abs(hi) * 0.1 or 1.0
-    if lo - span <= level <= hi + span:
+    on_scale = level is not None and lo - span <= level <= hi + span
+    if level is not None and on_scale:
+        lo, hi = min(lo, level), max(hi, level)
+    return lo - 0.1 * span, hi + 0.1 * span, on_scale
+
+
+def off_scale_note(level: float, values: Sequence[float] | np.ndarray) -> str:
+    """``↑ ε target / 2 = 5.00 (above the plot, 1e+03× the largest draw)``: where an off-scale target is."""
+    top = max((float(v) for v in values if math.isfinite(float(v))), default=0.0)
+    above = level > top
+    factor = f", {level / top:.3g}× the largest draw" if above and top > 0 else ""
+    return f"{'↑' if above else '↓'} ε target / 2 = {_fmt(level)} ({'above' if above else 'below'} the plot{factor})"
+
+
+def _target_line(figure: go.Figure, values: np.ndarray, level: float) -> None:
+    """The ε target / 2 as a line when it lies near the series; far off, the axis keeps to the data and a note
+    at the edge says where the target is (see ``series_range``)."""
+    low, high, on_scale = series_range(values, level)
+    if on_scale:
         figure.add_hline(y=level, name="epsilon target / 2", line={"color": _TARGET_COLOR, "width": 2},
-                         annotation_text=text, annotation_position="top left", annotation_font_color=_TARGET_COLOR)
+                         annotation_text=f"ε target / 2 = {_fmt(level)}", annotation_position="top left",
+                         annotation_font_color=_TARGET_COLOR)
         return
-    above = level > hi
-    figure.update_yaxes(range=[lo - 0.1 * span, hi + 0.1 * span])
-    factor = level / hi if above and hi > 0 else None
-    where = f"{'above' if above else 'below'} the plot" + (f", {factor:.3g}× the largest draw" if factor else "")
+    above = level > high
+    figure.update_yaxes(range=[low, high])
     figure.add_annotation(
         name="epsilon target / 2", xref="paper", yref="paper", x=0.0, y=1.0 if above else 0.0,
-        xanchor="left", yanchor="top" if above else "bottom", text=f"{'↑' if above else '↓'} {text} ({where})",
+        xanchor="left", yanchor="top" if above else "bottom", text=off_scale_note(level, values),
         showarrow=False, font={"color": _TARGET_COLOR}, bgcolor="rgba(255, 255, 255, 0.8)",
     )
 
