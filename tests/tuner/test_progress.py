@@ -106,3 +106,25 @@ def test_the_command_line_reports_every_stage_of_a_fit_off_a_terminal(tmp_path: 
     quiet = _fit(tmp_path, "--quiet")
     assert quiet.returncode == 0 and "eps=" in quiet.stdout
     assert not [line for line in quiet.stderr.splitlines() if LINE.match(line)], quiet.stderr[-800:]
+
+
+def test_the_trial_legend_comes_once_before_the_first_trial_line(tmp_path: Path) -> None:
+    import types
+
+    import optuna
+
+    from tests.tuner.helpers import SMALL_STUDY, write_study
+    from tuner.config import StudyConfig
+    from tuner.outcome import TRIAL_LEGEND
+    from tuner.study import AfterTrial
+
+    config = StudyConfig.from_toml(write_study(tmp_path / "s.toml", SMALL_STUDY))
+    study = optuna.create_study(storage=config.storage_url, study_name=config.study.name)
+    study.optimize(lambda trial: trial.suggest_float("c", 0.1, 1.0), n_trials=2)
+    printed: list[str] = []
+    objective = types.SimpleNamespace(lines={0: "first line", 1: "second line"})
+    after = AfterTrial(config, objective, stop_rule=None, echo=printed.append)  # type: ignore[arg-type]
+    for trial in study.trials:
+        after(study, trial)
+    assert printed == [TRIAL_LEGEND, "trial   0  first line", "trial   1  second line"]
+    assert "local estimate" in TRIAL_LEGEND and "docs/glossary.md" in TRIAL_LEGEND

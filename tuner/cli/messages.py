@@ -17,7 +17,9 @@ def best_line(best: optuna.trial.FrozenTrial) -> str:
     assert record is not None and record.f1_macro_median is not None and record.f1_weighted_median is not None
     return (f"best feasible: trial {best.number}: c = {best.params['c']:.4g}, "
             f"{counted(best.params['ft_epochs'], 'epoch')}, "
-            f"epsilon = {record.epsilon_or_inf:.3f}, F1 macro median {record.f1_macro_median:.3f} (baseline "
+            f"epsilon = {record.epsilon_or_inf:.3f} (a local estimate from "
+            f"{counted(record.draws_privacy, 'privacy draw')}; swagppm-tune audit checks it), "
+            f"F1 macro median {record.f1_macro_median:.3f} (baseline "
             f"{record.baseline_f1_macro:.3f}), weighted {record.f1_weighted_median:.3f} (baseline "
             f"{record.baseline_f1_weighted:.3f})")
 
