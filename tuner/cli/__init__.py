@@ -44,6 +44,7 @@ Exit status:
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -143,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.environ.setdefault(PROGRESS_BARS_ENV, "1")  # our one line per step replaces the libraries' progress bars
     progress.configure(not args.quiet)  # long steps report as bars on a terminal, else as lines on stderr
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # into a pipe or a log too, each line shows when it is printed
     try:
         code = commands[args.verb].run(args)
         sys.stdout.flush()  # a closed pipe shows here, where it is handled below
