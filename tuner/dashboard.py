@@ -39,38 +39,49 @@ CONSTRAINT_MEANINGS = {
     "fit_spread": "bulk spread / max_bulk_spread − 1: above 0, the max-delta series wanders (underfit)",
     "fit_spikes": "largest robust z / spike_z − 1: above 0, the max-delta series has spikes (overfit)",
 }
+PICTURE_ALT = "max-delta series and F1 draws of trial {number}"
 _TARGET, _SERIES, _MISS, _MACRO, _WEIGHTED = "#2ca02c", "#1f77b4", "#d62728", "#1f77b4", "#ff7f0e"
 
 
-def trial_note(number: int, outcome: Outcome) -> str:
-    """The trial's note (markdown): feasibility and violations first, then the constraints, reasons, next move."""
+def trial_note(number: int, outcome: Outcome, *, picture: str | None = None) -> str:
+    """The trial's note (markdown): feasibility and violations first, the figures (``picture``: the URL of their
+    image), the constraints named and explained, the reasons and the next move."""
     missed = measured_violations(outcome.constraints, outcome.unmeasured)
     violated = ", ".join(missed) or "nothing"
     unmeasured = f"; not measured: {', '.join(outcome.unmeasured)}" if outcome.unmeasured else ""
     lines = [f"## Trial {number}: {outcome.label.replace('_', ' ')} — "
              f"{'feasible' if outcome.feasible else 'not feasible'}", "",
              f"**feasible: {'yes' if outcome.feasible else 'no'}** — violated: {violated}{unmeasured}", ""]
+    if picture is not None:
+        lines += [f"![{PICTURE_ALT.format(number=number)}]({picture})", ""]
     lines += [f"- {reason}" for reason in outcome.reasons]
     lines += ["", f"**Next (the guide's flowchart):** {outcome.recommendation.sentence}", "",
-              "| constraint | value (≤ 0 met) | met | what it measures |", "|---|---|---|---|"]
-    lines += [f"| {key} | {outcome.constraints[key]:+.3f} | "
-              f"{'not measured' if key in outcome.unmeasured else 'yes' if outcome.constraints[key] <= 0 else 'no'} "
-              f"| {CONSTRAINT_MEANINGS[key]} |" for key in CONSTRAINT_KEYS]
+              "**Constraints** (met when ≤ 0):", ""]
+    lines += [f"- {key} = {outcome.constraints[key]:+.3f} ({_met(key, outcome)}): {CONSTRAINT_MEANINGS[key]}"
+              for key in CONSTRAINT_KEYS]
     lines += ["", f"ε is a local estimate from this trial's finitely many privacy draws; the audit is its check. "
                   f"Every word: {GLOSSARY}."]
     return "\n".join(lines)
 
 
+def _met(key: str, outcome: Outcome) -> str:
+    if key in outcome.unmeasured:
+        return "not measured"
+    return "met" if outcome.constraints[key] <= 0 else "violated"
+
+
 def publish_trial(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, config: StudyConfig) -> None:
-    """The trial's note and its figures picture, where optuna-dashboard shows them (raises ``OSError``)."""
+    """The trial's figures picture as an artifact, and its note showing that picture (raises ``OSError``)."""
     import optuna_dashboard  # here: the command line's read-only verbs start without it
 
-    optuna_dashboard.save_note(trial, trial_note(trial.number, outcome))
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"trial-{trial.number}-figures.svg"
         path.write_text(figures_svg(outcome.record(), config), encoding="utf-8")
-        upload_artifact(artifact_store=artifacts, file_path=str(path), study_or_trial=trial,
-                        mimetype="image/svg+xml")
+        artifact = upload_artifact(artifact_store=artifacts, file_path=str(path), study_or_trial=trial,
+                                   mimetype="image/svg+xml")
+    # the URL optuna-dashboard's own "Insert an image" button writes into a note; Optuna has no public trial id
+    picture = f"/artifacts/{trial.study._study_id}/{trial._trial_id}/{artifact}"
+    optuna_dashboard.save_note(trial, trial_note(trial.number, outcome, picture=picture))
 
 
 def feasibility_table(study: optuna.Study) -> go.Figure:
@@ -99,7 +110,7 @@ def feasibility_table(study: optuna.Study) -> go.Figure:
 
 def figures_svg(record: TrialRecord, config: StudyConfig) -> str:
     """The max-delta series (with the ε target) and, when measured, the F1 draws against the baseline, as SVG."""
-    width, height = 980, 340
+    width, height = 960, 360
     bound = "≥ " if record.epsilon_is_lower_bound else ""
     parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
              f"viewBox='0 0 {width} {height}' font-family='sans-serif' font-size='12'>",
@@ -108,7 +119,7 @@ def figures_svg(record: TrialRecord, config: StudyConfig) -> str:
                            f" — ε = {bound}{record.epsilon_or_inf:.4g} (target {config.targets.epsilon:g})",
                    size=15, weight="bold")]
     parts += _max_delta_panel(record.max_delta_series, config.targets.epsilon / 2, x0=70, y0=50, w=520, h=240)
-    parts += _f1_panel(record, config.targets.max_f1_degradation, x0=700, y0=50, w=240, h=240)
+    parts += _f1_panel(record, config.targets.max_f1_degradation, x0=690, y0=50, w=240, h=240)
     return "".join(parts) + "</svg>"
 
 
@@ -149,8 +160,8 @@ def _f1_panel(record: TrialRecord, max_degradation: float, *, x0: float, y0: flo
         parts += [_line(left, y(baseline), left + w / 2 - 24, y(baseline), "black", width=2),
                   _line(left, y(threshold), left + w / 2 - 24, y(threshold), _MISS, width=2, dash=True),
                   _text(middle, y0 + h + 16, name, anchor="middle")]
-    parts.append(_text(x0, y0 + h + 34, f"black: non-private baseline; red dashed: (1 − {max_degradation:g}) · "
-                                         "baseline", size=11))
+    parts += [_text(x0, y0 + h + 36, "black: non-private baseline", size=11),
+              _text(x0, y0 + h + 52, f"red dashed: (1 − {max_degradation:g}) · baseline", size=11)]
     return parts
 
 

@@ -28,7 +28,7 @@ import pytest
 from tests.tuner.helpers import merged, result, tight, write_study
 from tuner import StudyConfig, best_feasible, is_feasible, named_constraints, open_study
 from tuner.cli import main
-from tuner.dashboard import feasibility_table, figures_svg, trial_note
+from tuner.dashboard import PICTURE_ALT, feasibility_table, figures_svg, trial_note
 from tuner.outcome import judge
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def test_the_note_leads_with_feasibility_and_explains_each_constraint(tmp_path: 
     note = trial_note(4, outcome)
     assert note.splitlines()[2] == "**feasible: yes** — violated: nothing"
     constraint = outcome.constraints["epsilon"]
-    assert f"| epsilon | {constraint:+.3f} | yes | ε / target − 1: above 0, ε exceeds the target |" in note
+    assert f"- epsilon = {constraint:+.3f} (met): ε / target − 1: above 0, ε exceeds the target" in note
     assert constraint == pytest.approx(2 * max(tight(3.0, n=60)) / 10 - 1)
     assert "local estimate" in note and "docs/glossary.md" in note
     strict, _ = _outcome(tight(6.0, n=60), tmp_path)
@@ -180,13 +180,11 @@ def test_a_trial_page_shows_its_note_constraints_and_figures(dashboard: tuple[st
     assert "ε / target − 1: above 0, ε exceeds the target" in text  # the constraints, named and explained
     from selenium.webdriver.support.ui import WebDriverWait
 
-    script = (f"const i = [...document.querySelectorAll('img')].find(e => e.alt === 'trial-{trial.number}-"
-              "figures.svg'); return i && i.complete ? [i.naturalWidth, i.naturalHeight] : null")
-    width, height = WebDriverWait(browser, 60).until(lambda d: d.execute_script(script))
-    assert (width, height) == (980, 340)  # the picture loaded and rendered, not a download link
-    browser.execute_script(  # type: ignore[attr-defined]
-        f"[...document.querySelectorAll('img')].find(e => e.alt === 'trial-{trial.number}-figures.svg')"
-        ".scrollIntoView()")
+    find = f"[...document.querySelectorAll('img')].find(e => e.alt === '{PICTURE_ALT.format(number=trial.number)}')"
+    script = f"const i = {find}; return i && i.complete ? [i.naturalWidth, i.naturalHeight, i.width] : null"
+    width, height, shown = WebDriverWait(browser, 60).until(lambda d: d.execute_script(script))
+    assert (width, height) == (960, 360) and shown > 500  # the picture loaded and is drawn in the note, full size
+    browser.execute_script(f"{find}.scrollIntoView()")  # type: ignore[attr-defined]
     SCREENSHOTS.mkdir(exist_ok=True)
     assert browser.save_screenshot(str(SCREENSHOTS / "dashboard-trial.png"))  # type: ignore[attr-defined]
 
