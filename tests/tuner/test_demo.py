@@ -73,3 +73,14 @@ def test_counts_read_as_sentences() -> None:
     from tuner.outcome import counted
 
     assert (counted(1, "epoch"), counted(7, "epoch"), counted(0, "trial")) == ("1 epoch", "7 epochs", "0 trials")
+
+
+def test_demo_run_runs_the_written_study_with_the_run_verbs_defaults(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from tuner.cli.study import RunCommand
+
+    seen: list[object] = []
+    monkeypatch.setattr(RunCommand, "run", lambda self, args: seen.append(args) or 0)
+    assert main(["demo", "--dir", str(tmp_path), "--run"]) == 0
+    (args,) = seen
+    assert args.study == tmp_path / "demo.toml" and args.workers == 1 and args.n_trials is None  # type: ignore[attr-defined]
