@@ -85,9 +85,10 @@ def publish_trial(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactS
 
 
 def feasibility_table(study: optuna.Study) -> go.Figure:
-    """Every finished trial with its feasibility and violations: the column the dashboard's trial list lacks."""
+    """Every finished trial with its feasibility and violations: the column the dashboard's trial list lacks
+    (E: fine-tuning epochs, F1: median macro-F1)."""
     rows = [(t, r) for t in study.get_trials(deepcopy=False, states=FINISHED) if (r := TrialRecord.of(t)) is not None]
-    header = ["trial", "c", "epochs", "ε", "macro-F1", "verdict", "feasible", "violated"]
+    header = ["trial", "c", "E", "ε", "F1", "verdict", "feasible", "violated"]
     cells = [[t.number for t, _ in rows], [f"{t.params.get('c', 0.0):.4g}" for t, _ in rows],
              [t.params.get("ft_epochs") for t, _ in rows],
              [("≥ " if r.epsilon_is_lower_bound else "") + f"{r.epsilon_or_inf:.4g}" for _, r in rows],
@@ -96,13 +97,13 @@ def feasibility_table(study: optuna.Study) -> go.Figure:
              [describe_violations(t) or "-" for t, _ in rows]]
     shade = ["#e8f5e9" if is_feasible(t) else "#fdecea" for t, _ in rows]
     figure = go.Figure(go.Table(
-        columnwidth=[40, 50, 50, 60, 60, 80, 55, 260],
+        columnwidth=[35, 45, 25, 55, 45, 75, 60, 200],
         header={"values": header, "align": "left", "fill_color": "#eeeeee"},
         cells={"values": cells, "align": "left", "fill_color": [shade] * len(header)}))
     feasible = sum(is_feasible(t) for t, _ in rows)
     figure.update_layout(title={"text": f"trials: feasibility<br><sup>{feasible} of {len(rows)} feasible; "
                                         f"constraints explained in {GLOSSARY}</sup>"},
-                         height=min(160 + 28 * len(rows), 900), margin={"t": 90})
+                         height=min(120 + 30 * (len(rows) + 1), 700), margin={"t": 80, "b": 10, "l": 10, "r": 10})
     return figure
 
 

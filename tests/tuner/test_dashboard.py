@@ -86,7 +86,7 @@ def test_the_feasibility_table_has_a_row_per_trial(tmp_path: Path) -> None:
     record_outcome(trial, outcome, storage=study._storage)
     study.tell(trial, 6.0)
     table = feasibility_table(study).data[0]
-    assert list(table.header.values) == ["trial", "c", "epochs", "ε", "macro-F1", "verdict", "feasible", "violated"]
+    assert list(table.header.values) == ["trial", "c", "E", "ε", "F1", "verdict", "feasible", "violated"]
     assert [column[0] for column in table.cells.values][5:] == ["well_fit", "yes", "-"]
 
 
@@ -163,6 +163,10 @@ def test_the_study_page_shows_the_grid_and_trade_off(dashboard: tuple[str, Path]
         ".find(e => e.textContent.includes('search over')).scrollIntoView()")
     SCREENSHOTS.mkdir(exist_ok=True)
     assert browser.save_screenshot(str(SCREENSHOTS / "dashboard-study.png"))  # type: ignore[attr-defined]
+    browser.execute_script(  # type: ignore[attr-defined]
+        "[...document.querySelectorAll('.js-plotly-plot')]"
+        ".find(e => e.textContent.includes('trials: feasibility')).scrollIntoView()")
+    assert browser.save_screenshot(str(SCREENSHOTS / "dashboard-feasibility.png"))  # type: ignore[attr-defined]
 
 
 @needs_browser
