@@ -89,14 +89,15 @@ class _Lines:
         print(f"{self.label} {self.done}/{self.total} ({timing})", file=sys.stderr, flush=True)
 
 
-# How progress is shown, by name: each builds the reporter of one stage from its label and unit count.
+# How each kind of progress is shown: each builds the reporter of one stage from its label and unit count.
 REPORTERS: dict[str, Callable[..., Reporter]] = {"bars": _Bar, "lines": _Lines, "off": _Off}
 _configured: bool | None = None
 
 
-def register_reporter(name: str, make: Callable[..., Reporter]) -> None:
-    """Add a way of showing progress (``make(label=..., total=...)`` builds one stage's reporter)."""
-    REPORTERS[name] = make
+def register_reporter(kind: str, make: Callable[..., Reporter]) -> None:
+    """Show the ``kind`` ("bars", "lines" or "off") another way, e.g. as a notebook widget; ``make(label=...,
+    total=...)`` builds one stage's reporter."""
+    REPORTERS[kind] = make
 
 
 def configure(enabled: bool | None) -> None:
