@@ -20,8 +20,10 @@ from tqdm.auto import tqdm
 
 T = TypeVar("T")
 
-# Lines of one stage come at most this often (seconds); its last line always comes.
+# Lines of one stage come at most every LINE_INTERVAL seconds, or every LINE_SHARE of its elapsed time when that is
+# longer (an hour-long stage prints a few dozen lines, not hundreds); its last line always comes.
 LINE_INTERVAL = 10.0
+LINE_SHARE = 0.05
 
 
 class Reporter(Protocol):
@@ -57,8 +59,8 @@ class _Bar:
 
 
 class _Lines:
-    """``label done/total (41 s elapsed, about 20 s left)`` on stderr: at most one line per ``LINE_INTERVAL``
-    seconds, and always the stage's last one (``done``, or ``stopped early`` when it ends short)."""
+    """``label done/total (41 s elapsed, about 20 s left)`` on stderr, spaced as ``LINE_INTERVAL`` and
+    ``LINE_SHARE`` say, and always the stage's last one (``done``, or ``stopped early`` when it ends short)."""
 
     def __init__(self, *, label: str, total: int) -> None:
         self.label, self.total = label, total
@@ -69,7 +71,7 @@ class _Lines:
     def advance(self, done: int) -> None:
         self.done = done
         now = time.perf_counter()
-        if done >= self.total or now - self.last >= LINE_INTERVAL:
+        if done >= self.total or now - self.last >= max(LINE_INTERVAL, LINE_SHARE * (now - self.start)):
             self._show(now)
 
     def close(self) -> None:

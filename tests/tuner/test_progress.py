@@ -28,11 +28,25 @@ def unconfigured() -> None:
 def test_lines_state_elapsed_time_and_an_estimate(monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(progress, "LINE_INTERVAL", 0.0)  # every unit gets its line
+    monkeypatch.setattr(progress, "LINE_SHARE", 0.0)
     assert list(progress.steps(range(3), label="stage1: risk draws", total=3, progress=True)) == [0, 1, 2]
     lines = capsys.readouterr().err.splitlines()
     assert [LINE.match(line)["done"] for line in lines] == ["1", "2", "3"]  # type: ignore[index]
     assert re.fullmatch(r"stage1: risk draws 1/3 \(\d+\.\d s elapsed, about \d+\.\d s left\)", lines[0])
     assert re.fullmatch(r"stage1: risk draws 3/3 \(\d+\.\d s, done\)", lines[2])
+
+
+def test_lines_are_spaced_by_the_interval_or_a_share_of_the_elapsed_time(monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A clock that moves 10 s a unit: lines every unit at first, then every LINE_SHARE of the elapsed time."""
+    clock = iter(range(0, 100_000, 10))
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: float(next(clock)))
+    list(progress.steps(range(1000), label="draws", total=1000, progress=True))
+    done = [int(LINE.match(line)["done"]) for line in capsys.readouterr().err.splitlines()]  # type: ignore[index]
+    assert done[:5] == [1, 2, 3, 4, 5] and done[-1] == 1000
+    assert len(done) < 150  # 1000 units over 10 000 s: spaced out to a few per cent of the elapsed time
+    gaps = [b - a for a, b in zip(done, done[1:])]
+    assert max(gaps[:-1]) <= 0.06 * 1000 and gaps[-2] >= 40
 
 
 def test_a_stage_shows_its_last_line_even_between_intervals(capsys: pytest.CaptureFixture[str]) -> None:
