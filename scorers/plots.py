@@ -158,11 +158,7 @@ def max_delta_figure(
             annotation_position="bottom right", annotation_font_color=_SPIKE_COLOR,
         )
     if epsilon_target is not None:
-        figure.add_hline(
-            y=epsilon_target / 2, name="epsilon target / 2", line={"color": _TARGET_COLOR, "width": 2},
-            annotation_text=f"ε target / 2 = {_fmt(epsilon_target / 2)}", annotation_position="top left",
-            annotation_font_color=_TARGET_COLOR,
-        )
+        _target_line(figure, values[finite], epsilon_target / 2)
 
     heading = f"{title if title is not None else 'max delta per draw'} — ε = {_fmt(scores.epsilon)}"
     if epsilon_is_lower_bound:
@@ -182,6 +178,48 @@ def max_delta_figure(
         margin={"t": 110},
     )
     return figure
+
+
+def series_range(values: Sequence[float] | np.ndarray, level: float | None = None) -> tuple[float, float, bool]:
+    """The y range that shows a series' draws, and whether ``level`` (a target) belongs on it.
+
+    A level farther from the draws than their own span is left off the axis: drawn
+    to scale, the draws would sit in a flat row on one edge. The range then keeps
+    to the draws (10% margins); otherwise it also reaches the level.
+    """
+    finite = [float(v) for v in values if math.isfinite(float(v))]
+    lo, hi = (min(finite), max(finite)) if finite else (level or 0.0, level or 0.0)
+    span = hi - lo or abs(hi) * 0.1 or 1.0
+    on_scale = level is not None and lo - span <= level <= hi + span
+    if level is not None and on_scale:
+        lo, hi = min(lo, level), max(hi, level)
+    return lo - 0.1 * span, hi + 0.1 * span, on_scale
+
+
+def off_scale_note(level: float, values: Sequence[float] | np.ndarray) -> str:
+    """``↑ ε target / 2 = 5.00 (above the plot, 1e+03× the largest draw)``: where an off-scale target is."""
+    top = max((float(v) for v in values if math.isfinite(float(v))), default=0.0)
+    above = level > top
+    factor = f", {level / top:.3g}× the largest draw" if above and top > 0 else ""
+    return f"{'↑' if above else '↓'} ε target / 2 = {_fmt(level)} ({'above' if above else 'below'} the plot{factor})"
+
+
+def _target_line(figure: go.Figure, values: np.ndarray, level: float) -> None:
+    """The ε target / 2 as a line when it lies near the series; far off, the axis keeps to the data and a note
+    at the edge says where the target is (see ``series_range``)."""
+    low, high, on_scale = series_range(values, level)
+    if on_scale:
+        figure.add_hline(y=level, name="epsilon target / 2", line={"color": _TARGET_COLOR, "width": 2},
+                         annotation_text=f"ε target / 2 = {_fmt(level)}", annotation_position="top left",
+                         annotation_font_color=_TARGET_COLOR)
+        return
+    above = level > high
+    figure.update_yaxes(range=[low, high])
+    figure.add_annotation(
+        name="epsilon target / 2", xref="paper", yref="paper", x=0.0, y=1.0 if above else 0.0,
+        xanchor="left", yanchor="top" if above else "bottom", text=off_scale_note(level, values),
+        showarrow=False, font={"color": _TARGET_COLOR}, bgcolor="rgba(255, 255, 255, 0.8)",
+    )
 
 
 def f1_violin_figure(
@@ -452,17 +490,18 @@ def f1_by_class_size_figure(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
     trace per group of classes, one bar per method. The bottom quartile is where
     down-weighting risky (rare) records costs utility.
     """
-    methods = [f"{row['method']}" + (f" (ε {_fmt(row['epsilon'])})" if row.get("epsilon") is not None else "")
+    methods = [f"{row['method']}" + (f"<br>(ε {_fmt(row['epsilon'])})" if row.get("epsilon") is not None else "")
                for row in rows]
     figure = go.Figure()
     for key, name in (("f1_macro", "all classes"), ("f1_top_quartile", "largest 25% of classes"),
                       ("f1_bottom_quartile", "smallest 25% of classes")):
         figure.add_trace(go.Bar(x=methods, y=[float(row[key]) for row in rows], name=name,
                                 hovertemplate="%{x}<br>" + name + ": %{y:.3f}<extra></extra>"))
-    figure.update_layout(
+    figure.update_layout(  # the legend above the bars, the method names below them: they cannot overlap
         barmode="group", title={"text": "F1 by class size<br><sup>macro-F1 on the test set</sup>"},
-        yaxis={"title": {"text": "macro-F1"}, "range": [0, 1]},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.25, "x": 0.0},
+        yaxis={"title": {"text": "macro-F1"}, "range": [0, 1]}, xaxis={"automargin": True},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1.0},
+        margin={"t": 110},
     )
     return figure
 

@@ -49,7 +49,7 @@ class Session(Resources):
     def stage1_key(self) -> str:
         return stage1_key(self)
 
-    def prepare(self, *, progress: bool = False) -> Preparation:
+    def prepare(self, *, progress: bool | None = None) -> Preparation:
         """Compute (or read) stage 1 before any trial, so bad data or a diverging stage 1 fail once, here."""
         timer = self._new_timer()
         stage1 = self._stage1(progress=progress, timer=timer)
@@ -57,7 +57,7 @@ class Session(Resources):
 
     def fit(
         self, *, c: float, ft_epochs: int, g: float = 0.0, stop_above_epsilon: float | None = None,
-        seed: int | None = None, on_epoch: EpochCallback | None = None, progress: bool = False,
+        seed: int | None = None, on_epoch: EpochCallback | None = None, progress: bool | None = None,
     ) -> Fit:
         """One SWAG-PPM fit for (c, g, ft_epochs), kept in memory (see ``Fit`` and ``stage2.fit``).
 
@@ -90,7 +90,7 @@ class Session(Resources):
         with self._holding_baseline():
             return self.test_scores()
 
-    def non_private_scores(self, *, epochs: int, progress: bool = False) -> dict[str, float]:
+    def non_private_scores(self, *, epochs: int, progress: bool | None = None) -> dict[str, float]:
         """``test_scores`` after a plain (unweighted) fine-tune of ``epochs`` epochs from the base model."""
         return probes.non_private_scores(self, epochs=epochs, progress=progress)
 
@@ -147,7 +147,7 @@ class Session(Resources):
             timer.seconds["setup"], self._setup_seconds = self._setup_seconds, None
         return timer
 
-    def _stage1(self, *, progress: bool, timer: StageTimer) -> Stage1:
+    def _stage1(self, *, progress: bool | None, timer: StageTimer) -> Stage1:
         with timer("stage1"):
             return compute_or_load(self, progress=progress)
 
@@ -173,7 +173,7 @@ def run_fit(
     stop_above_epsilon: float | None = None,
     seed: int | None = None,
     on_epoch: EpochCallback | None = None,
-    progress: bool = False,
+    progress: bool | None = None,
 ) -> SWAGPPMResult:
     """One SWAG-PPM fit in a session of its own (stage 1 from the cache when it can); see ``Session.fit``.
 
@@ -184,7 +184,7 @@ def run_fit(
                            on_epoch=on_epoch, progress=progress).result
 
 
-def prepare(config: SWAGPPMConfig, *, progress: bool = False) -> Preparation:
+def prepare(config: SWAGPPMConfig, *, progress: bool | None = None) -> Preparation:
     """Stage 1 of ``config`` computed (or read) in a session of its own; see ``Session.prepare``."""
     with Session(config) as session:
         return session.prepare(progress=progress)
@@ -204,7 +204,7 @@ def release(
     overwrite: bool = False,
     public_labels: bool = False,
     public_eval: str | None = None,
-    progress: bool = False,
+    progress: bool | None = None,
 ) -> Path:
     """Fit (c, g, ft_epochs) and release one draw of it to ``out_dir`` (see ``write_release``).
 

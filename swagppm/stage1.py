@@ -103,8 +103,10 @@ def stage1_key(resources: Resources) -> str:
                      config.learning_rates, resources.result_settings())
 
 
-def compute_or_load(resources: Resources, *, progress: bool = False) -> Stage1:
+def compute_or_load(resources: Resources, *, progress: bool | None = None) -> Stage1:
     """``resources``' stage 1 from the private cache, or computed (leaving the SWAG 1 mean in the model) and stored.
+
+    ``progress``: see ``swagppm.progress`` (None: shown when stderr is a terminal).
 
     A stage 1 whose risks are NaN raises ``TrainingFailure`` and is not cached (an
     infinite risk is valid: the normalisation handles it).
@@ -116,7 +118,7 @@ def compute_or_load(resources: Resources, *, progress: bool = False) -> Stage1:
     return Stage1.from_state_dict(payload, cached=hit)
 
 
-def _compute(resources: Resources, *, progress: bool) -> Stage1:
+def _compute(resources: Resources, *, progress: bool | None) -> Stage1:
     """Steps 1-3 from the base model: fine-tune (the baseline is taken here), SWAG 1, then the risk draws."""
     config, bundle, net, data = resources.config, resources.bundle, resources.net, resources.data
     baseline: dict[str, Any] = {}
@@ -134,7 +136,7 @@ def _compute(resources: Resources, *, progress: bool) -> Stage1:
     with timer("risk"):
         sweep = sweep_draws(net, resources.train, posterior, draws=config.draws_risk,
                             generator=rng.generator(config.seed, "risk", device=resources.device),
-                            batch_size=config.eval_batch_size, desc="risk draws", progress=progress)
+                            batch_size=config.eval_batch_size, desc="stage1: risk draws", progress=progress)
     risk = sweep.record_max.double().cpu()
     if torch.isnan(risk).any():
         raise TrainingFailure("stage1", config.stage1_epochs, "the risk draws gave NaN losses; the stage-1 "

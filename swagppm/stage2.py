@@ -105,13 +105,14 @@ class Fit:
 
 
 def fit(resources: Resources, stage1: Stage1, params: TrialParams, *, stop_above_epsilon: float | None = None,
-        on_epoch: EpochCallback | None = None, progress: bool = False) -> Fit:
+        on_epoch: EpochCallback | None = None, progress: bool | None = None) -> Fit:
     """One SWAG-PPM fit of ``params`` from ``stage1``, kept in memory (see ``Fit``).
 
     ``stop_above_epsilon`` stops the privacy draws once one draw shows ε above it
     (ε is then a lower bound). ``on_epoch`` sees every epoch's aggregates and may
     return True to stop (a catastrophic fit). ``result.timings`` holds this fit's
-    stages and their ``total``.
+    stages and their ``total``. ``progress``: see ``swagppm.progress`` (None: shown
+    when stderr is a terminal).
     """
     start = time.perf_counter()
     timer = StageTimer(resources.device)
@@ -150,7 +151,8 @@ def _empty_result(resources: Resources, stage1: Stage1, params: TrialParams, *, 
 
 def _stage2(
     resources: Resources, result: SWAGPPMResult, weights: torch.Tensor, *, init: dict[str, torch.Tensor] | None,
-    seed: int, on_epoch: EpochCallback | None, stop_above_epsilon: float | None, progress: bool, timer: StageTimer,
+    seed: int, on_epoch: EpochCallback | None, stop_above_epsilon: float | None, progress: bool | None,
+    timer: StageTimer,
 ) -> tuple[SWAGPosterior, Sweep, torch.Tensor]:
     """Steps 5-7, twice with the reweighting variant: (posterior, privacy sweep, the weights it used)."""
     config, net = resources.config, resources.net
@@ -158,8 +160,9 @@ def _stage2(
     stop_above = None if stop_above_epsilon is None else stop_above_epsilon / 2
     for round_ in range(rounds):
         resources.bundle.reset(init)
+        stage = "stage2" if round_ == 0 else "reweighted"
         posterior, history = fine_tune_and_swag(
-            net, resources.train, config, stage="stage2" if round_ == 0 else "reweighted", epochs=result.ft_epochs,
+            net, resources.train, config, stage=stage, epochs=result.ft_epochs,
             seed=seed, timer=timer, weights=weights, majority_rate=resources.data.majority_rate, on_epoch=on_epoch,
             progress=progress)
         result.history += [dataclasses.asdict(h) for h in history]
@@ -167,7 +170,7 @@ def _stage2(
             sweep = sweep_draws(net, resources.train, posterior, draws=config.draws_privacy,
                                 generator=rng.generator(seed, "privacy", round_, device=resources.device),
                                 batch_size=config.eval_batch_size, weights=weights, stop_above=stop_above,
-                                desc="privacy draws", progress=progress)
+                                desc=f"{stage}: privacy draws", progress=progress)
         if sweep.stopped_early or round_ == rounds - 1:
             break
         weights = reweight(weights, sweep.record_max, k=config.reweight_k)  # type: ignore[arg-type]
@@ -185,12 +188,13 @@ def _record_privacy(result: SWAGPPMResult, series: list[float], *, stopped_early
 
 
 def _utility(resources: Resources, result: SWAGPPMResult, posterior: SWAGPosterior, *, seed: int,
-             progress: bool) -> None:
+             progress: bool | None) -> None:
     """Step 8: macro and weighted F1 on the test split of each utility draw."""
     config, data = resources.config, resources.data
     for preds in predict_draws(resources.net, resources.test, posterior, draws=config.draws_utility,
                                generator=rng.generator(seed, "utility", device=resources.device),
-                               batch_size=config.eval_batch_size, progress=progress):
+                               batch_size=config.eval_batch_size, progress=progress,
+                               desc="stage2: utility draws"):
         macro, weighted = f1_pair(data.test_labels, preds, data.num_classes)
         result.f1_macro.append(macro)
         result.f1_weighted.append(weighted)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,7 +163,7 @@ class StudyConfig:
     @classmethod
     def from_toml(cls, path: str | Path) -> StudyConfig:
         """Read and check a study file; relative paths are taken from the file's folder."""
-        path = Path(path).resolve()
+        path = Path(os.path.abspath(path))  # not resolve(): a linked study file keeps its outputs beside the link
         document = load_toml(path)
         unknown = sorted(set(document) - set(_TABLES))
         if unknown:

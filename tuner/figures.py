@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import optuna
-import plotly.utils
 
 import scorers.plots
 from tuner.config import StudyConfig
+from tuner.dashboard import feasibility_table
 from tuner.queries import FINISHED, is_feasible
 from tuner.record import TrialRecord
 
@@ -35,12 +34,6 @@ def figures_html(record: TrialRecord, config: StudyConfig, *, title: str) -> str
            f"<h1>{title}</h1>{''.join(parts)}</body></html>"
 
 
-def figures_json(record: TrialRecord, config: StudyConfig) -> str:
-    """A trial's figures as plotly JSON (a few kB; no plotly.js): the artifact every trial stores."""
-    return json.dumps([figure.to_plotly_json() for figure in trial_figures(record, config)],
-                      cls=plotly.utils.PlotlyJSONEncoder)
-
-
 def fits_for_figures(study: optuna.Study) -> list[dict[str, Any]]:
     """One mapping per finished trial, as ``scorers.plots`` grid and trade-off figures take them."""
     return [{"number": t.number, "c": t.params.get("c"), "ft_epochs": t.params.get("ft_epochs"),
@@ -49,7 +42,7 @@ def fits_for_figures(study: optuna.Study) -> list[dict[str, Any]]:
 
 
 def study_figures(study: optuna.Study, config: StudyConfig) -> dict[str, Any]:
-    """The search grid and the ε–F1 trade-off of every finished trial."""
+    """The search grid, the ε–F1 trade-off and the feasibility table of every finished trial."""
     fits = fits_for_figures(study)
     prep = study.user_attrs.get("baseline_f1_macro")
     threshold = None if prep is None else (1 - config.targets.max_f1_degradation) * prep
@@ -57,4 +50,5 @@ def study_figures(study: optuna.Study, config: StudyConfig) -> dict[str, Any]:
         "search-grid": scorers.plots.search_grid_figure(fits, epsilon_target=config.targets.epsilon),
         "tradeoff": scorers.plots.tradeoff_figure(fits, epsilon_target=config.targets.epsilon,
                                                   f1_macro_threshold=threshold),
+        "feasibility": feasibility_table(study),
     }

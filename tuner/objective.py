@@ -8,22 +8,20 @@ figures as an artifact: aggregates only.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
-from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+from optuna.artifacts import FileSystemArtifactStore
 from optuna.trial import Trial
 
 import scorers
 import swagppm
 from swagppm import ConfigError
 from tuner.config import StudyConfig
+from tuner.dashboard import publish_trial
 from tuner.faults import WORKER, trial_heartbeat
-from tuner.figures import figures_json
 from tuner.outcome import DrawChecks, Outcome, judge
 from tuner.record import FAILURE, FIGURES_ERROR, RAN_BY, store_constraints
 
@@ -61,7 +59,7 @@ class Objective:
     """
 
     def __init__(self, config: StudyConfig, *, storage: BaseStorage,
-                 on_outcome: Callable[[int, Outcome], None] | None = None, progress: bool = False,
+                 on_outcome: Callable[[int, Outcome], None] | None = None, progress: bool | None = None,
                  echo: Callable[[str], None] = print) -> None:
         self.config = config
         self.storage = storage
@@ -182,24 +180,9 @@ def record(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, c
     """
     record_outcome(trial, outcome, storage=storage)
     try:
-        import optuna_dashboard
-
-        optuna_dashboard.save_note(trial, trial_note(trial.number, outcome))
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / f"trial-{trial.number}-figures.json"
-            path.write_text(figures_json(outcome.record(), config))
-            upload_artifact(artifact_store=artifacts, file_path=str(path), study_or_trial=trial,
-                            mimetype="application/json")
+        publish_trial(trial, outcome, artifacts, config)
     except OSError as error:
         reason = f"{type(error).__name__}: {error}".splitlines()[0]
         trial.set_user_attr(FIGURES_ERROR, reason)
         echo(f"trial {trial.number:>3}  figures not written ({reason}); the fit is kept")
 
-
-def trial_note(number: int, outcome: Outcome) -> str:
-    """The dashboard note: verdict, reasons and the guide's next move (markdown)."""
-    lines = [f"## Trial {number}: {outcome.label.replace('_', ' ')} — "
-             f"{'feasible' if outcome.feasible else 'not feasible'}", ""]
-    lines += [f"- {reason}" for reason in outcome.reasons]
-    lines += ["", f"**Next (the guide's flowchart):** {outcome.recommendation.sentence}"]
-    return "\n".join(lines)

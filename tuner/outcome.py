@@ -24,6 +24,25 @@ NOT_JUDGED = "not_judged"  # the label of a fit whose series was not judged: an 
 # The constraint value of a required target an ε early stop did not measure: missed by a whole target (an F1 of
 # about zero, a band twice the spread threshold), not by the cap, which would distort the constraint models of GP.
 UNMEASURED = 1.0
+GLOSSARY = "docs/glossary.md"
+
+
+def counted(number: int, noun: str) -> str:
+    """``1 epoch``, ``7 epochs``: a count as a sentence says it."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+# Printed once before a run's first trial line: what each part of ``Outcome.line`` means.
+TRIAL_LEGEND = f"""\
+How to read the trial lines (every word is explained in {GLOSSARY}):
+  c=, epochs=     the trial's weight slope c (lower: records weigh less, more private) and fine-tuning epochs E
+  eps=            epsilon, smaller is more private: a local estimate from this trial's finitely many privacy
+                  draws, not a guarantee; the membership-inference audit (`swagppm-tune audit`) is its check
+  eps>=           the privacy draws stopped once epsilon passed the target: at least this; F1 was not measured
+  F1 macro ...    F1 on the test split over the utility draws, against the non-private baseline's
+  well_fit        the max-delta series (one value per privacy draw) is low and stable; underfit: it wanders
+                  (add epochs); overfit: it spikes (lower c); not_judged: stopped early or too few draws to tell
+  FEASIBLE        meets every [targets] entry; infeasible (...) names the targets it misses"""
 
 
 @dataclass(frozen=True, kw_only=True)

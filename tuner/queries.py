@@ -14,6 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 import scorers
+from tuner.outcome import counted
 from tuner.record import FAILURE, NEEDS_REFIT, TrialRecord, measured_violations, named_constraints
 from tuner.search import SearchSpace
 
@@ -109,8 +110,8 @@ def range_edges(trial: FrozenTrial, search: SearchSpace) -> list[str]:
     near = 0.01 * (search.c_max - search.c_min)
     checks = ((c - search.c_min <= near, f"c = {c:.4g} at c_min = {search.c_min:g}"),
               (search.c_max - c <= near, f"c = {c:.4g} at c_max = {search.c_max:g}"),
-              (epochs == search.ft_epochs_min, f"{epochs} epochs at ft_epochs_min"),
-              (epochs == search.ft_epochs_max, f"{epochs} epochs at ft_epochs_max"))
+              (epochs == search.ft_epochs_min, f"{counted(epochs, 'epoch')} at ft_epochs_min"),
+              (epochs == search.ft_epochs_max, f"{counted(epochs, 'epoch')} at ft_epochs_max"))
     return [text for at_edge, text in checks if at_edge]
 
 

@@ -14,6 +14,7 @@ from swagppm.statement import privacy_statement
 from tuner.compare import ComparisonRow
 from tuner.config import StudyConfig
 from tuner.figures import study_figures, trial_figures
+from tuner.outcome import counted
 from tuner.queries import FINISHED, best_feasible, closest_trial, describe_violations, trial_rows, trials_run
 from tuner.record import TrialRecord
 from tuner.storage import masked_url
@@ -82,7 +83,8 @@ def report_html(study: optuna.Study, config: StudyConfig, *,
         record = TrialRecord.of(trial)
         if record is None:
             continue
-        summary = (f"Trial {trial.number}: c = {trial.params['c']:.4g}, {trial.params['ft_epochs']} epochs — "
+        summary = (f"Trial {trial.number}: c = {trial.params['c']:.4g}, "
+                   f"{counted(trial.params['ft_epochs'], 'epoch')} — "
                    f"{record.diagnosis.replace('_', ' ')}, {'feasible' if record.feasible else 'not feasible'}")
         reasons = "".join(f"<li>{esc(r)}</li>" for r in record.reasons)
         body = "".join(f.to_html(full_html=False, include_plotlyjs=False) for f in trial_figures(record, config))

@@ -33,6 +33,7 @@ from tuner.config import StudyConfig
 from tuner.faults import quiet_heartbeat_errors, recover_stale_trials
 from tuner.figures import study_figures
 from tuner.objective import FitCrashed, Objective
+from tuner.outcome import TRIAL_LEGEND
 from tuner.queries import FINISHED, best_feasible, closest_trial, finished_count
 from tuner.record import FAILURE
 from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
@@ -239,7 +240,7 @@ def run_study(
     *,
     n_trials: int | None = None,
     timeout: float | None = None,
-    progress_fit: bool = False,
+    progress_fit: bool | None = None,
     worker: str | None = None,
     echo: Callable[[str], None] = print,
 ) -> RunSummary:
@@ -262,7 +263,7 @@ def run_study(
                     echo=echo)
 
 
-def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, progress_fit: bool,
+def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, progress_fit: bool | None,
          worker: str | None, echo: Callable[[str], None]) -> RunSummary:
     settings = config.study
     storage = open_storage(config)
@@ -338,7 +339,7 @@ def check_stage1(study: optuna.Study, fingerprint: str, config: StudyConfig) -> 
 def _prepare(study: optuna.Study, objective: Objective, config: StudyConfig, *, echo: Callable[[str], None]) -> None:
     """Stage 1, once, under the cache lock: checked against the study's data and stage 1, its baseline stored."""
     check_data(study, objective.session.data.data_hash, config)
-    prep = objective.session.prepare(progress=True)  # stage 1 can run for minutes: show its bars on a terminal
+    prep = objective.session.prepare()  # stage 1 can run for minutes: progress as the command line set it
     check_stage1(study, prep.stage1_fingerprint, config)
     study.set_user_attr(NUM_TRAIN, prep.num_train)
     study.set_user_attr("baseline_f1_macro", prep.baseline_f1_macro)
@@ -358,11 +359,15 @@ class AfterTrial:
         self.config, self.objective, self.stop_rule, self.echo = config, objective, stop_rule, echo
         self.reason = ""
         self.crashes = 0
+        self.legend_shown = False
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         import optuna_dashboard  # here, not at the top: the command line's read-only verbs start without it
 
         if trial.number in self.objective.lines:
+            if not self.legend_shown:
+                self.echo(TRIAL_LEGEND)
+                self.legend_shown = True
             self.echo(f"trial {trial.number:>3}  {self.objective.lines.pop(trial.number)}")
         recover_stale_trials(study, self.config, echo=self.echo)
         if trial.state == TrialState.FAIL:

@@ -164,7 +164,8 @@ def tuning_line(cost: dict[str, Any]) -> str:
                        "release, conditional on each trial's local epsilon" if total is not None
                        else "; accounted total not yet known")
     return text + (f"; unaccounted ({cost['sampler']} sampler): the choice among configurations by their scores on "
-                   "the private data is not counted in any total epsilon")
+                   "the private data is not counted in any total epsilon, so the chosen trial's epsilon understates "
+                   "the whole study's cost")
 
 
 def private_selection(*, source: str, threshold: float, metric: str = "f1_macro",

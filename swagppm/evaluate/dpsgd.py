@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 from swagppm.config import check_choice, check_value
 from swagppm.errors import TrainingFailure
 from swagppm.evaluate.probes import f1_scores
+from swagppm.progress import mode, tracker
 from swagppm.resources import Resources
 from swagppm.train import rng
 from swagppm.train.engine import Net, Split
@@ -154,7 +155,7 @@ class _Private:
     mode: str
 
 
-def dpsgd_fit(resources: Resources, settings: DPSGDSettings, *, progress: bool = False) -> DPSGDResult:
+def dpsgd_fit(resources: Resources, settings: DPSGDSettings, *, progress: bool | None = None) -> DPSGDResult:
     """Train the trainable parameters with DP-SGD from their public start; evaluate on the test split.
 
     Raises ``TrainingFailure`` on a non-finite epoch loss. Afterwards (also on
@@ -358,9 +359,10 @@ def noise_only_step(private: _Private) -> None:
 
 
 def _train(net: Net, split: Split, private: _Private, *, settings: DPSGDSettings, model: nn.Module,
-           progress: bool) -> None:
+           progress: bool | None) -> None:
     """``settings.epochs`` passes of Poisson-sampled private steps; raises on a non-finite epoch loss."""
     expand = BroadcastEmbeddings(model)
+    epochs = tracker("DP-SGD: epoch", total=settings.epochs, progress=progress, lines_only=True)
     try:
         with warnings.catch_warnings():
             for pattern in _BENIGN_WARNINGS:
@@ -371,16 +373,18 @@ def _train(net: Net, split: Split, private: _Private, *, settings: DPSGDSettings
                                          progress=progress)) / len(split)
                 if not math.isfinite(mean_loss):
                     raise TrainingFailure("DP-SGD", epoch, f"non-finite training loss ({mean_loss})")
+                epochs.advance(epoch)
     finally:
+        epochs.close()
         expand.remove()
 
 
 def _epoch(net: Net, split: Split, private: _Private, expand: BroadcastEmbeddings, *, settings: DPSGDSettings,
-           desc: str, progress: bool) -> torch.Tensor:
+           desc: str, progress: bool | None) -> torch.Tensor:
     """One pass of the Poisson sampler (each step one logical batch); returns the summed loss (on the device)."""
     loss_sum = torch.zeros((), device=net.device)
     with _physical_batches(private, settings.max_physical_batch_size) as batches:
-        for (index,) in tqdm(batches, desc=desc, leave=False, disable=None if progress else True):
+        for (index,) in tqdm(batches, desc=desc, leave=False, disable=mode(progress) != "bars"):
             if len(index) == 0:
                 noise_only_step(private)
                 continue

@@ -20,6 +20,7 @@ from swagppm.models.build import ModelBundle
 from swagppm.resources import Resources
 from swagppm.train import engine, rng
 from swagppm.train.engine import Net, Split
+from swagppm.train.finetune import epoch_lines
 from swagppm.train.swag import SWAGPosterior
 from swagppm.utility import class_report, f1_pair
 
@@ -87,7 +88,7 @@ def secret_draw(posterior: SWAGPosterior, model: nn.Module) -> Iterator[None]:
         posterior.restore_mean(model)
 
 
-def non_private_scores(resources: Resources, *, epochs: int, progress: bool = False) -> dict[str, float]:
+def non_private_scores(resources: Resources, *, epochs: int, progress: bool | None = None) -> dict[str, float]:
     """``f1_scores`` after a plain (unweighted) fine-tune of ``epochs`` epochs from the base model.
 
     The trainable parameters are put back afterwards.
@@ -98,7 +99,8 @@ def non_private_scores(resources: Resources, *, epochs: int, progress: bool = Fa
         bundle.reset()
         optimizer, scheduler = engine.adamw(net, lr=config.learning_rates[0],
                                             weight_decay=config.finetune_weight_decay, total_steps=steps)
-        engine.train(net, resources.train, stage="non-private fine-tune", epochs=epochs, optimizer=optimizer,
-                     scheduler=scheduler, batch_size=config.batch_size,
-                     generator=rng.generator(config.seed, "non-private", "shuffle"), progress=progress)
+        with epoch_lines("non-private: fine-tune epoch", epochs, None, progress) as each:
+            engine.train(net, resources.train, stage="non-private fine-tune", epochs=epochs, optimizer=optimizer,
+                         scheduler=scheduler, batch_size=config.batch_size, on_epoch=each,
+                         generator=rng.generator(config.seed, "non-private", "shuffle"), progress=progress)
         return f1_scores(net, resources.test, resources.data, batch_size=config.eval_batch_size)

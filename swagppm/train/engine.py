@@ -17,11 +17,11 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
-from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
 from swagppm.errors import TrainingFailure
 from swagppm.mechanism import weighted_delta, weighted_nll
+from swagppm.progress import steps
 from swagppm.train.graphs import GraphedSteps, widths
 from swagppm.train.swag import SWAGPosterior
 
@@ -215,7 +215,7 @@ def train(
     collectors: Sequence[SWAGPosterior] = (),
     on_epoch: EpochCallback | None = None,
     majority_rate: float = 0.0,
-    progress: bool = False,
+    progress: bool | None = False,
 ) -> list[EpochInfo]:
     """Run ``epochs`` epochs; each collector takes one snapshot at the end of each epoch.
 
@@ -234,7 +234,8 @@ def train(
         loss_sum = torch.zeros((), device=net.device)
         correct = torch.zeros((), dtype=torch.long, device=net.device)
         batches = range(0, n, batch_size)
-        for start in tqdm(batches, desc=f"{stage} {epoch}/{epochs}", leave=False, disable=None if progress else True):
+        for start in steps(batches, label=f"{stage} {epoch}/{epochs}", total=len(batches), progress=progress,
+                           bars_only=True):  # the epoch's line comes from the caller's on_epoch
             index = order[start : start + batch_size]
             if graphed is None or rows is None:
                 loss, batch_correct = eager_step(net, split, index, optimizer, weights)
@@ -407,7 +408,7 @@ def sweep_draws(
     weights: torch.Tensor | None = None,
     stop_above: float | None = None,
     desc: str = "draws",
-    progress: bool = False,
+    progress: bool | None = False,
 ) -> Sweep:
     """For each draw θ_d: m_d = max_i w_i·NLL_i(θ_d), and the running max over draws per record.
 
@@ -431,7 +432,7 @@ def sweep_draws(
         return values if weights is None else weighted_delta(values, weights[index])
 
     try:
-        for _ in tqdm(range(draws), desc=desc, leave=False, disable=None if progress else True):
+        for _ in steps(range(draws), label=desc, total=draws, progress=progress):
             posterior.load_into(net.model, posterior.sample(generator))
             delta = net.per_record_nll(split, batch_size, out=nll)
             if weights is not None:
@@ -450,12 +451,12 @@ def sweep_draws(
 
 def predict_draws(
     net: Net, split: Split, posterior: SWAGPosterior, *, draws: int, generator: torch.Generator, batch_size: int,
-    progress: bool = False,
+    progress: bool | None = False, desc: str = "utility draws",
 ) -> Iterator[np.ndarray]:
     """Test-set predictions of each of ``draws`` draws; restores the SWAG mean afterwards."""
     net.train(False)
     try:
-        for _ in tqdm(range(draws), desc="utility draws", leave=False, disable=None if progress else True):
+        for _ in steps(range(draws), label=desc, total=draws, progress=progress):
             posterior.load_into(net.model, posterior.sample(generator))
             yield net.predict(split, batch_size).cpu().numpy()
     finally:

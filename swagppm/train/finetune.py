@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 
 from swagppm.config import SWAGPPMConfig
+from swagppm.progress import tracker
 from swagppm.train import rng
 from swagppm.train.engine import EpochCallback, EpochInfo, Net, Split, adamw, sgd, train
 from swagppm.train.swag import SWAGPosterior
@@ -18,7 +20,7 @@ from swagppm.train.timing import StageTimer
 def fine_tune_and_swag(
     net: Net, split: Split, config: SWAGPPMConfig, *, stage: str, epochs: int, seed: int, timer: StageTimer,
     weights: torch.Tensor | None = None, majority_rate: float = 0.0, on_epoch: EpochCallback | None = None,
-    progress: bool = False, after_finetune: Callable[[], None] | None = None,
+    progress: bool | None = False, after_finetune: Callable[[], None] | None = None,
 ) -> tuple[SWAGPosterior, list[EpochInfo]]:
     """AdamW fine-tune for ``epochs`` epochs, then SWAG by constant-lr SGD: (posterior, per-epoch history).
 
@@ -30,22 +32,40 @@ def fine_tune_and_swag(
     """
     ft_lr, swag_lr = config.learning_rates
     steps = epochs * math.ceil(len(split) / config.batch_size)
-    run = functools.partial(train, net, split, batch_size=config.batch_size, weights=weights, on_epoch=on_epoch,
+    run = functools.partial(train, net, split, batch_size=config.batch_size, weights=weights,
                             majority_rate=majority_rate, progress=progress,
                             generator=rng.generator(seed, stage, "shuffle"))
     with rng.seeded_global_rng(seed, stage, "dropout", device=net.device):
-        with timer("finetune"):
+        with timer("finetune"), epoch_lines(f"{stage}: fine-tune epoch", epochs, on_epoch, progress) as each:
             optimizer, scheduler = adamw(net, lr=ft_lr, weight_decay=config.finetune_weight_decay, total_steps=steps)
-            history = run(stage=f"{stage} fine-tune", epochs=epochs, optimizer=optimizer, scheduler=scheduler)
+            history = run(stage=f"{stage} fine-tune", epochs=epochs, optimizer=optimizer, scheduler=scheduler,
+                          on_epoch=each)
             if after_finetune is not None:
                 after_finetune()
-        with timer("swag"):
+        with timer("swag"), epoch_lines(f"{stage}: SWAG epoch", config.swag_epochs, on_epoch, progress) as each:
             posterior = SWAGPosterior(rank=config.swag_rank, dtype=getattr(torch, config.swag_dtype),
                                       device=net.device, modules=config.swag_modules,
                                       deviations_device=deviations_device(config, net))
             history += run(stage=f"{stage} SWAG", epochs=config.swag_epochs,
-                           optimizer=sgd(net, lr=swag_lr, momentum=config.swag_momentum), collectors=[posterior])
+                           optimizer=sgd(net, lr=swag_lr, momentum=config.swag_momentum), collectors=[posterior],
+                           on_epoch=each)
     return posterior, history
+
+
+@contextmanager
+def epoch_lines(label: str, epochs: int, on_epoch: EpochCallback | None,
+                progress: bool | None) -> Iterator[EpochCallback]:
+    """``on_epoch`` that also reports each epoch as a line when progress is shown without bars."""
+    reporter = tracker(label, total=epochs, progress=progress, lines_only=True)
+
+    def each(info: EpochInfo) -> bool | str | None:
+        reporter.advance(info.epoch)
+        return on_epoch(info) if on_epoch is not None else None
+
+    try:
+        yield each
+    finally:
+        reporter.close()
 
 
 def deviations_device(config: SWAGPPMConfig, net: Net) -> str | None:

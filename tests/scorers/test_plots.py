@@ -13,6 +13,7 @@ from scorers import score_max_delta, spike_mask
 from scorers.plots import (
     LABEL_SYMBOLS,
     NONFINITE_COLOR,
+    f1_by_class_size_figure,
     f1_violin_figure,
     max_delta_figure,
     search_grid_figure,
@@ -91,6 +92,25 @@ def test_target_taken_from_given_scores_and_custom_title(spiky_series: np.ndarra
     assert _shape(figure, "epsilon target / 2").y0 == 10.0
     title = figure.layout.title.text
     assert title.startswith("trial 4 — ε = ") and "(lower bound)" in title
+
+
+def test_a_target_far_above_the_series_does_not_flatten_it() -> None:
+    """The demo's series (about 0.005) against a target of 10: the axis keeps to the data, the target is a note."""
+    series = 0.005 + 0.0002 * np.random.default_rng(3).standard_normal(60)
+    figure = max_delta_figure(series, epsilon_target=10.0)
+    assert "epsilon target / 2" not in [s.name for s in figure.layout.shapes]
+    low, high = figure.layout.yaxis.range
+    assert series.min() - 0.0005 < low < series.min() and series.max() < high < series.max() + 0.0005
+    (note,) = [a for a in figure.layout.annotations if a.name == "epsilon target / 2"]
+    assert note.text.startswith("↑ ε target / 2 = 5.00 (above the plot, ") and note.yref == "paper"
+
+
+def test_a_target_far_below_the_series_is_noted_below() -> None:
+    series = 10 + 0.1 * np.random.default_rng(4).standard_normal(40)
+    figure = max_delta_figure(series, epsilon_target=0.02)
+    (note,) = [a for a in figure.layout.annotations if a.name == "epsilon target / 2"]
+    assert note.text == "↓ ε target / 2 = 0.01 (below the plot)"
+    assert figure.layout.yaxis.range[0] > 9
 
 
 def test_no_target_no_target_line(spiky_series: np.ndarray) -> None:
@@ -273,3 +293,16 @@ def test_tradeoff_marks_infeasible_fits_inside_the_shaded_region() -> None:
         (5.0, 0.5)]
     assert (5.0, 0.5) not in list(zip(_trace(figure, "fits").x, _trace(figure, "fits").y))
     assert "<br>" in figure.layout.title.text  # counts on a second line: the title is not cut off
+
+
+def test_class_size_chart_keeps_labels_and_legend_apart() -> None:
+    """Method names (with ε on a second line) below the bars, the legend above them, margins made to fit."""
+    rows = [{"method": "reweighted SWAG-PPM (k = 0.95) (one released draw)", "epsilon": 0.0097, "f1_macro": 0.6,
+             "f1_top_quartile": 0.7, "f1_bottom_quartile": 0.4},
+            {"method": "non-private (stage 1)", "epsilon": None, "f1_macro": 0.7, "f1_top_quartile": 0.8,
+             "f1_bottom_quartile": 0.5}]
+    figure = f1_by_class_size_figure(rows)
+    assert list(figure.data[0].x) == ["reweighted SWAG-PPM (k = 0.95) (one released draw)<br>(ε 0.0097)",
+                                      "non-private (stage 1)"]
+    assert figure.layout.legend.y >= 1 and figure.layout.legend.yanchor == "bottom"
+    assert figure.layout.xaxis.automargin is True

@@ -1,11 +1,12 @@
 """What a study writes is visible in optuna-dashboard, checked in a real headless Chromium (Selenium).
 
-Skipped when Debian's chromium and chromedriver are absent. The study page must
-show the study, the search grid and the trade-off figure; a trial's page its note,
-constraint values and figures artifact; the History plot must draw infeasible
+The browser tests skip when Debian's chromium and chromedriver are absent. The
+study page must show the study, the search grid, the trade-off figure and the
+feasibility table; a trial's page its note (feasibility first), constraint values
+and its figures rendered as a picture; the History plot must draw infeasible
 trials as infeasible (optuna-dashboard reads the constraints list the tuner
-writes, not the per-key form of Optuna 5's ``set_constraint``). A screenshot is
-kept in ``test-artifacts/``.
+writes, not the per-key form of Optuna 5's ``set_constraint``). Screenshots are
+kept in ``test-artifacts/``. The note, table and picture are also checked as data.
 """
 
 from __future__ import annotations
@@ -19,21 +20,74 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.tuner.helpers import merged, write_study
+from tests.tuner.helpers import merged, result, tight, write_study
 from tuner import StudyConfig, best_feasible, is_feasible, named_constraints, open_study
 from tuner.cli import main
+from tuner.dashboard import PICTURE_ALT, feasibility_table, figures_svg, trial_note
+from tuner.outcome import judge
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "test-artifacts"
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (test extra)")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                reason="Debian's chromium and chromium-driver are not installed")
+
+
+def needs_browser(test: Callable[..., None]) -> Callable[..., None]:
+    """A test in the services lane, skipped without Debian's chromium and chromedriver."""
+    skip = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
+                              reason="Debian's chromium and chromium-driver are not installed")
+    return pytest.mark.services(skip(test))
+
+
+def _outcome(series: list[float], tmp_path: Path, **fields: object):  # type: ignore[no-untyped-def]
+    config = StudyConfig.from_toml(write_study(tmp_path / "s.toml", merged(targets={"epsilon": 10.0})))
+    return judge(result(series, **fields), targets=config.targets, search=config.search), config
+
+
+def test_the_note_leads_with_feasibility_and_explains_each_constraint(tmp_path: Path) -> None:
+    outcome, _ = _outcome(tight(3.0, n=60), tmp_path)
+    note = trial_note(4, outcome)
+    assert note.splitlines()[2] == "**feasible: yes** — violated: nothing"
+    constraint = outcome.constraints["epsilon"]
+    assert f"- epsilon = {constraint:+.3f} (met): ε / target − 1: above 0, ε exceeds the target" in note
+    assert constraint == pytest.approx(2 * max(tight(3.0, n=60)) / 10 - 1)
+    assert "local estimate" in note and "docs/glossary.md" in note
+    strict, _ = _outcome(tight(6.0, n=60), tmp_path)
+    assert trial_note(5, strict).splitlines()[2] == "**feasible: no** — violated: epsilon"
+
+
+def test_the_figures_picture_is_svg_with_the_series_and_the_f1_draws(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ElementTree
+
+    outcome, config = _outcome([0.005 + 0.0001 * (i % 5) for i in range(60)], tmp_path)
+    svg = figures_svg(outcome.record(), config)
+    root = ElementTree.fromstring(svg)
+    circles = root.findall("{http://www.w3.org/2000/svg}circle")
+    assert len(circles) == 60 + 2 * 30  # every privacy draw and every F1 draw of both metrics
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "↑ ε target / 2 = 5.00 (above the plot, 926× the largest draw)" in texts  # the series keeps its scale
+    cy = [float(c.get("cy") or 0) for c in circles[:60]]
+    assert max(cy) - min(cy) > 150  # spread over the panel, not a flat row
+
+
+def test_the_feasibility_table_has_a_row_per_trial(tmp_path: Path) -> None:
+    import optuna
+
+    from tuner.objective import record_outcome
+
+    study = optuna.create_study()
+    outcome, _ = _outcome(tight(3.0, n=60), tmp_path)
+    trial = study.ask({"c": optuna.distributions.FloatDistribution(0.1, 2), "ft_epochs":
+                       optuna.distributions.IntDistribution(1, 10)})
+    record_outcome(trial, outcome, storage=study._storage)
+    study.tell(trial, 6.0)
+    table = feasibility_table(study).data[0]
+    assert list(table.header.values) == ["trial", "c", "E", "ε", "F1", "verdict", "feasible", "violated"]
+    assert [column[0] for column in table.cells.values][5:] == ["well_fit", "yes", "-"]
 
 
 def free_port() -> int:
@@ -73,6 +127,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (test extra)")
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
@@ -97,18 +152,24 @@ def page_text(driver: object, url: str, expected: str, timeout: float = 60) -> s
     return driver.find_element(By.TAG_NAME, "body").text  # type: ignore[attr-defined]
 
 
+@needs_browser
 def test_the_study_page_shows_the_grid_and_trade_off(dashboard: tuple[str, Path], browser: object) -> None:
     url, path = dashboard
     text = page_text(browser, f"{url}/dashboard/studies/1", "search over (c, fine-tuning epochs)")
-    assert "dash" in text and "privacy–utility trade-off" in text
+    assert "dash" in text and "privacy–utility trade-off" in text and "trials: feasibility" in text
     assert "caveats" in text and "epsilon is a local, data-dependent bound" in text
     browser.execute_script(  # type: ignore[attr-defined]
         "[...document.querySelectorAll('.js-plotly-plot')]"
         ".find(e => e.textContent.includes('search over')).scrollIntoView()")
     SCREENSHOTS.mkdir(exist_ok=True)
     assert browser.save_screenshot(str(SCREENSHOTS / "dashboard-study.png"))  # type: ignore[attr-defined]
+    browser.execute_script(  # type: ignore[attr-defined]
+        "[...document.querySelectorAll('.js-plotly-plot')]"
+        ".find(e => e.textContent.includes('trials: feasibility')).scrollIntoView()")
+    assert browser.save_screenshot(str(SCREENSHOTS / "dashboard-feasibility.png"))  # type: ignore[attr-defined]
 
 
+@needs_browser
 def test_a_trial_page_shows_its_note_constraints_and_figures(dashboard: tuple[str, Path], browser: object) -> None:
     url, path = dashboard
     study = open_study(StudyConfig.from_toml(path), create=False)
@@ -119,7 +180,17 @@ def test_a_trial_page_shows_its_note_constraints_and_figures(dashboard: tuple[st
     assert trial.user_attrs["recommendation"] in text
     for key in ("constraint_epsilon", "constraint_f1_macro", "constraint_fit_spread", "feasible", "epsilon"):
         assert key in text
-    assert f"trial-{trial.number}-figures.json" in text
+    assert f"feasible: {'yes' if is_feasible(trial) else 'no'} — violated:" in text
+    assert "ε / target − 1: above 0, ε exceeds the target" in text  # the constraints, named and explained
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    find = f"[...document.querySelectorAll('img')].find(e => e.alt === '{PICTURE_ALT.format(number=trial.number)}')"
+    script = f"const i = {find}; return i && i.complete ? [i.naturalWidth, i.naturalHeight, i.width] : null"
+    width, height, shown = WebDriverWait(browser, 60).until(lambda d: d.execute_script(script))
+    assert (width, height) == (960, 360) and shown > 500  # the picture loaded and is drawn in the note, full size
+    browser.execute_script(f"{find}.scrollIntoView()")  # type: ignore[attr-defined]
+    SCREENSHOTS.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOTS / "dashboard-trial.png"))  # type: ignore[attr-defined]
 
 
 def api_study(url: str, name: str) -> dict[str, object]:
@@ -143,6 +214,7 @@ def history_points(driver: object, url: str, study_id: object) -> dict[str, int]
     return {name: count for name, count in traces}
 
 
+@needs_browser
 @pytest.mark.parametrize("name", ["dash", "dash-strict"])
 def test_the_history_plot_marks_infeasible_trials(dashboard: tuple[str, Path], browser: object, name: str) -> None:
     url, path = dashboard

@@ -84,9 +84,9 @@ def test_trials_carry_constraints_attributes_notes_and_figures(finished: tuple[P
         note = optuna_dashboard_note(study, trial)
         assert f"Trial {trial.number}" in note and attrs["recommendation"] in note
         metas = get_all_artifact_meta(trial, storage=study._storage)
-        assert [m.filename for m in metas] == [f"trial-{trial.number}-figures.json"]
+        assert [(m.filename, m.mimetype) for m in metas] == [(f"trial-{trial.number}-figures.svg", "image/svg+xml")]
         size = (config.artifact_dir / metas[0].artifact_id).stat().st_size
-        assert 1_000 < size < 200_000  # plotly JSON of the figures, without plotly.js
+        assert 1_000 < size < 200_000  # an SVG picture of the figures, which the dashboard renders
     system = study._storage.get_study_system_attrs(study._study_id)
     assert any(key.startswith("dashboard:plot_data:search-grid") for key in system)
     assert any(key.startswith("dashboard:plot_data:tradeoff") for key in system)

@@ -1,14 +1,29 @@
-"""``swagppm-tune``: run a study of SWAG-PPM's (c, epochs), inspect it, export and release its choice.
+"""swagppm-tune: run a study of SWAG-PPM's (c, epochs), inspect it, export and release its choice.
 
-Verbs: ``run`` (create or resume a study and optimise, in one or several local
-processes), ``worker`` (join a study from any machine), ``launch`` (workers as
-cluster jobs through submitit), ``fit`` (one fit outside
-any study), ``status`` (the trial table and the best feasible trial), ``export``
-(the chosen configuration as JSON), ``release`` (the private model), ``report``
-(one HTML file), ``dashboard`` (optuna-dashboard) and ``clean`` (delete the
-private cache). Every verb that opens a study reads its storage from --storage,
-else $SWAGPPM_TUNE_STORAGE, else [study] storage. Output files and folders are
-checked before any fit.
+Verbs:
+  demo       write the demo study into a folder and print the next commands (--run: run it)
+  run        create or resume a study and optimise, in one or several local processes
+  worker     join an existing study from any machine
+  launch     submit workers as cluster jobs (Slurm through submitit, or local processes)
+  fit        one fit outside any study
+  status     the trial table and the best feasible trial
+  export     the chosen configuration as JSON
+  release    fit the chosen configuration and write the private release (one posterior draw)
+  audit      membership-inference attack on a release-like draw: the empirical check of epsilon
+  compare    non-private vs SWAG-PPM vs reweighted SWAG-PPM vs DP-SGD on the study's data
+  rejudge    judge a study's trials again against other targets
+  report     one self-contained HTML file of the study
+  dashboard  optuna-dashboard on the study (trials, feasibility, figures)
+  clean      delete the private cache
+
+epsilon is a local estimate from finitely many posterior draws, not a guarantee;
+the audit verb is its empirical check. Every word the verbs print (epsilon,
+delta, c, E, max-delta, feasible, well_fit, not_judged, unaccounted, the
+audit's AUC bound) is explained in docs/glossary.md. Every verb that opens a study reads its
+storage from --storage, else $SWAGPPM_TUNE_STORAGE, else [study] storage.
+Output files and folders are checked before any fit. Long steps report their
+progress on stderr (a bar on a terminal, else one line per stage); -q/--quiet
+silences it.
 
 Exit status:
   0    ok (run, status, export, release: a feasible trial exists)
@@ -25,13 +40,14 @@ Exit status:
        claim epsilon <= the study's target (the bound, the target and the delta
        that would reconcile them are printed); nothing was released (--force-audit)
   130  interrupted (Ctrl-C); finished trials are kept
-  141  the output pipe was closed (e.g. `swagppm-tune status STUDY.toml | head`)
+  141  the output pipe was closed (e.g. swagppm-tune status STUDY.toml | head)
 """
 
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -40,7 +56,7 @@ from dataclasses import dataclass
 import optuna
 
 import swagppm
-from swagppm import ConfigError
+from swagppm import ConfigError, progress
 from tuner.cli.base import (
     EXIT_AUDIT_REFUTED,
     EXIT_BAD_INPUT,
@@ -54,6 +70,7 @@ from tuner.cli.base import (
     EXIT_STORAGE_LOST,
     Command,
 )
+from tuner.cli.demo import DemoCommand
 from tuner.cli.fitting import AuditCommand, CompareCommand, FitCommand, ReleaseCommand
 from tuner.cli.study import (
     CleanCommand,
@@ -76,9 +93,9 @@ DEBUG_ENV = "SWAGPPM_TUNE_DEBUG"
 PROGRESS_BARS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"  # read by huggingface_hub and transformers; 0 shows the bars
 
 # The verbs, in the order --help lists them.
-COMMANDS: tuple[type[Command], ...] = (RunCommand, WorkerCommand, LaunchCommand, FitCommand, StatusCommand,
-                                       ExportCommand, ReleaseCommand, DashboardCommand, CleanCommand, ReportCommand,
-                                       CompareCommand, RejudgeCommand, AuditCommand)
+COMMANDS: tuple[type[Command], ...] = (DemoCommand, RunCommand, WorkerCommand, LaunchCommand, FitCommand,
+                                       StatusCommand, ExportCommand, ReleaseCommand, AuditCommand, CompareCommand,
+                                       RejudgeCommand, ReportCommand, DashboardCommand, CleanCommand)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,7 +134,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     commands: dict[str, Command] = {}
     for command_class in COMMANDS:
         command = command_class()
-        command.add_arguments(verbs.add_parser(command.name, help=command.help))
+        verb = verbs.add_parser(command.name, help=command.help)
+        command.add_arguments(verb)
+        verb.add_argument("-q", "--quiet", action="store_true",
+                          help="no progress lines or bars (results, warnings and errors are still printed)")
         commands[command.name] = command
     return parser, commands
 
@@ -128,6 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.environ.setdefault(PROGRESS_BARS_ENV, "1")  # our one line per step replaces the libraries' progress bars
+    progress.configure(not args.quiet)  # long steps report as bars on a terminal, else as lines on stderr
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # into a pipe or a log too, each line shows when it is printed
     try:
         code = commands[args.verb].run(args)
         sys.stdout.flush()  # a closed pipe shows here, where it is handled below

@@ -83,7 +83,8 @@ def add_release_flags(parser: argparse.ArgumentParser) -> None:
                              "selection with random stopping; its total epsilon is computed and stated)")
     parser.add_argument("--selection-data", default=None,
                         help=f"records you declare public, scored for --min-utility (same columns as the data), or "
-                             f"'{PRIVATE_TEST}' for the private test split (then the selection is unaccounted)")
+                             f"'{PRIVATE_TEST}' for the private test split (then the selection is unaccounted: "
+                             "the choice of the draw is not counted in epsilon)")
     parser.add_argument("--selection-metric", choices=("f1_macro", "f1_weighted"), default="f1_macro",
                         help="the F1 compared with --min-utility (default f1_macro)")
     parser.add_argument("--selection-stop-probability", type=float, default=0.1,

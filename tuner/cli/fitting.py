@@ -47,7 +47,7 @@ from tuner.compare import CompareSettings, compare, comparison_about, comparison
 from tuner.config import StudyConfig
 from tuner.export import Chosen, chosen_from_study, refit_suspects
 from tuner.figures import figures_html
-from tuner.outcome import judge, result_line
+from tuner.outcome import counted, judge, result_line
 from tuner.release import ReleaseOptions, release_draw, selection_sentence
 from tuner.search import StartPoint
 from tuner.study import open_existing_study
@@ -120,7 +120,7 @@ class FitCommand(Command):
             session = stack.enter_context(swagppm.Session(request.config))
             check_release_inputs(session, chosen_selection, options)
             fit = session.fit(c=request.c, ft_epochs=request.ft_epochs, g=request.g,
-                              stop_above_epsilon=args.stop_above_epsilon, progress=True)
+                              stop_above_epsilon=args.stop_above_epsilon)
             page = print_fit(fit.result, request)
             codes = [EXIT_FIT_FAILED if fit.result.failure else EXIT_OK, reproduced(fit.result, request.chosen)]
             if figures is not None and page is not None:
@@ -172,7 +172,7 @@ def print_fit(result: swagppm.SWAGPPMResult, request: FitRequest) -> str | None:
     for reason in outcome.reasons:
         print(f"  - {reason}")
     print(f"  next: {outcome.recommendation.sentence}", flush=True)
-    return figures_html(outcome.record(), study, title=f"Fit c = {request.c:g}, {request.ft_epochs} epochs")
+    return figures_html(outcome.record(), study, title=f"Fit c = {request.c:g}, {counted(request.ft_epochs, 'epoch')}")
 
 
 def write_output(path: Path, text: str, what: str) -> int:
@@ -284,7 +284,7 @@ def write_release(session: swagppm.Session, fit: swagppm.Fit, target: ReleaseTar
         print(f"swagppm-tune: error: could not write the release {target.path} ({error.strerror or error}); "
               "nothing was released", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"released one draw of c = {fit.result.c:.4g}, {fit.result.ft_epochs} epochs to {released.path}")
+    print(f"released one draw of c = {fit.result.c:.4g}, {counted(fit.result.ft_epochs, 'epoch')} to {released.path}")
     if selection is not None:
         print(selection_sentence(released.path))
     print("membership-inference audit (members: training records, non-members: test records):")
@@ -344,7 +344,7 @@ class ReleaseCommand(Command):
         with (claim_release_dir(args.output, args=args, data_derived=chosen.config.model.is_tiny) as target,
               swagppm.Session(chosen.config) as session):
             check_release_inputs(session, chosen_selection, options)
-            fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, progress=True)
+            fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g)
             return write_release(session, fit, target, args=args, options=options, trials_run=chosen.trials_run,
                                  tuning=chosen.tuning, selection=chosen_selection)
 
@@ -411,14 +411,14 @@ class AuditCommand(Command):
         if cap is None:
             raise ConfigError(f"{chosen.path}: no targets.epsilon: the audit judges the claim epsilon <= that cap")
         with swagppm.Session(chosen.config) as session:
-            fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, progress=True)
+            fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g)
             if fit.result.failure:
                 print(f"nothing audited: the fit failed ({fit.result.failure})", file=sys.stderr)
                 return EXIT_FIT_FAILED
             audit = audit_fit(session, fit)
         document = audit_document(audit, epsilon_cap=cap, audits_run=count_audit(study_of(args)))
-        print(f"membership-inference audit of c = {chosen.c:.4g}, {chosen.ft_epochs} epochs against the claim "
-              f"epsilon <= {cap:g} (members: training records, non-members: test records):")
+        print(f"membership-inference audit of c = {chosen.c:.4g}, {counted(chosen.ft_epochs, 'epoch')} against the "
+              f"claim epsilon <= {cap:g} (members: training records, non-members: test records):")
         print(audit_text(audit, epsilon=cap))
         if args.output is not None:
             write_audit(args.output, document, c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g)

@@ -7,6 +7,7 @@ import sys
 import optuna
 
 from tuner.config import StudyConfig
+from tuner.outcome import counted
 from tuner.queries import closest_trial, describe_violations, range_edges, stage1_runs
 from tuner.record import TrialRecord
 
@@ -14,8 +15,11 @@ from tuner.record import TrialRecord
 def best_line(best: optuna.trial.FrozenTrial) -> str:
     record = TrialRecord.of(best)
     assert record is not None and record.f1_macro_median is not None and record.f1_weighted_median is not None
-    return (f"best feasible: trial {best.number}: c = {best.params['c']:.4g}, {best.params['ft_epochs']} epochs, "
-            f"epsilon = {record.epsilon_or_inf:.3f}, F1 macro median {record.f1_macro_median:.3f} (baseline "
+    return (f"best feasible: trial {best.number}: c = {best.params['c']:.4g}, "
+            f"{counted(best.params['ft_epochs'], 'epoch')}, "
+            f"epsilon = {record.epsilon_or_inf:.3f} (a local estimate from "
+            f"{counted(record.draws_privacy, 'privacy draw')}; swagppm-tune audit checks it), "
+            f"F1 macro median {record.f1_macro_median:.3f} (baseline "
             f"{record.baseline_f1_macro:.3f}), weighted {record.f1_weighted_median:.3f} (baseline "
             f"{record.baseline_f1_weighted:.3f})")
 
@@ -28,7 +32,7 @@ def print_closest(study: optuna.Study) -> None:
         return
     record = TrialRecord.of(closest)
     print(f"no feasible trial; closest: trial {closest.number} (c = {closest.params['c']:.4g}, "
-          f"{closest.params['ft_epochs']} epochs, {record.diagnosis if record else '?'}) violates: "
+          f"{counted(closest.params['ft_epochs'], 'epoch')}, {record.diagnosis if record else '?'}) violates: "
           f"{describe_violations(closest)}")
     if record is not None:
         print(f"  the guide's next move from there: {record.recommendation}")

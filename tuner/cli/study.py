@@ -20,6 +20,7 @@ from tuner.executors import make_executor
 from tuner.executors.cluster import CLUSTERS
 from tuner.export import export_trial, write_export
 from tuner.faults import WORKER
+from tuner.outcome import counted
 from tuner.queries import best_feasible, finished_count, format_table, pareto_front, trial_rows, trials_run
 from tuner.record import TrialRecord, named_constraints
 from tuner.rejudge import needs_refit, rejudge, retarget
@@ -43,7 +44,6 @@ class RunCommand(Command):
                             help="finished trials to reach (default [study] n_trials)")
         parser.add_argument("--timeout", type=float, default=None,
                             help="seconds for this run (default [study] timeout)")
-        parser.add_argument("--progress", action="store_true", help="also show progress bars inside each fit")
         parser.add_argument("--workers", type=int, default=1, help="local worker processes (default 1: this process)")
         parser.add_argument("--gpus", default=None, help="GPU ids assigned to the workers round-robin, e.g. 0,1")
         add_data(parser)
@@ -56,7 +56,7 @@ class RunCommand(Command):
             gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else []
             executor = make_executor("processes", workers=args.workers, gpus=gpus, data=args.data)
         else:
-            executor = make_executor("sequential", progress_fit=args.progress)
+            executor = make_executor("sequential")
         try:
             executor.run(config, n_trials=args.n_trials, timeout=args.timeout, echo=print)
         except KeyboardInterrupt:
@@ -74,7 +74,6 @@ class WorkerCommand(Command):
         parser.add_argument("--n-trials", type=int, default=None,
                             help="finished trials to reach (default [study] n_trials)")
         parser.add_argument("--timeout", type=float, default=None, help="seconds for this worker")
-        parser.add_argument("--progress", action="store_true", help="also show progress bars inside each fit")
         add_data(parser)
         add_storage(parser)
 
@@ -82,7 +81,7 @@ class WorkerCommand(Command):
         config = study_config(args)
         check_output(config.artifact_dir, "[study] artifacts", folder=True)
         try:
-            summary = run_study(config, n_trials=args.n_trials, timeout=args.timeout, progress_fit=args.progress,
+            summary = run_study(config, n_trials=args.n_trials, timeout=args.timeout,
                                 worker=args.name or WORKER, echo=lambda line: print(line, flush=True))
         except KeyboardInterrupt:
             return interrupted(config, args.study)
@@ -218,7 +217,8 @@ class ExportCommand(Command):
         document = export_trial(study, trial, config)
         path = write_export(document, args.output)
         epsilon = document["metrics"]["epsilon"]
-        print(f"exported trial {trial.number} (c = {trial.params['c']:.4g}, {trial.params['ft_epochs']} epochs, "
+        print(f"exported trial {trial.number} (c = {trial.params['c']:.4g}, "
+              f"{counted(trial.params['ft_epochs'], 'epoch')}, "
               f"epsilon = {'-' if epsilon is None else f'{epsilon:.3f}'}) to {path}")
         return EXIT_OK
 

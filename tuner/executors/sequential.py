@@ -13,9 +13,10 @@ from tuner.study import RunSummary, run_study
 @register_executor("sequential")
 @dataclass(frozen=True, kw_only=True)
 class SequentialExecutor:
-    """``tuner.study.run_study`` in this process; ``progress_fit`` also shows the progress bars inside each fit."""
+    """``tuner.study.run_study`` in this process; ``progress_fit``: each fit's progress (None: as configured, see
+    ``swagppm.progress``)."""
 
-    progress_fit: bool = False
+    progress_fit: bool | None = None
 
     def run(self, config: StudyConfig, *, n_trials: int | None, timeout: float | None,
             echo: Callable[[str], None]) -> RunSummary:

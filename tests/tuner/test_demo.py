@@ -1,0 +1,86 @@
+"""``swagppm-tune demo`` writes the shipped demo study and prints the next commands; ``--help`` names every verb."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tuner.cli import COMMANDS, build_parser, main
+from tuner.cli.demo import demo_text
+from tuner.config import StudyConfig
+from tuner.outcome import GLOSSARY
+
+ROOT = Path(__file__).resolve().parents[2]
+VERBS = ("run", "worker", "launch", "fit", "status", "export", "release", "audit", "compare", "rejudge", "report",
+         "dashboard", "clean", "demo")
+
+
+def test_help_lists_every_verb_in_plain_text_and_links_the_glossary() -> None:
+    text = build_parser()[0].format_help()
+    paragraph = text.split("Verbs:", 1)[1].split("\n\n", 1)[0]
+    listed = [line.split()[0] for line in paragraph.strip().splitlines()]
+    assert sorted(listed) == sorted(VERBS) == sorted(command.name for command in COMMANDS)
+    assert "``" not in text and ":class:" not in text and GLOSSARY in text
+    assert "not a guarantee" in text and "--quiet" in text
+
+
+def test_the_glossary_explains_the_words_the_lines_print() -> None:
+    glossary = (ROOT / GLOSSARY).read_text()
+    for word in ("**ε (epsilon)**", "**ε\\* ", "**δ (delta)**", "**max-delta", "**c**", "**g**", "**E, epochs**",
+                 "**feasible", "**not_judged**", "**well_fit**", "**unaccounted**", "**accounted**",
+                 "**public-proxy**", "**audit bound", "**AUC bound e^ε/(1+e^ε)**", "**draws**"):
+        assert word in glossary, word
+    assert "the choice among trials is\nnot counted in ε" in glossary
+    assert "local estimate from finitely many" in glossary
+
+
+def test_the_repository_demo_is_the_shipped_one() -> None:
+    """studies/demo.toml (the README's) is the file the package ships: one home."""
+    assert (ROOT / "studies" / "demo.toml").read_text() == demo_text()
+
+
+def test_demo_writes_the_study_and_prints_the_next_commands(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "here"
+    assert main(["demo", "--dir", str(folder)]) == 0
+    out = capsys.readouterr().out
+    study = folder / "demo.toml"
+    assert study.read_text() == demo_text()
+    assert f"swagppm-tune run {study}" in out and f"swagppm-tune export {study} -o {folder / 'best.json'}" in out
+    assert GLOSSARY in out
+    config = StudyConfig.from_toml(study)  # a valid study whose outputs all stay in the folder
+    assert config.storage_url == f"sqlite:///{folder / 'demo.db'}" and config.artifact_dir.parent == folder
+    assert Path(config.fit.cache_dir or "").parent == folder and config.fit.data.source == "synthetic"
+    assert main(["demo", "--dir", str(folder)]) == 0  # the same file again: kept
+
+
+def test_demo_refuses_to_overwrite_a_different_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "demo.toml").write_text("[study]\nname = 'mine'\n")
+    assert main(["demo", "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "demo.toml exists and differs from the shipped demo" in err and "Traceback" not in err
+    assert (tmp_path / "demo.toml").read_text() == "[study]\nname = 'mine'\n"
+
+
+def test_a_linked_study_file_keeps_its_outputs_beside_the_link(tmp_path: Path) -> None:
+    (tmp_path / "link.toml").symlink_to(ROOT / "studies" / "demo.toml")
+    config = StudyConfig.from_toml(tmp_path / "link.toml")
+    assert config.storage_url == f"sqlite:///{tmp_path / 'link.db'}"
+
+
+def test_counts_read_as_sentences() -> None:
+    from tuner.outcome import counted
+
+    assert (counted(1, "epoch"), counted(7, "epoch"), counted(0, "trial")) == ("1 epoch", "7 epochs", "0 trials")
+
+
+def test_demo_run_runs_the_written_study_with_the_run_verbs_defaults(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from tuner.cli.study import RunCommand
+
+    seen: list[object] = []
+    monkeypatch.setattr(RunCommand, "run", lambda self, args: seen.append(args) or 0)
+    assert main(["demo", "--dir", str(tmp_path), "--run"]) == 0
+    (args,) = seen
+    assert args.study == tmp_path / "demo.toml" and args.workers == 1 and args.n_trials is None  # type: ignore[attr-defined]

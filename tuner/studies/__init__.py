@@ -1,0 +1,1 @@
+"""Study files shipped with the package (``swagppm-tune demo`` writes the demo one out)."""
