@@ -324,7 +324,9 @@ def check_data(study: optuna.Study, data_hash: str, config: StudyConfig) -> None
     """Refuse records that differ from those of the study's earlier trials (before any stage 1 or fit runs)."""
     if (stored := keep_first(study, "data_hash", data_hash)) is not None:
         raise ConfigError(f"{config.path} [data]: the records differ from those of the study's earlier "
-                          f"trials (data hash {data_hash[:12]} vs {stored[:12]}); use a new [study] name")
+                          f"trials (keyed data fingerprint {data_hash[:12]} vs {stored[:12]}), or the private cache's "
+                          "fingerprint key did (`clean` deletes it; a worker with a cache of its own needs a copy); "
+                          "use a new [study] name, or the cache_dir the study began with")
 
 
 def check_stage1(study: optuna.Study, fingerprint: str, config: StudyConfig) -> None:
