@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import scorers
 import swagppm
 from swagppm.statement import RELEASED_DRAW, audit_contradiction
+from tuner.outputs import write_atomic
 
 if TYPE_CHECKING:
     from swagppm.evaluate.probes import RecordLosses
@@ -59,5 +60,5 @@ def audit_text(audit: dict[str, Any], *, epsilon: float | None, epsilon_is_lower
 
 def write_audit(path: Path, audit: dict[str, Any], *, c: float, ft_epochs: int, g: float, epsilon: float) -> None:
     """The audit of the configuration (c, ft_epochs, g) as JSON: aggregates and the stated ε only."""
-    path.write_text(json.dumps({"c": c, "ft_epochs": ft_epochs, "g": g, "epsilon": epsilon, "audit": audit},
-                               indent=2) + "\n")
+    write_atomic(path, json.dumps({"c": c, "ft_epochs": ft_epochs, "g": g, "epsilon": epsilon, "audit": audit},
+                                  indent=2) + "\n")

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,8 +22,11 @@ from typing import Any
 
 import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
+from swagppm.config import check_value
+from tuner.outputs import write_atomic
 
 NOT_QUANTIFIED = "not quantified"
+COMPARISON_FILES = ("comparison.json", "comparison.csv", "f1_by_class_size.html")  # what `compare -o` writes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +63,19 @@ class CompareSettings:
     dpsgd_learning_rate: float = 1e-3
     dpsgd_max_grad_norm: float = 1.0
     dpsgd_epochs: int = 30
+
+    def __post_init__(self) -> None:
+        """Every setting checked before any fit (a comparison runs for minutes to hours)."""
+        positive = {"c": self.c, "stricter_epsilon": self.stricter_epsilon, "dpsgd_learning_rate":
+                    self.dpsgd_learning_rate, "dpsgd_max_grad_norm": self.dpsgd_max_grad_norm}
+        for name, value in positive.items():
+            check_value(value is None or (value > 0 and math.isfinite(value)), name, value, "positive and finite")
+        for name, count in {"ft_epochs": self.ft_epochs, "long_epochs": self.long_epochs,
+                            "dpsgd_batch_size": self.dpsgd_batch_size, "dpsgd_epochs": self.dpsgd_epochs}.items():
+            check_value(count is None or count >= 1, name, count, "at least 1")
+        check_value(0 < self.reweight_k <= 1, "reweight_k", self.reweight_k, "in (0, 1]")
+        check_value(self.delta is None or 0 < self.delta < 1, "delta", self.delta, "in (0, 1)")
+        check_value(math.isfinite(self.g), "g", self.g, "finite")
 
 
 def _row(method: str, scores: dict[str, float], *, epsilon: float | None, delta: float | str | None,
@@ -125,7 +143,7 @@ def compare(config: SWAGPPMConfig, settings: CompareSettings, *,
         rows += _swagppm_rows(session, settings, label="SWAG-PPM")
         epsilon = rows[-1].epsilon
         assert epsilon is not None
-        stricter = settings.stricter_epsilon or epsilon / 2
+        stricter = epsilon / 2 if settings.stricter_epsilon is None else settings.stricter_epsilon
         echo(f"DP-SGD at epsilon {epsilon:.3g} and {stricter:.3g} ...")
         rows += _dpsgd_rows(session, settings, (epsilon, stricter))
     with swagppm.Session(config.replace(reweight_k=settings.reweight_k)) as session:
@@ -154,19 +172,19 @@ def comparison_table(rows: Sequence[ComparisonRow]) -> str:
 
 
 def write_comparison(rows: Sequence[ComparisonRow], folder: Path, *, about: dict[str, Any]) -> list[Path]:
-    """comparison.json (the rows and what was compared), comparison.csv and the F1-by-class-size figure (HTML)."""
+    """comparison.json (the rows and what was compared), comparison.csv and the F1-by-class-size figure (HTML), each
+    written atomically."""
     import scorers.plots
 
-    folder.mkdir(parents=True, exist_ok=True)
     records = [dataclasses.asdict(row) for row in rows]
-    paths = [folder / "comparison.json", folder / "comparison.csv", folder / "f1_by_class_size.html"]
-    paths[0].write_text(json.dumps({"about": about, "rows": records}, indent=2) + "\n")
-    with paths[1].open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(records[0]))
-        writer.writeheader()
-        writer.writerows(records)
-    scorers.plots.write_html(scorers.plots.f1_by_class_size_figure(records), paths[2])
-    return paths
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=list(records[0]))
+    writer.writeheader()
+    writer.writerows(records)
+    figure = scorers.plots.f1_by_class_size_figure(records)
+    contents = (json.dumps({"about": about, "rows": records}, indent=2) + "\n", table.getvalue(),
+                figure.to_html(include_plotlyjs=True, full_html=True))
+    return [write_atomic(folder / name, text) for name, text in zip(COMPARISON_FILES, contents, strict=True)]
 
 
 def read_comparison(path: Path) -> list[ComparisonRow]:

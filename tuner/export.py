@@ -14,6 +14,7 @@ import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
 from swagppm.statement import privacy_statement
 from tuner.config import StudyConfig
+from tuner.outputs import write_atomic
 from tuner.queries import best_feasible, is_feasible, trials_run, violated
 from tuner.record import TrialRecord, named_constraints
 from tuner.storage import masked_url
@@ -79,10 +80,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
 
 
 def write_export(document: dict[str, Any], path: str | Path) -> Path:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(document, indent=2) + "\n")
-    return target
+    return write_atomic(path, json.dumps(document, indent=2) + "\n")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -372,3 +372,105 @@ def test_a_fit_outside_a_study_is_checked_like_one(capsys: pytest.CaptureFixture
                        (["--stop-above-epsilon", "-1"], "--stop-above-epsilon")):
         assert main(["fit", str(path), *flags]) == 2
         assert key in one_error_line(capsys.readouterr().err)
+
+
+# --- 11. one output rule: never an input, never a file the user keeps (issue 31 D1, D2, D6) ---------------------
+
+
+def a_study_on_a_data_file(study_file: Callable[..., Path], tmp_path: Path) -> tuple[Path, Path]:
+    """A study whose records are a JSONL file beside it, with its SQLite storage made; (study file, data file)."""
+    data = tmp_path / "records.jsonl"
+    data.write_text("".join(json.dumps({"text": f"record {i}", "label": i % 2}) + "\n" for i in range(8)))
+    path = study_file(data={"source": "records.jsonl", "synthetic_size": None, "synthetic_classes": None})
+    with_a_feasible_trial(path)
+    return path, data
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["report", "STUDY", "-o", "STUDY.db"], "the study storage"),
+    (["report", "STUDY", "-o", "STUDY.db", "--overwrite"], "the study storage"),
+    (["report", "STUDY", "-o", "STUDY", "--overwrite"], "the study file"),
+    (["export", "STUDY", "-o", "DATA", "--overwrite"], "the data"),
+    (["audit", "STUDY", "-o", "DATA", "--overwrite"], "the data"),
+    (["fit", "STUDY", "--json", "DATA", "--overwrite"], "the data"),
+    (["fit", "STUDY", "--figures", "STUDY.db", "--overwrite"], "the study storage"),
+    (["audit", "--from", "EXPORT", "-o", "EXPORT", "--overwrite"], "the export read"),
+    (["release", "--from", "EXPORT", "-o", "EXPORT", "--force"], ""),
+    (["report", "STUDY", "-o", "LINK", "--overwrite"], "the study storage"),
+    (["compare", "STUDY", "-o", "DATA", "--overwrite"], "the data"),
+])
+def test_no_verb_writes_over_an_input_of_its_run(study_file: Callable[..., Path], tmp_path: Path, argv: list[str],
+                                                 named: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path, data = a_study_on_a_data_file(study_file, tmp_path)
+    exported = tmp_path / "best.json"
+    assert main(["export", str(path), "-o", str(exported)]) == 0
+    (tmp_path / "link.html").symlink_to(path.with_suffix(".db"))  # a symlink to the storage
+    places = {"STUDY.db": str(path.with_suffix(".db")), "STUDY": str(path), "DATA": str(data),
+              "EXPORT": str(exported), "LINK": str(tmp_path / "link.html")}
+    before = {name: Path(place).read_bytes() for name, place in places.items()}
+    capsys.readouterr()
+    assert main([re.sub("STUDY.db|STUDY|DATA|EXPORT|LINK", lambda m: places[m[0]], a) for a in argv]) == 2
+    captured = capsys.readouterr()
+    assert named in one_error_line(captured.err) and "eps" not in captured.out  # refused before any fit
+    assert not (tmp_path / "cache").exists()
+    assert {name: Path(place).read_bytes() for name, place in places.items()} == before
+    assert main(["status", str(path)]) == 0  # the study is whole
+
+
+@pytest.mark.parametrize("verb", [["report", "STUDY", "-o"], ["export", "STUDY", "-o"], ["fit", "STUDY", "--json"]])
+def test_an_existing_file_is_replaced_only_with_overwrite(study_file: Callable[..., Path], tmp_path: Path,
+                                                          verb: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    mine = tmp_path / "notes.html"
+    mine.write_text("mine")
+    argv = [str(path) if a == "STUDY" else a for a in verb] + [str(mine)]
+    assert main(argv) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "--overwrite" in line and str(mine) in line and mine.read_text() == "mine"
+    assert not (tmp_path / "cache").exists()
+    if verb[0] != "fit":  # a fit runs for real after the check: the refusal is the point here
+        assert main([*argv, "--overwrite"]) == 0
+        assert mine.read_text() != "mine" and mine.stat().st_size > 100
+        assert not list(tmp_path.glob(".notes.html.*"))  # no temporary file is left beside it
+
+
+def test_compare_refuses_a_folder_holding_its_files(study_file: Callable[..., Path], tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "comparison.csv").write_text("my own table")
+    assert main(["compare", str(path), "-o", str(folder)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "comparison.csv" in line and "--overwrite" in line
+    assert (folder / "comparison.csv").read_text() == "my own table" and not (tmp_path / "cache").exists()
+
+
+def test_a_write_is_all_or_nothing(tmp_path: Path) -> None:
+    from tuner.outputs import write_atomic
+
+    target = tmp_path / "out.json"
+    target.write_text("old")
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "inner").mkdir()  # os.replace cannot put a file over a folder: the write fails at the end
+    with pytest.raises(OSError):
+        write_atomic(blocked / "inner", "new")
+    assert sorted(p.name for p in blocked.iterdir()) == ["inner"]  # its temporary file is gone
+    write_atomic(target, "new")
+    assert target.read_text() == "new" and oct(target.stat().st_mode & 0o777) != oct(0o600)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked", "out.json"]
+
+
+def test_a_device_is_written_straight_through(study_file: Callable[..., Path],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    if not Path("/dev/stdout").exists():
+        pytest.skip("no /dev/stdout on this system")
+    from tuner.outputs import check_output
+
+    assert check_output(Path("/dev/null"), inputs={}, overwrite=False) == Path("/dev/null")

@@ -38,6 +38,7 @@ import optuna
 
 import swagppm
 from swagppm import ConfigError
+from tuner.cli.arguments import Parser
 from tuner.cli.base import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -106,8 +107,7 @@ def failure_of(error: BaseException) -> Failure | None:
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     """The parser, each verb declaring its own arguments, and the verbs by name."""
-    parser = argparse.ArgumentParser(prog="swagppm-tune", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="swagppm-tune", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     commands: dict[str, Command] = {}
     for command_class in COMMANDS:
