@@ -7,6 +7,7 @@ table and key, so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import sys
 import types
@@ -266,14 +267,25 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     """Read a study file; a missing, unreadable or malformed file is a ``ConfigError`` naming it."""
     path = Path(path)
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        raw = path.read_bytes()
+        return tomllib.loads(_utf8_text(raw, path))
     except FileNotFoundError:
         raise ConfigError(f"{path}: study file not found") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     except OSError as error:  # a folder, no permission, ...
         raise ConfigError(f"{path}: cannot read study file: {error}") from None
+
+
+def _utf8_text(raw: bytes, path: Path) -> str:
+    """A study file's text: UTF-8, a leading UTF-8 byte-order mark dropped; anything else is named."""
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        raise ConfigError(f"{path}: the study file is UTF-16 or UTF-32 text (it starts with a byte-order mark); "
+                          "save it as UTF-8")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: the study file is not UTF-8 text (byte {error.start}); save it as UTF-8") from None
 
 
 def _looks_like_relative_file(source: str, folder: Path) -> bool:
