@@ -188,10 +188,32 @@ def write_comparison(rows: Sequence[ComparisonRow], folder: Path, *, about: dict
 
 
 def read_comparison(path: Path) -> list[ComparisonRow]:
-    """The rows of a comparison.json; errors name the file."""
+    """The rows of a comparison.json, each field checked; errors name the file (and the row and field)."""
     try:
-        document = json.loads(path.read_text())
-        return [ComparisonRow(**row) for row in document["rows"]]
+        document = json.loads(path.read_text(encoding="utf-8"))
+        rows = [ComparisonRow(**row) for row in document["rows"]]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ConfigError(f"{path}: not a comparison written by `swagppm-tune compare` "
                           f"({type(error).__name__})") from None
+    if not rows:
+        raise ConfigError(f"{path}: a comparison without rows")
+    for number, row in enumerate(rows, start=1):
+        problem = _row_problem(row)
+        if problem is not None:
+            raise ConfigError(f"{path}: row {number}: {problem}")
+    return rows
+
+
+def _row_problem(row: ComparisonRow) -> str | None:
+    """What is wrong with one read row (None: nothing)."""
+    if not isinstance(row.method, str) or not isinstance(row.note, str):
+        return "method and note must be text"
+    for key in ("f1_macro", "f1_weighted", "f1_top_quartile", "f1_bottom_quartile"):
+        value = getattr(row, key)
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1):
+            return f"{key} = {value!r}: must be an F1 score in [0, 1]"
+    if row.epsilon is not None and not (isinstance(row.epsilon, (int, float)) and row.epsilon >= 0):
+        return f"epsilon = {row.epsilon!r}: must be a number of at least 0 (or null)"
+    if row.delta is not None and not isinstance(row.delta, (int, float, str)):
+        return f"delta = {row.delta!r}: must be a number, text or null"
+    return None

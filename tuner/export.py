@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,7 @@ def read_export(path: str | Path) -> Chosen:
         fit = document["swagppm"]
     except (KeyError, TypeError, ValueError) as error:
         raise ConfigError(f"{path}: field {error} is missing or malformed") from None
+    check_export_fields(document, path)
     config = SWAGPPMConfig.from_dict(fit, where=f"{path} swagppm")
     epsilon = (document.get("metrics") or {}).get("epsilon")
     threads, kernels, stage1 = document.get("threads"), document.get("cpu_kernels"), document.get("stage1_fingerprint")
@@ -134,6 +136,35 @@ def read_export(path: str | Path) -> Chosen:
                   cpu_kernels=kernels if isinstance(kernels, str) and kernels else None,
                   stage1_fingerprint=stage1 if isinstance(stage1, str) and stage1 else None,
                   versions=document.get("versions"), tuning=document.get("tuning"))
+
+
+def check_export_fields(document: dict[str, Any], path: Path) -> None:
+    """Refuse an export whose fields a verb would trip over after its fit: (c, ft_epochs, g) out of range or of the
+    wrong type, and tables (metrics, trials_run, tuning, versions, swagppm) that are not tables."""
+    params = document["params"]
+    if not isinstance(params, dict):
+        raise ConfigError(f"{path}: field params must be a table")
+    checks = (("c", lambda v: _number(v) and 0 < v < math.inf, "a positive finite number"),
+              ("ft_epochs", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+               "an integer of at least 1"),
+              ("g", lambda v: _number(v) and math.isfinite(v), "a finite number"))
+    for key, ok, expected in checks:
+        if key in params and not ok(params[key]):
+            raise ConfigError(f"{path}: params.{key} = {params[key]!r}: must be {expected}")
+    for key in ("swagppm", "metrics", "trials_run", "tuning", "versions"):
+        if document.get(key) is not None and not isinstance(document[key], dict):
+            raise ConfigError(f"{path}: field {key} must be a table (a JSON object), not "
+                              f"{type(document[key]).__name__}")
+    epsilon = (document.get("metrics") or {}).get("epsilon")
+    if epsilon is not None and not (_number(epsilon) and epsilon >= 0):
+        raise ConfigError(f"{path}: metrics.epsilon = {epsilon!r}: must be a number of at least 0 (or null)")
+    total = (document.get("trials_run") or {}).get("total")
+    if total is not None and not (isinstance(total, int) and not isinstance(total, bool) and total >= 1):
+        raise ConfigError(f"{path}: trials_run.total = {total!r}: must be an integer of at least 1")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def chosen_from_study(study: optuna.Study, config: StudyConfig) -> Chosen | None:

@@ -184,8 +184,13 @@ def study_lock(config: StudyConfig) -> Iterator[None]:
         yield
         return
     lock = database.with_name(database.name + ".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as handle:
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock, "a")  # noqa: SIM115 - closed by the with below
+    except OSError as error:
+        raise ConfigError(f"{config.path} [study]: the SQLite study's folder {lock.parent} cannot be written "
+                          f"({error.strerror or error}): a run keeps its database and {lock.name} there") from None
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -474,3 +474,110 @@ def test_a_device_is_written_straight_through(study_file: Callable[..., Path],
     from tuner.outputs import check_output
 
     assert check_output(Path("/dev/null"), inputs={}, overwrite=False) == Path("/dev/null")
+
+
+# --- 12. unclear errors become one line naming the file (issue 31 U1, U2, U3, U6) -------------------------------
+
+
+@pytest.mark.parametrize("verb", ["status", "run", "export"])
+def test_a_study_file_in_utf16_is_one_line_naming_it(tmp_path: Path, verb: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "study.toml"
+    path.write_bytes('[study]\nname = "x"\n'.encode("utf-16"))  # starts with FF FE
+    argv = [verb, str(path)] + (["-o", str(tmp_path / "b.json")] if verb == "export" else [])
+    assert main(argv) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert str(path) in line and "UTF-16" in line
+
+
+def a_folder_no_one_may_write(tmp_path: Path) -> Path:
+    """A real folder this process cannot write: chmod 555, or, for root (whom modes do not stop), sysfs."""
+    import os
+
+    if os.geteuid() != 0:
+        folder = tmp_path / "read-only"
+        folder.mkdir()
+        folder.chmod(0o555)
+        return folder
+    folder = Path("/sys")
+    try:
+        (folder / "swagppm-probe").open("a").close()
+    except OSError:
+        return folder
+    pytest.skip("no folder here refuses this user's writes")
+
+
+def test_a_storage_folder_that_cannot_be_written_is_one_line(study_file: Callable[..., Path], tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    folder = a_folder_no_one_may_write(tmp_path)
+    path = study_file(study={"storage": f"sqlite:///{folder / 'small.db'}"})
+    assert main(["run", str(path)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert str(folder) in line and "cannot be written" in line and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("field, value, named", [
+    ("params.c", "nan", "params.c = 'nan'"),
+    ("params.c", -2, "params.c = -2"),
+    ("params.ft_epochs", 0, "params.ft_epochs = 0"),
+    ("params.ft_epochs", 2.5, "params.ft_epochs = 2.5"),
+    ("metrics", [1, 2], "field metrics must be a table"),
+    ("trials_run", [3], "field trials_run must be a table"),
+    ("tuning", "lol", "field tuning must be a table"),
+    ("metrics.epsilon", "high", "metrics.epsilon = 'high'"),
+])
+@pytest.mark.parametrize("verb", [["fit"], ["release", "-o", "OUT", "--force"], ["audit"], ["compare", "-o", "OUT"]])
+def test_every_verb_reads_an_export_through_one_checked_reader(study_file: Callable[..., Path], tmp_path: Path,
+                                                               field: str, value: object, named: str,
+                                                               verb: list[str],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    exported = tmp_path / "best.json"
+    assert main(["export", str(path), "-o", str(exported)]) == 0
+    document = json.loads(exported.read_text())
+    *parents, key = field.split(".")
+    table = document
+    for parent in parents:
+        table = table[parent]
+    table[key] = value
+    exported.write_text(json.dumps(document))
+    capsys.readouterr()
+    argv = [verb[0], "--from", str(exported), *[str(tmp_path / "out") if a == "OUT" else a for a in verb[1:]]]
+    assert main(argv) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert str(exported) in line and named in line
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()  # before any fit or output
+
+
+@pytest.mark.parametrize("document, named", [
+    ("{not json", "not a comparison"),
+    ('{"rows": "x"}', "not a comparison"),
+    ('{"rows": []}', "without rows"),
+    ('{"rows": [{"method": "m", "epsilon": null, "delta": null, "f1_macro": "high", "f1_weighted": 0.5, '
+     '"f1_top_quartile": 0.5, "f1_bottom_quartile": 0.5}]}', "row 1: f1_macro = 'high'"),
+    ('{"rows": [{"method": "m", "epsilon": -1, "delta": null, "f1_macro": 0.5, "f1_weighted": 0.5, '
+     '"f1_top_quartile": 0.5, "f1_bottom_quartile": 0.5}]}', "row 1: epsilon = -1"),
+])
+def test_a_malformed_comparison_is_one_line(study_file: Callable[..., Path], tmp_path: Path, document: str,
+                                            named: str, capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    comparison = tmp_path / "comparison.json"
+    comparison.write_text(document)
+    assert main(["report", str(path), "-o", str(tmp_path / "report.html"), "--comparison", str(comparison)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert str(comparison) in line and named in line and not (tmp_path / "report.html").exists()
+
+
+@pytest.mark.parametrize("url", ["nonsense", "postgresql://u@127.0.0.1:abc/db"])
+def test_a_bad_storage_url_is_the_flags_fault(study_file: Callable[..., Path], url: str,
+                                              capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    path = study_file()
+    assert main(["status", str(path), "--storage", url]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith("swagppm-tune: error: --storage: ") and str(path) not in line
+    monkeypatch.setenv(STORAGE_ENV, url)
+    assert main(["status", str(path)]) == 2
+    assert one_error_line(capsys.readouterr().err).startswith(f"swagppm-tune: error: ${STORAGE_ENV}: ")

@@ -16,7 +16,7 @@ from swagppm.config import PRIVATE_TEST, check_stop_probability
 from tuner.config import StudyConfig
 from tuner.export import Chosen, read_export
 from tuner.outputs import check_output, inputs_of
-from tuner.storage import STORAGE_ENV
+from tuner.storage import STORAGE_ENV, kind
 from tuner.tuning import private_selection
 
 if TYPE_CHECKING:
@@ -121,6 +121,11 @@ def study_config(args: argparse.Namespace) -> StudyConfig:
     config = StudyConfig.from_toml(args.study)
     storage = (args.storage or os.environ.get(STORAGE_ENV)) if hasattr(args, "storage") else None
     if storage:
+        given = "--storage" if args.storage else f"${STORAGE_ENV}"
+        try:
+            kind(storage)  # a malformed URL is the flag's (or the variable's) fault, not the study file's
+        except ConfigError as error:
+            raise ConfigError(f"{given}: {error}") from None
         config = config.with_storage(storage)
     return config if getattr(args, "data", None) is None else config.with_data(args.data)
 
