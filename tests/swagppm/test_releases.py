@@ -15,6 +15,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 import swagppm
 from swagppm.train import rng
+from tests import PATIENCE
 from tests.swagppm.helpers import small_config
 
 
@@ -70,7 +71,7 @@ def test_released_directory_loads_without_swagppm(released: Path) -> None:
         "print(m(**t(['an employee burned the hand'], return_tensors='pt')).logits.shape)\n"
         "assert 'swagppm' not in sys.modules\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=PATIENCE)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "torch.Size([1, 4])" in out.stdout
 

@@ -11,6 +11,7 @@ import pytest
 
 import swagppm
 from swagppm.config import PRIVATE_TEST
+from tests import PATIENCE
 from tuner.cli import EXIT_FIT_FAILED, main
 
 STUDY = """
@@ -149,7 +150,7 @@ def test_the_command_line_loads_no_heavy_library_until_a_verb_needs_it() -> None
     code = ("import sys, tuner.cli\n"
             f"loaded = [m for m in {heavy!r} if m in sys.modules]\n"
             "assert not loaded, loaded")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=PATIENCE)
     assert done.returncode == 0, done.stderr[-500:]
 
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import tuner.cli.study
+from tests import PATIENCE
 from tests.tuner.helpers import result, tight
 from tuner import StudyConfig, export_trial, judge, report_html, write_export
 from tuner.cli import EXIT_BROKEN_PIPE, EXIT_NOT_REPRODUCED, main
@@ -246,7 +247,7 @@ def test_status_into_a_closed_pipe_exits_quietly(study_file: Callable[..., Path]
     assert process.stdout is not None and process.stderr is not None
     process.stdout.close()  # the reader leaves before the first line, as `| head` does after its own
     err = process.stderr.read()
-    assert process.wait(timeout=120) == EXIT_BROKEN_PIPE
+    assert process.wait(timeout=PATIENCE) == EXIT_BROKEN_PIPE
     assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
 
 
