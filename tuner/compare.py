@@ -9,13 +9,15 @@ quantified); DP-SGD's (ε, δ) comes from Opacus's accountant.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
 import json
 import math
 import statistics
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,7 @@ class ComparisonRow:
     f1_top_quartile: float
     f1_bottom_quartile: float
     note: str = ""
+    remark: str = ""  # what the table says under itself: the target asked for, and why it was not reached
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,8 +82,8 @@ class CompareSettings:
 
 
 def _row(method: str, scores: dict[str, float], *, epsilon: float | None, delta: float | str | None,
-         note: str = "") -> ComparisonRow:
-    return ComparisonRow(method=method, epsilon=epsilon, delta=delta, note=note, **scores)
+         note: str = "", remark: str = "") -> ComparisonRow:
+    return ComparisonRow(method=method, epsilon=epsilon, delta=delta, note=note, remark=remark, **scores)
 
 
 def _percentile_row(
@@ -108,29 +111,77 @@ def _swagppm_rows(session: swagppm.Session, settings: CompareSettings, *, label:
     ]
 
 
-def _dpsgd_rows(session: swagppm.Session, settings: CompareSettings, targets: Sequence[float]) -> list[ComparisonRow]:
+def _dpsgd_rows(session: swagppm.Session, settings: CompareSettings, targets: Sequence[float], *,
+                echo: Callable[[str], None]) -> list[ComparisonRow]:
+    """One DP-SGD row per distinct run: a target asked twice, or two targets that give the same run (the same
+    noise multiplier and steps), are one row whose remark says so; a target not reached is said, with why."""
     try:
         from swagppm.evaluate.dpsgd import DPSGDSettings, dpsgd_fit
     except ModuleNotFoundError as error:
         raise ConfigError(f"compare needs DP-SGD's library ({error.name}): "
                           "pip install 'swagppm-tuner[compare]'") from None
-    rows = []
-    for target in targets:
-        result = dpsgd_fit(session, DPSGDSettings(
-            target_epsilon=target, delta=settings.delta, batch_size=settings.dpsgd_batch_size,
-            learning_rate=settings.dpsgd_learning_rate, max_grad_norm=settings.dpsgd_max_grad_norm,
-            epochs=settings.dpsgd_epochs, seed=session.config.seed))
+    rows: list[ComparisonRow] = []
+    runs: dict[tuple[float, float, int], int] = {}  # (ε, noise multiplier, steps) -> its row
+    for target in dict.fromkeys(targets):
+        asked = f"asked for epsilon {target:.3g}" + (" twice" if list(targets).count(target) > 1 else "")
+        try:
+            result = dpsgd_fit(session, DPSGDSettings(
+                target_epsilon=target, delta=settings.delta, batch_size=settings.dpsgd_batch_size,
+                learning_rate=settings.dpsgd_learning_rate, max_grad_norm=settings.dpsgd_max_grad_norm,
+                epochs=settings.dpsgd_epochs, seed=session.config.seed))
+        except ValueError as error:  # Opacus: no noise multiplier up to its maximum reaches the target
+            if "privacy budget is too low" not in str(error):
+                raise
+            echo(f"DP-SGD {asked}: not run: no noise multiplier Opacus allows reaches it in "
+                 f"{settings.dpsgd_epochs} epochs")
+            continue
+        key = (result.epsilon, result.noise_multiplier, result.steps)
+        if key in runs:
+            row = rows[runs[key]]
+            rows[runs[key]] = dataclasses.replace(row, remark=f"{row.remark}; {asked} gave this same run (one row)")
+            continue
         scores = {key: getattr(result, key) for key in ("f1_macro", "f1_weighted", "f1_top_quartile",
                                                          "f1_bottom_quartile")}
+        runs[key] = len(rows)
         rows.append(_row("DP-SGD", scores, epsilon=result.epsilon, delta=result.delta,
                          note=f"Opacus, {result.accountant} accountant, "
-                              f"noise multiplier {result.noise_multiplier:.3g}, {result.steps} steps"))
+                              f"noise multiplier {result.noise_multiplier:.3g}, {result.steps} steps",
+                         remark=asked + _shortfall(target, result.epsilon, result.noise_multiplier, result.steps)))
     return rows
+
+
+def _shortfall(target: float, epsilon: float, noise: float, steps: int) -> str:
+    """Why a DP-SGD run's ε is not its target (empty when it is, within the search's tolerance)."""
+    from swagppm.evaluate.dpsgd import EPSILON_TOLERANCE  # loaded already: the run used it
+
+    if epsilon > target * (1 + 1e-9):
+        return (f", not reached: the accountant gives {epsilon:.3g} at noise multiplier {noise:.3g} over {steps} "
+                "steps")
+    if epsilon < target * (1 - 2 * EPSILON_TOLERANCE):
+        return (f", got {epsilon:.3g}: the noise-multiplier search stopped at {noise:.3g} for {steps} steps, so "
+                "this run is more private (and noisier) than asked")
+    return ""
+
+
+@contextlib.contextmanager
+def understood_warnings() -> Iterator[None]:
+    """Silence the library warnings a comparison raises and the table already accounts for: Opacus's accountants
+    at the large noise multipliers a small ε needs (RDP's orders run out, the PRV's logarithms of zero)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Optimal order is the (largest|smallest) alpha")
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"opacus\.accountants")
+        warnings.filterwarnings("ignore", message="Secure RNG turned off")
+        yield
 
 
 def compare(config: SWAGPPMConfig, settings: CompareSettings, *,
             echo: Callable[[str], None] = print) -> list[ComparisonRow]:
     """Train and score every method on ``config``'s data and model; returns the table's rows."""
+    with understood_warnings():
+        return _compare(config, settings, echo=echo)
+
+
+def _compare(config: SWAGPPMConfig, settings: CompareSettings, *, echo: Callable[[str], None]) -> list[ComparisonRow]:
     with swagppm.Session(config) as session:
         echo("non-private baseline (stage 1) ...")
         rows = [_row("non-private (stage 1)", session.baseline_scores(), epsilon=None, delta=None,
@@ -145,7 +196,7 @@ def compare(config: SWAGPPMConfig, settings: CompareSettings, *,
         assert epsilon is not None
         stricter = epsilon / 2 if settings.stricter_epsilon is None else settings.stricter_epsilon
         echo(f"DP-SGD at epsilon {epsilon:.3g} and {stricter:.3g} ...")
-        rows += _dpsgd_rows(session, settings, (epsilon, stricter))
+        rows += _dpsgd_rows(session, settings, (epsilon, stricter), echo=echo)
     with swagppm.Session(config.replace(reweight_k=settings.reweight_k)) as session:
         echo(f"reweighted SWAG-PPM (k = {settings.reweight_k:g}) ...")
         rows += _swagppm_rows(session, settings, label=f"reweighted SWAG-PPM k={settings.reweight_k:g}")
@@ -168,6 +219,7 @@ def comparison_table(rows: Sequence[ComparisonRow]) -> str:
         delta = "-" if row.delta is None else (row.delta if isinstance(row.delta, str) else f"{row.delta:.3g}")
         lines.append(f"{row.method:<50} {eps:>8} {delta:>14} {row.f1_macro:>7.3f} {row.f1_weighted:>7.3f} "
                      f"{row.f1_top_quartile:>8.3f} {row.f1_bottom_quartile:>10.3f}")
+    lines += [f"  {row.method}: {row.remark}" for row in rows if row.remark]
     return "\n".join(lines)
 
 

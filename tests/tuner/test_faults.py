@@ -364,6 +364,7 @@ def test_a_full_disk_ends_the_run_with_status_3_after_the_attempts_counted_acros
     assert "database or disk is full" in line
     assert "Traceback" not in captured.err
     trials = stored(path).get_trials()
-    assert [t.state for t in trials if t.state != TrialState.FAIL] == [TrialState.COMPLETE]  # the finished one, whole
-    assert "epsilon" in trials[0].user_attrs and trials[0].params == START
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert 1 <= len(complete) < 3 and complete[0].params == START  # the run ended before n_trials
+    assert all("epsilon" in t.user_attrs and "diagnosis" in t.user_attrs for t in complete)  # whole, as they finished
     assert not [t for t in trials if t.state == TrialState.RUNNING]
