@@ -1,7 +1,7 @@
 """The one rule for every output path of every verb, and writing outputs atomically.
 
-An output is refused, before any work, when it resolves (symlinks followed) to an
-input of the run (the study file, its storage, the data, the selection data, the
+An output is refused, before any work, when it resolves (symlinks followed, hard
+links compared by inode) to an input of the run (the study file, its storage, the data, the selection data, the
 export or comparison read) or lies inside an input folder, with or without
 ``--overwrite``; and when it is an existing file, unless ``--overwrite``: the tool
 cannot tell a file it wrote from one the user keeps, so it replaces none silently.
@@ -97,10 +97,19 @@ def is_stream(path: Path) -> bool:
 def _refuse_input(target: Path, inputs: Mapping[Path, str], *, what: str, shown: Path) -> None:
     real = resolved(target)
     for source, kind in inputs.items():
-        if real == source or (source.is_dir() and source in real.parents):
-            inside = "" if real == source else f" lies inside {source}, which"
+        same = real == source or _same_file(real, source)
+        if same or (source.is_dir() and source in real.parents):
+            inside = "" if same else f" lies inside {source}, which"
             raise ConfigError(f"{what} {shown}:{inside} is {kind} of this run; writing there would destroy it "
                               "(name another path; --overwrite does not allow this)")
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    """Whether two existing paths are one file (a hard link has another name but the same inode)."""
+    try:
+        return one.exists() and other.exists() and os.path.samefile(one, other)
+    except OSError:
+        return False
 
 
 def _check_writable(home: Path, *, what: str, shown: Path) -> None:
