@@ -161,6 +161,7 @@ def test_the_command_line_loads_no_heavy_library_until_a_verb_needs_it() -> None
     (["compare", "STUDY", "-o", "OUT", "--stricter-epsilon", "-1"], "--stricter-epsilon"),
     (["compare", "STUDY", "-o", "OUT", "--stricter-epsilon", "0"], "--stricter-epsilon"),
     (["compare", "STUDY", "-o", "OUT", "--dpsgd-epochs", "0"], "--dpsgd-epochs"),
+    (["compare", "STUDY", "-o", "OUT", "--long-epochs", "1000000000"], "from 1 to 1000"),
     (["compare", "STUDY", "-o", "OUT", "--reweight-k", "-3"], "--reweight-k"),
     (["compare", "STUDY", "-o", "OUT", "--dpsgd-lr", "inf"], "--dpsgd-lr"),
     (["fit", "STUDY", "--ft-epochs", "0"], "--ft-epochs"),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from swagppm import ConfigError, SWAGPPMConfig
-from swagppm.config import PRIVATE_TEST, check_stop_probability
+from swagppm.config import MAX_EPOCHS, PRIVATE_TEST, check_stop_probability
 from tuner.config import StudyConfig
 from tuner.export import Chosen, read_export
 from tuner.outputs import check_output, inputs_of
@@ -55,6 +55,8 @@ def _typed(parse: Callable[[str], T], ok: Callable[[T], bool], expected: str) ->
 
 
 positive_int = _typed(int, lambda v: v >= 1, "an integer of at least 1")
+epochs = _typed(int, lambda v: 1 <= v <= MAX_EPOCHS, f"an integer from 1 to {MAX_EPOCHS} (each epoch is a pass over "
+                "the training split)")
 nonnegative_int = _typed(int, lambda v: v >= 0, "an integer of at least 0")
 positive_float = _typed(float, lambda v: v > 0 and math.isfinite(v), "a positive finite number")
 finite_float = _typed(float, math.isfinite, "a finite number")

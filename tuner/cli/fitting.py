@@ -22,6 +22,7 @@ from tuner.cli.arguments import (
     add_storage,
     add_study_or_export,
     checked_output,
+    epochs,
     exported,
     finite_float,
     one_source,
@@ -83,7 +84,7 @@ class FitCommand(Command):
                             from_help="refit the configuration of an export JSON")
         parser.add_argument("--c", type=positive_float, default=None,
                             help="weight slope c (default: the study's first start point, the guide's 1.0)")
-        parser.add_argument("--ft-epochs", type=positive_int, default=None,
+        parser.add_argument("--ft-epochs", type=epochs, default=None,
                             help="weighted fine-tuning epochs (default: the study's first start point, the guide's 7)")
         parser.add_argument("--g", type=finite_float, default=None, help="weight intercept g (default 0.0)")
         parser.add_argument("--stop-above-epsilon", type=positive_float, default=None,
@@ -290,12 +291,12 @@ class CompareCommand(Command):
                             help="folder for comparison.json, comparison.csv and f1_by_class_size.html")
         parser.add_argument("--reweight-k", type=share, default=0.95,
                             help="the reweighted variant's k (default 0.95)")
-        parser.add_argument("--long-epochs", type=positive_int, default=None,
+        parser.add_argument("--long-epochs", type=epochs, default=None,
                             help="also a non-private fine-tune of this many epochs (the paper used 30)")
         parser.add_argument("--stricter-epsilon", type=positive_float, default=None,
                             help="DP-SGD's second, stricter target (default: half of SWAG-PPM's epsilon)")
         parser.add_argument("--delta", type=probability, default=None, help="DP-SGD's delta (default 1/n)")
-        parser.add_argument("--dpsgd-epochs", type=positive_int, default=30, help="DP-SGD epochs (default 30)")
+        parser.add_argument("--dpsgd-epochs", type=epochs, default=30, help="DP-SGD epochs (default 30)")
         parser.add_argument("--dpsgd-batch-size", type=positive_int, default=512,
                             help="DP-SGD expected batch size (default 512)")
         parser.add_argument("--dpsgd-lr", type=positive_float, default=1e-3,
