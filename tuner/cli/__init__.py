@@ -38,7 +38,7 @@ import optuna
 
 import swagppm
 from swagppm import ConfigError
-from tuner.cli.arguments import Parser
+from tuner.cli.arguments import ArgumentsRefused, Parser
 from tuner.cli.base import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -120,7 +120,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one verb; every failure is one line on stderr and a documented exit status (see the module docstring)."""
     parser, commands = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except ArgumentsRefused as refused:
+        print(refused, file=sys.stderr)
+        return EXIT_BAD_INPUT
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.environ.setdefault(PROGRESS_BARS_ENV, "1")  # our one line per step replaces the libraries' progress bars
     try:

@@ -27,16 +27,20 @@ T = TypeVar("T")
 STUDY_HELP = "study TOML file (see studies/demo.toml)"
 
 
+class ArgumentsRefused(Exception):
+    """A flag or argument refused by the parser; its text is the whole line to print."""
+
+
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose error is one line (the verb, the argument, why) and exit status 2; no abbreviated
-    flags (``--over`` is not taken for ``--overwrite``)."""
+    """An argument parser whose error is one line (the verb, the argument, why), raised as ``ArgumentsRefused``
+    for ``tuner.cli.main`` to print (exit status 2); no abbreviated flags (``--over`` is not ``--overwrite``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        raise ArgumentsRefused(f"{self.prog}: error: {message} (see {self.prog} --help)")
 
 
 def _typed(parse: Callable[[str], T], ok: Callable[[T], bool], expected: str) -> Callable[[str], T]:
