@@ -7,6 +7,7 @@ table and key, so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import sys
 import types
@@ -30,6 +31,13 @@ AccumulationDtype = Literal["float32", "float64"]
 DeviationsDevice = Literal["auto", "same", "cpu"]
 
 TINY_MODEL = "tiny"
+# Bounds on the work one input may ask for: each draw is a pass over the data and each epoch one over the training
+# split, so a value past these runs for weeks (a typo such as 1e17), not a setting anyone means.
+MAX_DRAWS = 100_000
+MAX_EPOCHS = 1_000
+MAX_SYNTHETIC_SIZE = 1_000_000
+# Private selection stops after each miss with this probability at least: 1/p candidates are drawn on average.
+MAX_EXPECTED_SELECTION_ROUNDS = 10_000
 # A release's selection set that is the private test split (reported unaccounted; see swagppm.releases.selection).
 PRIVATE_TEST = "private-test"
 
@@ -78,7 +86,8 @@ class DataConfig:
         check_value(self.max_per_class is None or self.max_per_class >= self.min_per_class,
                "data.max_per_class", self.max_per_class, "at least min_per_class")
         check_value(self.max_length >= 8, "data.max_length", self.max_length, "at least 8 tokens")
-        check_value(self.synthetic_size >= 20, "data.synthetic_size", self.synthetic_size, "at least 20")
+        check_value(20 <= self.synthetic_size <= MAX_SYNTHETIC_SIZE, "data.synthetic_size", self.synthetic_size,
+                    f"between 20 and {MAX_SYNTHETIC_SIZE} (the corpus is generated in memory)")
         check_value(2 <= self.synthetic_classes <= 12, "data.synthetic_classes", self.synthetic_classes,
                     "between 2 and 12")
 
@@ -189,8 +198,14 @@ class SWAGPPMConfig:
         check_value(0 <= self.seed < 2**32, "swagppm.seed", self.seed, "an integer in [0, 2**32)")
         for name in ("stage1_epochs", "batch_size", "draws_risk", "draws_privacy", "draws_utility", "eval_batch_size"):
             check_value(getattr(self, name) >= 1, f"swagppm.{name}", getattr(self, name), "at least 1")
+        for name in ("draws_risk", "draws_privacy", "draws_utility"):
+            check_value(getattr(self, name) <= MAX_DRAWS, f"swagppm.{name}", getattr(self, name),
+                        f"at most {MAX_DRAWS} (each draw is a pass over the data: more would run for weeks)")
         check_value(self.swag_epochs >= 2, "swagppm.swag_epochs", self.swag_epochs,
                     "at least 2 (SWAG needs 2 snapshots)")
+        for name in ("stage1_epochs", "swag_epochs"):
+            check_value(getattr(self, name) <= MAX_EPOCHS, f"swagppm.{name}", getattr(self, name),
+                        f"at most {MAX_EPOCHS} (each epoch is a pass over the training split)")
         check_value(self.swag_rank >= 2, "swagppm.swag_rank", self.swag_rank, "at least 2")
         check_value(self.reweight_k is None or 0.0 < self.reweight_k <= 1.0, "swagppm.reweight_k", self.reweight_k,
                     "in (0, 1]")
@@ -255,14 +270,25 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     """Read a study file; a missing, unreadable or malformed file is a ``ConfigError`` naming it."""
     path = Path(path)
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        raw = path.read_bytes()
+        return tomllib.loads(_utf8_text(raw, path))
     except FileNotFoundError:
         raise ConfigError(f"{path}: study file not found") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     except OSError as error:  # a folder, no permission, ...
         raise ConfigError(f"{path}: cannot read study file: {error}") from None
+
+
+def _utf8_text(raw: bytes, path: Path) -> str:
+    """A study file's text: UTF-8, a leading UTF-8 byte-order mark dropped; anything else is named."""
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        raise ConfigError(f"{path}: the study file is UTF-16 or UTF-32 text (it starts with a byte-order mark); "
+                          "save it as UTF-8")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: the study file is not UTF-8 text (byte {error.start}); save it as UTF-8") from None
 
 
 def _looks_like_relative_file(source: str, folder: Path) -> bool:
@@ -274,6 +300,15 @@ def check_value(ok: bool, name: str, value: object, expected: str) -> None:
     """A ``ConfigError`` "name = value: must be expected" unless ``ok``."""
     if not ok:
         raise ConfigError(f"{name} = {value!r}: must be {expected}")
+
+
+def check_stop_probability(value: float, name: str) -> None:
+    """A private selection's stopping probability: in (0, 1], and not so small that its expected candidates (1/p)
+    exceed ``MAX_EXPECTED_SELECTION_ROUNDS``."""
+    check_value(0 < value <= 1, name, value, "in (0, 1]")
+    check_value(1 / value <= MAX_EXPECTED_SELECTION_ROUNDS, name, value,
+                f"at least {1 / MAX_EXPECTED_SELECTION_ROUNDS:g}: it asks for {1 / value:.3g} candidate draws on "
+                f"average, above the {MAX_EXPECTED_SELECTION_ROUNDS} allowed")
 
 
 def check_choice(name: str, value: object, literal: object) -> None:

@@ -22,6 +22,7 @@ import optuna
 import scorers
 import swagppm
 from scorers import PrivacyAudit, Refutation
+from tuner.outputs import write_atomic
 
 if TYPE_CHECKING:
     from swagppm.evaluate.probes import RecordLosses
@@ -98,4 +99,4 @@ def audit_document(audits: Mapping[str, PrivacyAudit], *, epsilon_cap: float,
 
 def write_audit(path: Path, document: Mapping[str, Any], *, c: float, ft_epochs: int, g: float) -> None:
     """The audit of the configuration (c, ft_epochs, g) as JSON: aggregates only."""
-    path.write_text(json.dumps({"c": c, "ft_epochs": ft_epochs, "g": g, **document}, indent=2) + "\n")
+    write_atomic(path, json.dumps({"c": c, "ft_epochs": ft_epochs, "g": g, **document}, indent=2) + "\n")

@@ -9,19 +9,26 @@ quantified); DP-SGD's (ε, δ) comes from Opacus's accountant.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
+import io
 import json
+import math
 import statistics
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
+from swagppm.config import check_value
+from tuner.outputs import write_atomic
 
 NOT_QUANTIFIED = "not quantified"
+COMPARISON_FILES = ("comparison.json", "comparison.csv", "f1_by_class_size.html")  # what `compare -o` writes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +43,7 @@ class ComparisonRow:
     f1_top_quartile: float
     f1_bottom_quartile: float
     note: str = ""
+    remark: str = ""  # what the table says under itself: the target asked for, and why it was not reached
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,10 +67,23 @@ class CompareSettings:
     dpsgd_max_grad_norm: float = 1.0
     dpsgd_epochs: int = 30
 
+    def __post_init__(self) -> None:
+        """Every setting checked before any fit (a comparison runs for minutes to hours)."""
+        positive = {"c": self.c, "stricter_epsilon": self.stricter_epsilon, "dpsgd_learning_rate":
+                    self.dpsgd_learning_rate, "dpsgd_max_grad_norm": self.dpsgd_max_grad_norm}
+        for name, value in positive.items():
+            check_value(value is None or (value > 0 and math.isfinite(value)), name, value, "positive and finite")
+        for name, count in {"ft_epochs": self.ft_epochs, "long_epochs": self.long_epochs,
+                            "dpsgd_batch_size": self.dpsgd_batch_size, "dpsgd_epochs": self.dpsgd_epochs}.items():
+            check_value(count is None or count >= 1, name, count, "at least 1")
+        check_value(0 < self.reweight_k <= 1, "reweight_k", self.reweight_k, "in (0, 1]")
+        check_value(self.delta is None or 0 < self.delta < 1, "delta", self.delta, "in (0, 1)")
+        check_value(math.isfinite(self.g), "g", self.g, "finite")
+
 
 def _row(method: str, scores: dict[str, float], *, epsilon: float | None, delta: float | str | None,
-         note: str = "") -> ComparisonRow:
-    return ComparisonRow(method=method, epsilon=epsilon, delta=delta, note=note, **scores)
+         note: str = "", remark: str = "") -> ComparisonRow:
+    return ComparisonRow(method=method, epsilon=epsilon, delta=delta, note=note, remark=remark, **scores)
 
 
 def _percentile_row(
@@ -90,29 +111,77 @@ def _swagppm_rows(session: swagppm.Session, settings: CompareSettings, *, label:
     ]
 
 
-def _dpsgd_rows(session: swagppm.Session, settings: CompareSettings, targets: Sequence[float]) -> list[ComparisonRow]:
+def _dpsgd_rows(session: swagppm.Session, settings: CompareSettings, targets: Sequence[float], *,
+                echo: Callable[[str], None]) -> list[ComparisonRow]:
+    """One DP-SGD row per distinct run: a target asked twice, or two targets that give the same run (the same
+    noise multiplier and steps), are one row whose remark says so; a target not reached is said, with why."""
     try:
         from swagppm.evaluate.dpsgd import DPSGDSettings, dpsgd_fit
     except ModuleNotFoundError as error:
         raise ConfigError(f"compare needs DP-SGD's library ({error.name}): "
                           "pip install 'swagppm-tuner[compare]'") from None
-    rows = []
-    for target in targets:
-        result = dpsgd_fit(session, DPSGDSettings(
-            target_epsilon=target, delta=settings.delta, batch_size=settings.dpsgd_batch_size,
-            learning_rate=settings.dpsgd_learning_rate, max_grad_norm=settings.dpsgd_max_grad_norm,
-            epochs=settings.dpsgd_epochs, seed=session.config.seed))
+    rows: list[ComparisonRow] = []
+    runs: dict[tuple[float, float, int], int] = {}  # (ε, noise multiplier, steps) -> its row
+    for target in dict.fromkeys(targets):
+        asked = f"asked for epsilon {target:.3g}" + (" twice" if list(targets).count(target) > 1 else "")
+        try:
+            result = dpsgd_fit(session, DPSGDSettings(
+                target_epsilon=target, delta=settings.delta, batch_size=settings.dpsgd_batch_size,
+                learning_rate=settings.dpsgd_learning_rate, max_grad_norm=settings.dpsgd_max_grad_norm,
+                epochs=settings.dpsgd_epochs, seed=session.config.seed))
+        except ValueError as error:  # Opacus: no noise multiplier up to its maximum reaches the target
+            if "privacy budget is too low" not in str(error):
+                raise
+            echo(f"DP-SGD {asked}: not run: no noise multiplier Opacus allows reaches it in "
+                 f"{settings.dpsgd_epochs} epochs")
+            continue
+        key = (result.epsilon, result.noise_multiplier, result.steps)
+        if key in runs:
+            row = rows[runs[key]]
+            rows[runs[key]] = dataclasses.replace(row, remark=f"{row.remark}; {asked} gave this same run (one row)")
+            continue
         scores = {key: getattr(result, key) for key in ("f1_macro", "f1_weighted", "f1_top_quartile",
                                                          "f1_bottom_quartile")}
+        runs[key] = len(rows)
         rows.append(_row("DP-SGD", scores, epsilon=result.epsilon, delta=result.delta,
                          note=f"Opacus, {result.accountant} accountant, "
-                              f"noise multiplier {result.noise_multiplier:.3g}, {result.steps} steps"))
+                              f"noise multiplier {result.noise_multiplier:.3g}, {result.steps} steps",
+                         remark=asked + _shortfall(target, result.epsilon, result.noise_multiplier, result.steps)))
     return rows
+
+
+def _shortfall(target: float, epsilon: float, noise: float, steps: int) -> str:
+    """Why a DP-SGD run's ε is not its target (empty when it is, within the search's tolerance)."""
+    from swagppm.evaluate.dpsgd import EPSILON_TOLERANCE  # loaded already: the run used it
+
+    if epsilon > target * (1 + 1e-9):
+        return (f", not reached: the accountant gives {epsilon:.3g} at noise multiplier {noise:.3g} over {steps} "
+                "steps")
+    if epsilon < target * (1 - 2 * EPSILON_TOLERANCE):
+        return (f", got {epsilon:.3g}: the noise-multiplier search stopped at {noise:.3g} for {steps} steps, so "
+                "this run is more private (and noisier) than asked")
+    return ""
+
+
+@contextlib.contextmanager
+def understood_warnings() -> Iterator[None]:
+    """Silence the library warnings a comparison raises and the table already accounts for: Opacus's accountants
+    at the large noise multipliers a small ε needs (RDP's orders run out, the PRV's logarithms of zero)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Optimal order is the (largest|smallest) alpha")
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"opacus\.accountants")
+        warnings.filterwarnings("ignore", message="Secure RNG turned off")
+        yield
 
 
 def compare(config: SWAGPPMConfig, settings: CompareSettings, *,
             echo: Callable[[str], None] = print) -> list[ComparisonRow]:
     """Train and score every method on ``config``'s data and model; returns the table's rows."""
+    with understood_warnings():
+        return _compare(config, settings, echo=echo)
+
+
+def _compare(config: SWAGPPMConfig, settings: CompareSettings, *, echo: Callable[[str], None]) -> list[ComparisonRow]:
     with swagppm.Session(config) as session:
         echo("non-private baseline (stage 1) ...")
         rows = [_row("non-private (stage 1)", session.baseline_scores(), epsilon=None, delta=None,
@@ -125,9 +194,9 @@ def compare(config: SWAGPPMConfig, settings: CompareSettings, *,
         rows += _swagppm_rows(session, settings, label="SWAG-PPM")
         epsilon = rows[-1].epsilon
         assert epsilon is not None
-        stricter = settings.stricter_epsilon or epsilon / 2
+        stricter = epsilon / 2 if settings.stricter_epsilon is None else settings.stricter_epsilon
         echo(f"DP-SGD at epsilon {epsilon:.3g} and {stricter:.3g} ...")
-        rows += _dpsgd_rows(session, settings, (epsilon, stricter))
+        rows += _dpsgd_rows(session, settings, (epsilon, stricter), echo=echo)
     with swagppm.Session(config.replace(reweight_k=settings.reweight_k)) as session:
         echo(f"reweighted SWAG-PPM (k = {settings.reweight_k:g}) ...")
         rows += _swagppm_rows(session, settings, label=f"reweighted SWAG-PPM k={settings.reweight_k:g}")
@@ -150,30 +219,53 @@ def comparison_table(rows: Sequence[ComparisonRow]) -> str:
         delta = "-" if row.delta is None else (row.delta if isinstance(row.delta, str) else f"{row.delta:.3g}")
         lines.append(f"{row.method:<50} {eps:>8} {delta:>14} {row.f1_macro:>7.3f} {row.f1_weighted:>7.3f} "
                      f"{row.f1_top_quartile:>8.3f} {row.f1_bottom_quartile:>10.3f}")
+    lines += [f"  {row.method}: {row.remark}" for row in rows if row.remark]
     return "\n".join(lines)
 
 
 def write_comparison(rows: Sequence[ComparisonRow], folder: Path, *, about: dict[str, Any]) -> list[Path]:
-    """comparison.json (the rows and what was compared), comparison.csv and the F1-by-class-size figure (HTML)."""
+    """comparison.json (the rows and what was compared), comparison.csv and the F1-by-class-size figure (HTML), each
+    written atomically."""
     import scorers.plots
 
-    folder.mkdir(parents=True, exist_ok=True)
     records = [dataclasses.asdict(row) for row in rows]
-    paths = [folder / "comparison.json", folder / "comparison.csv", folder / "f1_by_class_size.html"]
-    paths[0].write_text(json.dumps({"about": about, "rows": records}, indent=2) + "\n")
-    with paths[1].open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(records[0]))
-        writer.writeheader()
-        writer.writerows(records)
-    scorers.plots.write_html(scorers.plots.f1_by_class_size_figure(records), paths[2])
-    return paths
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=list(records[0]))
+    writer.writeheader()
+    writer.writerows(records)
+    figure = scorers.plots.f1_by_class_size_figure(records)
+    contents = (json.dumps({"about": about, "rows": records}, indent=2) + "\n", table.getvalue(),
+                figure.to_html(include_plotlyjs=True, full_html=True))
+    return [write_atomic(folder / name, text) for name, text in zip(COMPARISON_FILES, contents, strict=True)]
 
 
 def read_comparison(path: Path) -> list[ComparisonRow]:
-    """The rows of a comparison.json; errors name the file."""
+    """The rows of a comparison.json, each field checked; errors name the file (and the row and field)."""
     try:
-        document = json.loads(path.read_text())
-        return [ComparisonRow(**row) for row in document["rows"]]
+        document = json.loads(path.read_text(encoding="utf-8"))
+        rows = [ComparisonRow(**row) for row in document["rows"]]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ConfigError(f"{path}: not a comparison written by `swagppm-tune compare` "
                           f"({type(error).__name__})") from None
+    if not rows:
+        raise ConfigError(f"{path}: a comparison without rows")
+    for number, row in enumerate(rows, start=1):
+        problem = _row_problem(row)
+        if problem is not None:
+            raise ConfigError(f"{path}: row {number}: {problem}")
+    return rows
+
+
+def _row_problem(row: ComparisonRow) -> str | None:
+    """What is wrong with one read row (None: nothing)."""
+    if not isinstance(row.method, str) or not isinstance(row.note, str):
+        return "method and note must be text"
+    for key in ("f1_macro", "f1_weighted", "f1_top_quartile", "f1_bottom_quartile"):
+        value = getattr(row, key)
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1):
+            return f"{key} = {value!r}: must be an F1 score in [0, 1]"
+    if row.epsilon is not None and not (isinstance(row.epsilon, (int, float)) and row.epsilon >= 0):
+        return f"epsilon = {row.epsilon!r}: must be a number of at least 0 (or null)"
+    if row.delta is not None and not isinstance(row.delta, (int, float, str)):
+        return f"delta = {row.delta!r}: must be a number, text or null"
+    return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
 from swagppm.statement import privacy_statement
 from tuner.config import StudyConfig
+from tuner.outputs import write_atomic
 from tuner.queries import best_feasible, is_feasible, trials_run, violated
 from tuner.record import TrialRecord, named_constraints
 from tuner.storage import masked_url
@@ -79,10 +81,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
 
 
 def write_export(document: dict[str, Any], path: str | Path) -> Path:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(document, indent=2) + "\n")
-    return target
+    return write_atomic(path, json.dumps(document, indent=2) + "\n")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,6 +127,7 @@ def read_export(path: str | Path) -> Chosen:
         fit = document["swagppm"]
     except (KeyError, TypeError, ValueError) as error:
         raise ConfigError(f"{path}: field {error} is missing or malformed") from None
+    check_export_fields(document, path)
     config = SWAGPPMConfig.from_dict(fit, where=f"{path} swagppm")
     epsilon = (document.get("metrics") or {}).get("epsilon")
     threads, kernels, stage1 = document.get("threads"), document.get("cpu_kernels"), document.get("stage1_fingerprint")
@@ -148,6 +148,35 @@ def _epsilon_cap(path: Path, document: dict[str, Any]) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         raise ConfigError(f"{path}: field targets.epsilon = {value!r} is not a positive number")
     return float(value)
+
+
+def check_export_fields(document: dict[str, Any], path: Path) -> None:
+    """Refuse an export whose fields a verb would trip over after its fit: (c, ft_epochs, g) out of range or of the
+    wrong type, and tables (metrics, trials_run, tuning, versions, swagppm) that are not tables."""
+    params = document["params"]
+    if not isinstance(params, dict):
+        raise ConfigError(f"{path}: field params must be a table")
+    checks = (("c", lambda v: _number(v) and 0 < v < math.inf, "a positive finite number"),
+              ("ft_epochs", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+               "an integer of at least 1"),
+              ("g", lambda v: _number(v) and math.isfinite(v), "a finite number"))
+    for key, ok, expected in checks:
+        if key in params and not ok(params[key]):
+            raise ConfigError(f"{path}: params.{key} = {params[key]!r}: must be {expected}")
+    for key in ("swagppm", "metrics", "trials_run", "tuning", "versions"):
+        if document.get(key) is not None and not isinstance(document[key], dict):
+            raise ConfigError(f"{path}: field {key} must be a table (a JSON object), not "
+                              f"{type(document[key]).__name__}")
+    epsilon = (document.get("metrics") or {}).get("epsilon")
+    if epsilon is not None and not (_number(epsilon) and epsilon >= 0):
+        raise ConfigError(f"{path}: metrics.epsilon = {epsilon!r}: must be a number of at least 0 (or null)")
+    total = (document.get("trials_run") or {}).get("total")
+    if total is not None and not (isinstance(total, int) and not isinstance(total, bool) and total >= 1):
+        raise ConfigError(f"{path}: trials_run.total = {total!r}: must be an integer of at least 1")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def chosen_from_study(study: optuna.Study, config: StudyConfig) -> Chosen | None:

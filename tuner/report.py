@@ -15,6 +15,7 @@ from tuner.compare import ComparisonRow
 from tuner.config import StudyConfig
 from tuner.figures import study_figures, trial_figures
 from tuner.outcome import counted
+from tuner.outputs import write_atomic
 from tuner.queries import FINISHED, best_feasible, closest_trial, describe_violations, trial_rows, trials_run
 from tuner.record import TrialRecord
 from tuner.storage import masked_url
@@ -131,8 +132,6 @@ def _comparison_section(rows: Sequence[ComparisonRow]) -> str:
 
 def write_report(study: optuna.Study, config: StudyConfig, path: str | Path, *,
                  comparison: Sequence[ComparisonRow] | None = None) -> Path:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(report_html(study, config, comparison=comparison), encoding="utf-8")
-    return target
+    """The report written atomically to ``path`` (a failed write leaves no half page)."""
+    return write_atomic(path, report_html(study, config, comparison=comparison))
 

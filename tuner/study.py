@@ -30,12 +30,12 @@ from optuna.trial import FrozenTrial, TrialState
 
 from swagppm import ConfigError, statement
 from tuner.config import StudyConfig
-from tuner.faults import quiet_heartbeat_errors, recover_stale_trials
+from tuner.faults import WORKER, quiet_heartbeat_errors, recover_stale_trials
 from tuner.figures import study_figures
 from tuner.objective import FitCrashed, Objective
 from tuner.outcome import TRIAL_LEGEND
 from tuner.queries import FINISHED, best_feasible, closest_trial, finished_count
-from tuner.record import FAILURE
+from tuner.record import FAILURE, RAN_BY
 from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
 from tuner.storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
 from tuner.tuning import ACCOUNTED_TRIALS, NUM_TRAIN, check_accounting, is_accounted, store_accounting
@@ -190,8 +190,13 @@ def study_lock(config: StudyConfig) -> Iterator[None]:
         yield
         return
     lock = database.with_name(database.name + ".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as handle:
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock, "a")  # noqa: SIM115 - closed by the with below
+    except OSError as error:
+        raise ConfigError(f"{config.path} [study]: the SQLite study's folder {lock.parent} cannot be written "
+                          f"({error.strerror or error}): a run keeps its database and {lock.name} there") from None
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -401,6 +406,7 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, af
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [after_trial]
     if n_trials is not None:
         callbacks.append(MaxTrialsCallback(n_trials, states=FINISHED))
+    spent = Reconnects(finished=finished_count(study))
     while True:
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
         try:
@@ -412,28 +418,70 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, af
         except Exception as error:
             if not is_connection_error(error):
                 raise
-            study, objective.storage = _reconnect(config, error, echo, worker)
+            study, objective.storage = _reconnect(config, error, echo, worker, spent, study)
 
 
-def _reconnect(config: StudyConfig, error: BaseException, echo: Callable[[str], None],
-               worker: str | None) -> tuple[optuna.Study, BaseStorage]:
-    """Reopen the study after its storage went away: waits ``reconnect_wait`` seconds, doubling, then gives up."""
+@dataclass(kw_only=True)
+class Reconnects:
+    """Reconnect attempts spent since a trial last finished (``finished``: the study's finished trials then).
+
+    They count across reconnects: a storage that reconnects but cannot be written
+    (a full disk) uses up the attempts and gives up, instead of reconnecting forever.
+    """
+
+    finished: int
+    used: int = 0
+
+
+def _reconnect(config: StudyConfig, error: BaseException, echo: Callable[[str], None], worker: str | None,
+               spent: Reconnects, study: optuna.Study) -> tuple[optuna.Study, BaseStorage]:
+    """Reopen the study after its storage went away: waits ``reconnect_wait`` seconds, doubling, then gives up
+    (``StorageLost``, this process's running trials marked failed where the storage still takes it) once
+    ``reconnect_attempts`` are spent without a trial finishing."""
     settings, shown = config.study, masked_url(config.storage_url)
     reason = describe_error(error, config.storage_url)
-    for attempt in range(1, settings.reconnect_attempts + 1):
-        wait = settings.reconnect_wait * 2 ** (attempt - 1)
+    episode = 0
+    while spent.used < settings.reconnect_attempts:
+        spent.used += 1
+        episode += 1
+        wait = settings.reconnect_wait * 2 ** (spent.used - 1)
         echo(f"lost the study storage {shown} ({reason}); reconnecting in {wait:g}s "
-             f"(attempt {attempt} of {settings.reconnect_attempts})")
+             f"(attempt {spent.used} of {settings.reconnect_attempts})")
         time.sleep(wait)
         try:
             storage = open_storage(config)
-            study = open_study(config, create=False, worker=worker, storage=storage)
-            finished_count(study)  # a real round trip
+            reopened = open_study(config, create=False, worker=worker, storage=storage)
+            finished = finished_count(reopened)  # a real round trip
         except Exception as retry_error:  # noqa: BLE001 - every failure here is "still unreachable"
             reason = describe_error(retry_error, config.storage_url)
             continue
+        if finished > spent.finished:  # trials finished since the last loss: this loss starts a new count
+            spent.finished, spent.used = finished, episode
         echo(f"reconnected to the study storage {shown}")
-        return study, storage
-    raise StorageLost(f"lost the study storage {shown} and could not reconnect after "
-                      f"{settings.reconnect_attempts} attempts ({reason}); finished trials are kept there. "
-                      "Run the command again once the database is back")
+        return reopened, storage
+    kept = _fail_own_running(study, config)
+    raise StorageLost(f"lost the study storage {shown} and could not reconnect after {settings.reconnect_attempts} "
+                      f"attempts without a trial finishing ({reason}); finished trials are kept there{kept}. Run "
+                      "the command again once the database is back (or its disk has room)")
+
+
+def _fail_own_running(study: optuna.Study, config: StudyConfig) -> str:
+    """Mark this process's running trials failed where the storage still takes it (on SQLite, the lock holder's:
+    all of them); a clause for the message."""
+    mine = kind(config.storage_url) == "sqlite"
+    failed, left = [], []
+    try:
+        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    except Exception:  # noqa: BLE001 - the storage cannot even be read: the next run fails them as stale trials
+        return "; its running trials will be marked failed by the next run"
+    for trial in running:
+        if not (mine or trial.user_attrs.get(RAN_BY) == WORKER):
+            continue
+        try:
+            study.tell(trial.number, state=TrialState.FAIL)
+            failed.append(trial.number)
+        except Exception:  # noqa: BLE001 - the storage refused: the next run fails it as a stale trial
+            left.append(trial.number)
+    return ((f"; running trial(s) {', '.join(map(str, failed))} marked failed" if failed else "")
+            + (f"; trial(s) {', '.join(map(str, left))} could not be marked failed (the next run will)"
+               if left else ""))

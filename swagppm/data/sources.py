@@ -100,12 +100,64 @@ def records_from_frames(parts: list[tuple[pd.DataFrame, str]], config: DataConfi
     texts: list[str] = []
     labels: list[str] = []
     titles: dict[str, str] = {}
+    kinds = LabelKinds(column=config.label_column)
     for frame, origin in parts:
         part_texts, part_labels = _checked_records(frame, origin, config)
         texts += part_texts
-        labels += part_labels
-        titles |= _titles(frame, origin, config, part_labels)
+        labels += kinds.names(part_labels, origin)
+        titles |= _titles(frame, origin, config, labels[-len(part_labels):] if part_labels else [])
     return Records(texts=texts, labels=labels, titles=titles)
+
+
+class LabelKinds:
+    """Label cells as class names: a number by its value (1 and 1.0 are one class, "1"), text as written.
+
+    A column that holds numbers and also numbers written as text (1 and "1.0") is
+    refused, naming the column and a row of each: which of them is meant to be one
+    class cannot be told. Text labels alone are kept as written ("01" and "1" are
+    two codes).
+    """
+
+    def __init__(self, *, column: str) -> None:
+        self.column = column
+        self.number_at: str | None = None  # where the first number cell was seen
+        self.numeric_text_at: str | None = None  # where the first text cell that reads as a number was seen
+
+    def names(self, values: list[object], origin: str) -> list[str]:
+        names = []
+        for row, value in enumerate(values, start=1):
+            if _is_number(value):
+                self.number_at = self.number_at or f"{origin} row {row}"
+                names.append(_number_name(value))
+            else:
+                names.append(str(value))
+                if self.numeric_text_at is None and isinstance(value, str) and _reads_as_number(value):
+                    self.numeric_text_at = f"{origin} row {row}"
+            if self.number_at and self.numeric_text_at:
+                raise DataError(f"column {self.column!r} mixes numbers ({self.number_at}) and numbers written as "
+                                f"text ({self.numeric_text_at}): write every label one way, all as numbers or all "
+                                "as text")
+        return names
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _number_name(value: object) -> str:
+    """A number label's class name: an integral value without a decimal point (1, 1.0 and 1e0 are "1")."""
+    number = float(value)  # type: ignore[arg-type]
+    if number.is_integer():
+        return str(int(value)) if isinstance(value, (int, np.integer)) else str(int(number))
+    return repr(number)
+
+
+def _reads_as_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 # --- The built-in sources ----------------------------------------------------------------------
@@ -187,7 +239,7 @@ def _titles(frame: pd.DataFrame, origin: str, config: DataConfig, labels: list[s
     return found
 
 
-def _checked_records(frame: pd.DataFrame, origin: str, config: DataConfig) -> tuple[list[str], list[str]]:
+def _checked_records(frame: pd.DataFrame, origin: str, config: DataConfig) -> tuple[list[str], list[object]]:
     """The text and label columns of one file, or a ``DataError`` naming the first bad cell (not its content)."""
     for column in (config.text_column, config.label_column):
         if column not in frame.columns:
@@ -203,7 +255,7 @@ def _checked_records(frame: pd.DataFrame, origin: str, config: DataConfig) -> tu
             problem = problem_of(value)
             if problem is not None:
                 raise DataError(f"{origin}: column {column!r}, row {row}: {problem}")
-    return texts, [str(label) for label in labels]
+    return texts, labels
 
 
 def _text_problem(value: object) -> str | None:

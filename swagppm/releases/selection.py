@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from swagppm.config import PRIVATE_TEST
+from swagppm.config import PRIVATE_TEST, check_stop_probability
 from swagppm.data.sources import load_records
 from swagppm.errors import ConfigError, DataError, ReleaseRefused
 from swagppm.resources import Resources
@@ -67,6 +67,7 @@ class Selection:
             raise ConfigError(f"selection threshold {self.threshold!r}: an F1 score in [0, 1]")
         if self.rounds < 1:
             raise ConfigError(f"selection rounds {self.rounds!r}: at least 1")
+        check_stop_probability(self.stop_probability, "selection stop_probability")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,6 +26,7 @@ from scorers import (
     spike_mask,
 )
 from scorers._scores import MIN_DRAWS
+from tests import PATIENCE
 from tests.scorers.series import gaussian_bulk, with_spikes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -516,5 +517,5 @@ def test_importing_scorers_does_not_import_torch() -> None:
     if importlib.util.find_spec("scorers.plots") is not None:
         modules.append("scorers.plots")
     code = f"import sys; import {', '.join(modules)}; assert 'torch' not in sys.modules, 'torch was imported'"
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, result.stderr

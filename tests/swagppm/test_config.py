@@ -203,6 +203,12 @@ def test_other_invalid_choices(tmp_path, table, line, key):
         ("swagppm", "batch_size = 0", "swagppm.batch_size"),
         ("swagppm", "reweight_k = 1.5", "swagppm.reweight_k"),
         ("swagppm", "finetune_lr = -1e-5", "swagppm.finetune_lr"),
+        ("swagppm", "draws_privacy = 100000000000000000", "swagppm.draws_privacy"),
+        ("swagppm", "draws_utility = 100001", "swagppm.draws_utility"),
+        ("swagppm", "draws_risk = 1000000", "swagppm.draws_risk"),
+        ("swagppm", "stage1_epochs = 5000", "swagppm.stage1_epochs"),
+        ("swagppm", "swag_epochs = 1000000", "swagppm.swag_epochs"),
+        ("data", "synthetic_size = 1000000000", "data.synthetic_size"),
     ],
 )
 def test_out_of_range_names_key(tmp_path, table, line, key):
@@ -210,6 +216,47 @@ def test_out_of_range_names_key(tmp_path, table, line, key):
     message = error_naming(ConfigError, path, lambda: SWAGPPMConfig.from_toml(path))
     assert f"{key} = " in message
     assert "must be" in message
+
+
+def test_a_bound_says_why(tmp_path):
+    path = _study(tmp_path, "[swagppm]\ndraws_privacy = 100000000000000000\n")
+    message = error_naming(ConfigError, path, lambda: SWAGPPMConfig.from_toml(path))
+    assert "at most 100000" in message and "weeks" in message
+
+
+@pytest.mark.parametrize("probability, ok", [(1e-300, False), (1e-5, False), (1e-4, True), (0.1, True), (1.0, True),
+                                             (0.0, False), (1.5, False)])
+def test_the_selection_stop_probability_has_a_floor(probability, ok):
+    from swagppm.config import check_stop_probability
+
+    if ok:
+        check_stop_probability(probability, "p")
+    else:
+        with pytest.raises(ConfigError, match="p = "):
+            check_stop_probability(probability, "p")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_a_study_file_in_utf16_is_one_error_naming_it(tmp_path, encoding):
+    path = tmp_path / "study.toml"
+    path.write_bytes("[swagppm]\nseed = 1\n".encode(encoding) if encoding != "utf-16-be"
+                     else b"\xfe\xff" + "[swagppm]\nseed = 1\n".encode(encoding))
+    with pytest.raises(ConfigError, match="UTF-16 or UTF-32") as info:
+        SWAGPPMConfig.from_toml(path)
+    assert str(path) in str(info.value)
+
+
+def test_a_study_file_with_a_utf8_bom_is_read(tmp_path):
+    path = tmp_path / "study.toml"
+    path.write_bytes(b"\xef\xbb\xbf[swagppm]\nseed = 3\n")
+    assert SWAGPPMConfig.from_toml(path).seed == 3
+
+
+def test_a_study_file_that_is_not_utf8_names_the_byte(tmp_path):
+    path = tmp_path / "study.toml"
+    path.write_bytes(b"[swagppm]\n# caf\xe9\nseed = 3\n")
+    with pytest.raises(ConfigError, match=r"not UTF-8 text \(byte 15\)"):
+        SWAGPPMConfig.from_toml(path)
 
 
 def test_missing_study_file(tmp_path):

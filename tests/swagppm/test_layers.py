@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import PATIENCE
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("swagppm", "scorers", "tuner")
 # Packages whose imports of another package must name its public modules only.
@@ -122,6 +124,6 @@ def test_the_lower_layers_never_import_each_other_or_above(lower: str, forbidden
 def test_importing_swagppm_and_its_statement_loads_no_training_stack() -> None:
     script = ("import sys, swagppm, swagppm.statement\n"
               "print(sorted(m for m in ('torch', 'transformers', 'pandas', 'sklearn') if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=PATIENCE, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"

@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 
 import swagppm
+from tests import PATIENCE
 
 PACKAGE = Path(swagppm.__file__).parent
 
 
 def _digest(root: Path) -> str:
     script = "from swagppm.provenance import code_digest; print(code_digest())"
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=root,
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=PATIENCE, cwd=root,
                          env={**os.environ, "PYTHONPATH": str(root)})
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.strip()

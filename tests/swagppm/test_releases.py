@@ -20,6 +20,7 @@ import swagppm
 from swagppm.data.prepare import prepare_data
 from swagppm.releases.staging import owner_report_path
 from swagppm.train import rng
+from tests import PATIENCE
 from tests.swagppm.helpers import small_config
 
 CAP = 100.0  # the declared epsilon cap of these releases (the tiny fits' measured epsilon is far below it)
@@ -93,7 +94,7 @@ def test_released_directory_loads_without_swagppm(released: Path) -> None:
         "print(m(**t(['an employee burned the hand'], return_tensors='pt')).logits.shape)\n"
         "assert 'swagppm' not in sys.modules\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=PATIENCE)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "torch.Size([1, 4])" in out.stdout
 

@@ -122,7 +122,8 @@ def test_a_selection_set_with_unknown_classes_is_named_without_its_labels(
 
 
 @pytest.mark.parametrize(("field", "value", "words"), [("threshold", 1.5, "an F1 score"), ("rounds", 0, "at least 1"),
-                                                       ("metric", "accuracy", "f1_macro, f1_weighted")])
+                                                       ("metric", "accuracy", "f1_macro, f1_weighted"),
+                                                       ("stop_probability", 1e-300, "1e\\+300 candidate draws")])
 def test_bad_selection_settings_are_named(field: str, value: object, words: str) -> None:
     settings: dict[str, Any] = {"source": PRIVATE_TEST, "threshold": 0.5, "rounds": 3, "stop_probability": 0.5}
     with pytest.raises(swagppm.ConfigError, match=words):

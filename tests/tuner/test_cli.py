@@ -11,6 +11,7 @@ import pytest
 
 import swagppm
 from swagppm.config import PRIVATE_TEST
+from tests import PATIENCE
 from tuner.cli import EXIT_FIT_FAILED, main
 
 STUDY = """
@@ -149,5 +150,48 @@ def test_the_command_line_loads_no_heavy_library_until_a_verb_needs_it() -> None
     code = ("import sys, tuner.cli\n"
             f"loaded = [m for m in {heavy!r} if m in sys.modules]\n"
             "assert not loaded, loaded")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=PATIENCE)
     assert done.returncode == 0, done.stderr[-500:]
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["compare", "STUDY", "-o", "OUT", "--long-epochs", "-2"], "--long-epochs"),
+    (["compare", "STUDY", "-o", "OUT", "--dpsgd-batch-size", "0"], "--dpsgd-batch-size"),
+    (["compare", "STUDY", "-o", "OUT", "--delta", "5"], "--delta"),
+    (["compare", "STUDY", "-o", "OUT", "--stricter-epsilon", "-1"], "--stricter-epsilon"),
+    (["compare", "STUDY", "-o", "OUT", "--stricter-epsilon", "0"], "--stricter-epsilon"),
+    (["compare", "STUDY", "-o", "OUT", "--dpsgd-epochs", "0"], "--dpsgd-epochs"),
+    (["compare", "STUDY", "-o", "OUT", "--long-epochs", "1000000000"], "from 1 to 1000"),
+    (["compare", "STUDY", "-o", "OUT", "--reweight-k", "-3"], "--reweight-k"),
+    (["compare", "STUDY", "-o", "OUT", "--dpsgd-lr", "inf"], "--dpsgd-lr"),
+    (["fit", "STUDY", "--ft-epochs", "0"], "--ft-epochs"),
+    (["fit", "STUDY", "--c", "nan"], "--c"),
+    (["fit", "STUDY", "--json", "OUT", "--over"], "--over"),  # no abbreviation is taken for --overwrite
+    (["fit", "STUDY", "--release", "OUT", "--force", "--min-utility", "0.5", "--selection-data", "private-test",
+      "--selection-stop-probability", "1e-300"], "1e+300 candidate draws"),
+    (["run", "STUDY", "--n-trials", "0"], "--n-trials"),
+    (["run", "STUDY", "--workers", "-1"], "--workers"),
+    (["run", "STUDY", "--timeout", "-5"], "--timeout"),
+    (["dashboard", "STUDY", "--port", "70000"], "--port"),
+    (["export", "STUDY", "-o", "OUT", "--trial", "-1"], "--trial"),
+    (["rejudge", "STUDY", "--name", "strict", "--epsilon", "0"], "--epsilon"),
+    (["launch", "STUDY", "--jobs", "0"], "--jobs"),
+])
+def test_every_flag_is_checked_before_any_work(tmp_path: Path, argv: list[str], named: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text(STUDY)
+    places = {"STUDY": str(study), "OUT": str(tmp_path / "out")}
+    assert main([places.get(arg, arg) for arg in argv]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and named in err and "Traceback" not in err, err
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
+
+
+def test_the_library_checks_the_comparison_settings_too() -> None:
+    from tuner.compare import CompareSettings
+
+    with pytest.raises(swagppm.ConfigError, match="long_epochs = -2"):
+        CompareSettings(c=1.0, ft_epochs=1, long_epochs=-2)
+    with pytest.raises(swagppm.ConfigError, match="stricter_epsilon = 0"):
+        CompareSettings(c=1.0, ft_epochs=1, stricter_epsilon=0.0)

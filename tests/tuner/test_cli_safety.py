@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import tuner.cli.study
+from tests import PATIENCE
 from tests.tuner.helpers import result, tight
 from tuner import StudyConfig, export_trial, judge, report_html, write_export
 from tuner.cli import EXIT_BROKEN_PIPE, EXIT_NOT_REPRODUCED, main
@@ -246,7 +247,7 @@ def test_status_into_a_closed_pipe_exits_quietly(study_file: Callable[..., Path]
     assert process.stdout is not None and process.stderr is not None
     process.stdout.close()  # the reader leaves before the first line, as `| head` does after its own
     err = process.stderr.read()
-    assert process.wait(timeout=120) == EXIT_BROKEN_PIPE
+    assert process.wait(timeout=PATIENCE) == EXIT_BROKEN_PIPE
     assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
 
 
@@ -372,3 +373,212 @@ def test_a_fit_outside_a_study_is_checked_like_one(capsys: pytest.CaptureFixture
                        (["--stop-above-epsilon", "-1"], "--stop-above-epsilon")):
         assert main(["fit", str(path), *flags]) == 2
         assert key in one_error_line(capsys.readouterr().err)
+
+
+# --- 11. one output rule: never an input, never a file the user keeps (issue 31 D1, D2, D6) ---------------------
+
+
+def a_study_on_a_data_file(study_file: Callable[..., Path], tmp_path: Path) -> tuple[Path, Path]:
+    """A study whose records are a JSONL file beside it, with its SQLite storage made; (study file, data file)."""
+    data = tmp_path / "records.jsonl"
+    data.write_text("".join(json.dumps({"text": f"record {i}", "label": i % 2}) + "\n" for i in range(8)))
+    path = study_file(data={"source": "records.jsonl", "synthetic_size": None, "synthetic_classes": None})
+    with_a_feasible_trial(path)
+    return path, data
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["report", "STUDY", "-o", "STUDY.db"], "the study storage"),
+    (["report", "STUDY", "-o", "STUDY.db", "--overwrite"], "the study storage"),
+    (["report", "STUDY", "-o", "STUDY", "--overwrite"], "the study file"),
+    (["export", "STUDY", "-o", "DATA", "--overwrite"], "the data"),
+    (["audit", "STUDY", "-o", "DATA", "--overwrite"], "the data"),
+    (["fit", "STUDY", "--json", "DATA", "--overwrite"], "the data"),
+    (["fit", "STUDY", "--figures", "STUDY.db", "--overwrite"], "the study storage"),
+    (["audit", "--from", "EXPORT", "-o", "EXPORT", "--overwrite"], "the export read"),
+    (["release", "--from", "EXPORT", "-o", "EXPORT", "--force"], ""),
+    (["report", "STUDY", "-o", "LINK", "--overwrite"], "the study storage"),
+    (["compare", "STUDY", "-o", "DATA", "--overwrite"], "the data"),
+])
+def test_no_verb_writes_over_an_input_of_its_run(study_file: Callable[..., Path], tmp_path: Path, argv: list[str],
+                                                 named: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path, data = a_study_on_a_data_file(study_file, tmp_path)
+    exported = tmp_path / "best.json"
+    assert main(["export", str(path), "-o", str(exported)]) == 0
+    (tmp_path / "link.html").symlink_to(path.with_suffix(".db"))  # a symlink to the storage
+    places = {"STUDY.db": str(path.with_suffix(".db")), "STUDY": str(path), "DATA": str(data),
+              "EXPORT": str(exported), "LINK": str(tmp_path / "link.html")}
+    before = {name: Path(place).read_bytes() for name, place in places.items()}
+    capsys.readouterr()
+    assert main([re.sub("STUDY.db|STUDY|DATA|EXPORT|LINK", lambda m: places[m[0]], a) for a in argv]) == 2
+    captured = capsys.readouterr()
+    assert named in one_error_line(captured.err) and "eps" not in captured.out  # refused before any fit
+    assert not (tmp_path / "cache").exists()
+    assert {name: Path(place).read_bytes() for name, place in places.items()} == before
+    assert main(["status", str(path)]) == 0  # the study is whole
+
+
+@pytest.mark.parametrize("verb", [["report", "STUDY", "-o"], ["export", "STUDY", "-o"], ["fit", "STUDY", "--json"]])
+def test_an_existing_file_is_replaced_only_with_overwrite(study_file: Callable[..., Path], tmp_path: Path,
+                                                          verb: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    mine = tmp_path / "notes.html"
+    mine.write_text("mine")
+    argv = [str(path) if a == "STUDY" else a for a in verb] + [str(mine)]
+    assert main(argv) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "--overwrite" in line and str(mine) in line and mine.read_text() == "mine"
+    assert not (tmp_path / "cache").exists()
+    if verb[0] != "fit":  # a fit runs for real after the check: the refusal is the point here
+        assert main([*argv, "--overwrite"]) == 0
+        assert mine.read_text() != "mine" and mine.stat().st_size > 100
+        assert not list(tmp_path.glob(".notes.html.*"))  # no temporary file is left beside it
+
+
+def test_compare_refuses_a_folder_holding_its_files(study_file: Callable[..., Path], tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "comparison.csv").write_text("my own table")
+    assert main(["compare", str(path), "-o", str(folder)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "comparison.csv" in line and "--overwrite" in line
+    assert (folder / "comparison.csv").read_text() == "my own table" and not (tmp_path / "cache").exists()
+
+
+def test_a_write_is_all_or_nothing(tmp_path: Path) -> None:
+    from tuner.outputs import write_atomic
+
+    target = tmp_path / "out.json"
+    target.write_text("old")
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "inner").mkdir()  # os.replace cannot put a file over a folder: the write fails at the end
+    with pytest.raises(OSError):
+        write_atomic(blocked / "inner", "new")
+    assert sorted(p.name for p in blocked.iterdir()) == ["inner"]  # its temporary file is gone
+    write_atomic(target, "new")
+    assert target.read_text() == "new" and oct(target.stat().st_mode & 0o777) != oct(0o600)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked", "out.json"]
+
+
+def test_a_device_is_written_straight_through(study_file: Callable[..., Path],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    if not Path("/dev/stdout").exists():
+        pytest.skip("no /dev/stdout on this system")
+    from tuner.outputs import check_output
+
+    assert check_output(Path("/dev/null"), inputs={}, overwrite=False) == Path("/dev/null")
+
+
+# --- 12. unclear errors become one line naming the file (issue 31 U1, U2, U3, U6) -------------------------------
+
+
+@pytest.mark.parametrize("verb", ["status", "run", "export"])
+def test_a_study_file_in_utf16_is_one_line_naming_it(tmp_path: Path, verb: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "study.toml"
+    path.write_bytes('[study]\nname = "x"\n'.encode("utf-16"))  # starts with FF FE
+    argv = [verb, str(path)] + (["-o", str(tmp_path / "b.json")] if verb == "export" else [])
+    assert main(argv) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert str(path) in line and "UTF-16" in line
+
+
+def a_folder_no_one_may_write(tmp_path: Path) -> Path:
+    """A real folder this process cannot write: chmod 555, or, for root (whom modes do not stop), sysfs."""
+    import os
+
+    if os.geteuid() != 0:
+        folder = tmp_path / "read-only"
+        folder.mkdir()
+        folder.chmod(0o555)
+        return folder
+    folder = Path("/sys")
+    try:
+        (folder / "swagppm-probe").open("a").close()
+    except OSError:
+        return folder
+    pytest.skip("no folder here refuses this user's writes")
+
+
+def test_a_storage_folder_that_cannot_be_written_is_one_line(study_file: Callable[..., Path], tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    folder = a_folder_no_one_may_write(tmp_path)
+    path = study_file(study={"storage": f"sqlite:///{folder / 'small.db'}"})
+    assert main(["run", str(path)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert str(folder) in line and "cannot be written" in line and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("field, value, named", [
+    ("params.c", "nan", "params.c = 'nan'"),
+    ("params.c", -2, "params.c = -2"),
+    ("params.ft_epochs", 0, "params.ft_epochs = 0"),
+    ("params.ft_epochs", 2.5, "params.ft_epochs = 2.5"),
+    ("metrics", [1, 2], "field metrics must be a table"),
+    ("trials_run", [3], "field trials_run must be a table"),
+    ("tuning", "lol", "field tuning must be a table"),
+    ("metrics.epsilon", "high", "metrics.epsilon = 'high'"),
+])
+@pytest.mark.parametrize("verb", [["fit"], ["release", "-o", "OUT", "--force"], ["audit"], ["compare", "-o", "OUT"]])
+def test_every_verb_reads_an_export_through_one_checked_reader(study_file: Callable[..., Path], tmp_path: Path,
+                                                               field: str, value: object, named: str,
+                                                               verb: list[str],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    exported = tmp_path / "best.json"
+    assert main(["export", str(path), "-o", str(exported)]) == 0
+    document = json.loads(exported.read_text())
+    *parents, key = field.split(".")
+    table = document
+    for parent in parents:
+        table = table[parent]
+    table[key] = value
+    exported.write_text(json.dumps(document))
+    capsys.readouterr()
+    argv = [verb[0], "--from", str(exported), *[str(tmp_path / "out") if a == "OUT" else a for a in verb[1:]]]
+    assert main(argv) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert str(exported) in line and named in line
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()  # before any fit or output
+
+
+@pytest.mark.parametrize("document, named", [
+    ("{not json", "not a comparison"),
+    ('{"rows": "x"}', "not a comparison"),
+    ('{"rows": []}', "without rows"),
+    ('{"rows": [{"method": "m", "epsilon": null, "delta": null, "f1_macro": "high", "f1_weighted": 0.5, '
+     '"f1_top_quartile": 0.5, "f1_bottom_quartile": 0.5}]}', "row 1: f1_macro = 'high'"),
+    ('{"rows": [{"method": "m", "epsilon": -1, "delta": null, "f1_macro": 0.5, "f1_weighted": 0.5, '
+     '"f1_top_quartile": 0.5, "f1_bottom_quartile": 0.5}]}', "row 1: epsilon = -1"),
+])
+def test_a_malformed_comparison_is_one_line(study_file: Callable[..., Path], tmp_path: Path, document: str,
+                                            named: str, capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    comparison = tmp_path / "comparison.json"
+    comparison.write_text(document)
+    assert main(["report", str(path), "-o", str(tmp_path / "report.html"), "--comparison", str(comparison)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert str(comparison) in line and named in line and not (tmp_path / "report.html").exists()
+
+
+@pytest.mark.parametrize("url", ["nonsense", "postgresql://u@127.0.0.1:abc/db"])
+def test_a_bad_storage_url_is_the_flags_fault(study_file: Callable[..., Path], url: str,
+                                              capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    path = study_file()
+    assert main(["status", str(path), "--storage", url]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith("swagppm-tune: error: --storage: ") and str(path) not in line
+    monkeypatch.setenv(STORAGE_ENV, url)
+    assert main(["status", str(path)]) == 2
+    assert one_error_line(capsys.readouterr().err).startswith(f"swagppm-tune: error: ${STORAGE_ENV}: ")

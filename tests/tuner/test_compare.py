@@ -25,6 +25,8 @@ def test_the_comparison_runs_end_to_end_on_the_tiny_preset(tmp_path: Path) -> No
     swag, strict = rows[2], [r for r in rows if r.method == "DP-SGD"]
     assert swag.delta == "not quantified" and swag.epsilon is not None and swag.epsilon > 0
     assert strict[0].epsilon <= swag.epsilon * 1.001 and strict[1].epsilon <= swag.epsilon / 2 * 1.001
+    assert [r.remark.split(",")[0] for r in strict] == [f"asked for epsilon {swag.epsilon:.3g}",
+                                                       f"asked for epsilon {swag.epsilon / 2:.3g}"]
     assert all(0.0 <= getattr(r, k) <= 1.0 for r in rows
                for k in ("f1_macro", "f1_weighted", "f1_top_quartile", "f1_bottom_quartile"))
     assert "reweighted SWAG-PPM k=0.95" in comparison_table(rows)
@@ -52,3 +54,62 @@ def test_compare_from_the_command_line_into_the_report(study_file: Any, tmp_path
     assert main(["report", str(path), "-o", str(report), "--comparison", str(out / "comparison.json")]) == 0
     html = report.read_text()
     assert "Comparison with DP-SGD" in html and "F1 by class size" in html and "Privacy statement" in html
+
+
+def test_two_small_targets_get_two_runs_within_the_search_tolerance() -> None:
+    """The demo's case (full batches, 30 steps): a target below 0.01 once got the first σ found below it (640 for
+    ε 0.00965 gave 0.0086), since Opacus's absolute tolerance 0.01 accepted any."""
+    import warnings
+
+    from opacus.accountants import create_accountant
+
+    from swagppm.evaluate.dpsgd import EPSILON_TOLERANCE, DPSGDSettings, Plan
+
+    targets = (0.00965, 0.007)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the accountant's own numerical warnings at such σ
+        plans = [Plan.of(240, DPSGDSettings(target_epsilon=target, epochs=30)) for target in targets]
+        assert plans[0].noise_multiplier < plans[1].noise_multiplier
+        for target, plan in zip(targets, plans, strict=True):
+            accountant = create_accountant(mechanism="prv")
+            accountant.history = [(plan.noise_multiplier, plan.sample_rate, 30 * plan.steps_per_epoch)]
+            assert target * (1 - EPSILON_TOLERANCE) <= accountant.get_epsilon(delta=plan.delta) <= target
+
+
+def test_the_table_says_what_was_asked_and_why_it_was_not_reached() -> None:
+    from tuner.compare import ComparisonRow, _shortfall
+
+    assert _shortfall(1.0, 0.995, 3.0, 30) == ""
+    below = _shortfall(0.00965, 0.00476, 640.0, 30)
+    assert "got 0.00476" in below and "stopped at 640 for 30 steps" in below and "more private" in below
+    assert "not reached" in _shortfall(0.5, 0.7, 50.0, 30)
+    row = ComparisonRow(method="DP-SGD", epsilon=0.00476, delta=0.004, f1_macro=0.1, f1_weighted=0.2,
+                        f1_top_quartile=0.3, f1_bottom_quartile=0.0,
+                        remark="asked for epsilon 0.00965" + below + "; asked for epsilon 0.00482 gave this same run "
+                               "(one row)")
+    table = comparison_table([row])
+    assert table.splitlines()[-1] == f"  DP-SGD: {row.remark}" and table.count("DP-SGD") == 2
+
+
+def test_the_accountants_warnings_at_large_noise_are_silenced_only_inside_a_comparison(
+        recwarn: pytest.WarningsRecorder) -> None:
+    import warnings
+
+    from opacus.accountants import create_accountant
+
+    from tuner.compare import understood_warnings
+
+    def account() -> None:
+        for mechanism in ("rdp", "prv"):
+            accountant = create_accountant(mechanism=mechanism)
+            accountant.history = [(2000.0, 1.0, 30)]
+            accountant.get_epsilon(delta=1 / 240)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with understood_warnings():
+            account()
+        assert [str(w.message) for w in recwarn] == []
+        account()
+    messages = " | ".join(str(w.message) for w in recwarn)
+    assert "Optimal order is the largest alpha" in messages and "divide by zero" in messages

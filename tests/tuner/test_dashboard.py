@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import PATIENCE
 from tests.tuner.helpers import merged, result, tight, write_study
 from tuner import StudyConfig, best_feasible, is_feasible, named_constraints, open_study
 from tuner.cli import main
@@ -110,7 +111,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
     server = subprocess.Popen([sys.executable, "-m", "tuner.cli", "dashboard", str(path), "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + PATIENCE
     while True:
         try:
             urllib.request.urlopen(f"{url}/api/studies", timeout=2).read()
@@ -122,7 +123,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
             time.sleep(0.5)
     yield url, path
     server.terminate()
-    server.wait(timeout=10)
+    server.wait(timeout=PATIENCE)
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +143,7 @@ def browser() -> Iterator[object]:
     driver.quit()
 
 
-def page_text(driver: object, url: str, expected: str, timeout: float = 60) -> str:
+def page_text(driver: object, url: str, expected: str, timeout: float = PATIENCE) -> str:
     """Open ``url`` and wait until the rendered page shows ``expected``; returns the page's text."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait

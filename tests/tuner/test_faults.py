@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -22,9 +23,13 @@ from typing import Any
 
 import optuna
 import pytest
+import sqlalchemy.exc
+from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
+import tuner.study
 from swagppm import ConfigError
+from tests import PATIENCE
 from tests.tuner.helpers import merged, write_study
 from tuner import StudyConfig, make_storage, open_study, run_study
 from tuner.cli import main
@@ -87,7 +92,7 @@ def start_until(args: list[str], marker: str) -> tuple[subprocess.Popen[str], li
     raise AssertionError(f"the process ended before {marker!r}:\n{''.join(lines)}")
 
 
-def kill_the_start_point(process: subprocess.Popen[str], path: Path, *, timeout: float = 90) -> int:
+def kill_the_start_point(process: subprocess.Popen[str], path: Path, *, timeout: float = PATIENCE) -> int:
     """SIGKILL the process whose trial of the start point is RUNNING in the storage; that trial's number."""
     study = stored(path)
     deadline = time.monotonic() + timeout
@@ -117,7 +122,7 @@ def test_a_run_killed_mid_trial_on_sqlite_is_recovered_when_resumed(tmp_path: Pa
     path = fault_study(tmp_path, cache, "sqlite:///faults.db", study={"n_trials": 2})
     process, _ = start_until(["run", str(path)], "finished trial(s)")
     killed = kill_the_start_point(process, path)
-    process.communicate(timeout=30)
+    process.communicate(timeout=PATIENCE)
     assert process.returncode == -signal.SIGKILL
     assert main(["run", str(path)]) in (0, 1)  # one process on SQLite: whatever is running is stale
     assert_recovered(path, killed, n_trials=2)
@@ -130,7 +135,7 @@ def test_a_run_killed_mid_trial_on_a_journal_is_recovered_once_its_heartbeat_is_
     path = fault_study(tmp_path, cache, "journal:faults.log", study={"n_trials": 2})
     process, _ = start_until(["run", str(path)], "finished trial(s)")
     killed = kill_the_start_point(process, path)
-    process.communicate(timeout=30)
+    process.communicate(timeout=PATIENCE)
     assert process.returncode == -signal.SIGKILL
     time.sleep(3)  # the grace period (2 s) after the last heartbeat
     assert main(["run", str(path)]) in (0, 1)
@@ -142,7 +147,7 @@ def run_workers_and_kill_one(path: Path) -> tuple[int, str]:
     """``run --workers 2`` with the worker running the start point killed; the trial and the whole output."""
     parent, lines = start_until(["run", str(path), "--workers", "2"], "starting 2 workers")
     killed = kill_the_start_point(parent, path)
-    out, _ = parent.communicate(timeout=180)
+    out, _ = parent.communicate(timeout=PATIENCE)
     output = "".join(lines) + out
     assert parent.returncode in (0, 1), output
     return killed, output
@@ -183,7 +188,7 @@ def test_a_run_on_postgres_fails_trials_with_a_stale_heartbeat_even_with_n_trial
     enqueue_start_points(open_study(config), config, n_trials=1)
     worker, _ = start_until(["worker", str(path)], "finished trial(s)")
     killed = kill_the_start_point(worker, path)
-    worker.communicate(timeout=30)
+    worker.communicate(timeout=PATIENCE)
     assert main(["worker", str(path)]) == 0  # within its grace period the killed trial is left alone
     time.sleep(2.5)
     path = fault_study(tmp_path, cache, postgres, name=name, study={"n_trials": 1})  # a grace period of 2 s
@@ -226,14 +231,14 @@ def test_a_second_run_on_one_sqlite_study_is_refused(tmp_path: Path, cache: Path
         assert first.poll() is None
         time.sleep(0.2)
     second = subprocess.run([sys.executable, "-m", "tuner.cli", "run", str(path)], capture_output=True, text=True,
-                            cwd=REPO, timeout=60)
+                            cwd=REPO, timeout=PATIENCE)
     assert second.returncode == 2, second.stdout + second.stderr
     (line,) = second.stderr.splitlines()
     assert str(path.resolve()) in line and str(tmp_path.resolve() / "locked.db") in line
     assert 'storage = "journal:faults.log"' in line and "PostgreSQL" in line
     for verb in (["status"], ["export", "-o", str(tmp_path / "best.json")], ["report", "-o", str(tmp_path / "r.html")]):
         assert main([verb[0], str(path), *verb[1:]]) != 2  # reading the study takes no lock
-    first.communicate(timeout=120)
+    first.communicate(timeout=PATIENCE)
     assert first.returncode in (0, 1)
     trials = stored(path).get_trials()
     assert len(trials) == 2 and all(t.state in FINISHED for t in trials)  # n_trials held, nothing ran twice
@@ -298,3 +303,68 @@ def test_run_study_restores_the_log_level_and_the_thread_excepthook(tmp_path: Pa
     finally:
         optuna.logging.set_verbosity(saved[0])
         threading.excepthook = saved[1]
+
+
+class FullDisk(RDBStorage):
+    """A real SQLite storage whose disk fills once a trial has completed and the next one is created: from then on
+    every write that adds rows fails as SQLite fails on a full disk, while reads and updates in place still work (so
+    every reconnect succeeds, as on a full disk)."""
+
+    MAX_OPENS = 12  # reconnecting more often than this is the loop the attempt count must prevent
+
+    def __init__(self, url: str, disk: dict[str, Any]) -> None:
+        disk["opens"] += 1
+        if disk["opens"] > self.MAX_OPENS:
+            raise RuntimeError(f"reconnected {self.MAX_OPENS} times: the attempts do not count across reconnects")
+        super().__init__(url)
+        self.disk = disk
+
+    def _write(self) -> None:
+        if self.disk["full"]:
+            raise sqlalchemy.exc.OperationalError("INSERT", {}, sqlite3.OperationalError("database or disk is full"))
+
+    def _create_new_trial(self, study_id: int, template_trial: Any = None) -> Any:  # where Optuna's cache creates
+        self._write()
+        trial = super()._create_new_trial(study_id, template_trial)
+        self.disk["full"] = self.disk["completed"]
+        return trial
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
+        if values is not None:
+            self._write()
+        updated = super().set_trial_state_values(trial_id, state, values)
+        self.disk["completed"] = self.disk["completed"] or state == TrialState.COMPLETE
+        return updated
+
+    def _set_trial_param(self, *args: Any, **kwargs: Any) -> Any:  # where Optuna's cache writes a parameter
+        self._write()
+        return super()._set_trial_param(*args, **kwargs)
+
+    def set_trial_user_attr(self, *args: Any, **kwargs: Any) -> None:
+        self._write()
+        super().set_trial_user_attr(*args, **kwargs)
+
+    def set_trial_system_attr(self, *args: Any, **kwargs: Any) -> None:
+        self._write()
+        super().set_trial_system_attr(*args, **kwargs)
+
+
+def test_a_full_disk_ends_the_run_with_status_3_after_the_attempts_counted_across_reconnects(
+        tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    path = fault_study(tmp_path, cache, "sqlite:///full.db", swagppm={"draws_privacy": 12},
+                       study={"n_trials": 3, "reconnect_attempts": 3, "reconnect_wait": 0.01})
+    disk = {"full": False, "completed": False, "opens": 0}
+    monkeypatch.setattr(tuner.study, "open_storage", lambda config: FullDisk(config.storage_url, disk))
+    assert main(["run", str(path)]) == 3
+    captured = capsys.readouterr()
+    assert [line for line in captured.out.splitlines() if "attempt" in line][-1].endswith("(attempt 3 of 3)")
+    assert captured.out.count("reconnecting in") == 3 and disk["opens"] == 1 + 3
+    line = captured.err.strip().splitlines()[-1]
+    assert "could not reconnect after 3 attempts without a trial finishing" in line
+    assert "database or disk is full" in line
+    assert "Traceback" not in captured.err
+    trials = stored(path).get_trials()
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert 1 <= len(complete) < 3 and complete[0].params == START  # the run ended before n_trials
+    assert all("epsilon" in t.user_attrs and "diagnosis" in t.user_attrs for t in complete)  # whole, as they finished
+    assert not [t for t in trials if t.state == TrialState.RUNNING]

@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 
 import scorers
 import swagppm
+from tests import PATIENCE
 from tests.tuner.helpers import merged, write_study
 from tuner import CONSTRAINT_KEYS, StudyConfig, best_feasible, named_constraints, open_study
 from tuner.cli import main
@@ -250,7 +251,7 @@ def test_an_interrupted_run_keeps_finished_trials_and_resumes(tmp_path: Path, sh
             break
     time.sleep(1.0)  # into trial 1 (400 privacy draws take a few seconds)
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=120)
+    _, err = process.communicate(timeout=PATIENCE)
     assert process.returncode == 130, err
     assert "interrupted" in err and "1 finished trials are kept" in err and "Traceback" not in err
     _, study = load(path)

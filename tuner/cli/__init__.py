@@ -57,6 +57,7 @@ import optuna
 
 import swagppm
 from swagppm import ConfigError, progress
+from tuner.cli.arguments import ArgumentsRefused, Parser
 from tuner.cli.base import (
     EXIT_AUDIT_REFUTED,
     EXIT_BAD_INPUT,
@@ -128,8 +129,7 @@ def failure_of(error: BaseException) -> Failure | None:
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     """The parser, each verb declaring its own arguments, and the verbs by name."""
-    parser = argparse.ArgumentParser(prog="swagppm-tune", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="swagppm-tune", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     commands: dict[str, Command] = {}
     for command_class in COMMANDS:
@@ -145,7 +145,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one verb; every failure is one line on stderr and a documented exit status (see the module docstring)."""
     parser, commands = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except ArgumentsRefused as refused:
+        print(refused, file=sys.stderr)
+        return EXIT_BAD_INPUT
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.environ.setdefault(PROGRESS_BARS_ENV, "1")  # our one line per step replaces the libraries' progress bars
     progress.configure(not args.quiet)  # long steps report as bars on a terminal, else as lines on stderr

@@ -5,23 +5,81 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from swagppm import ConfigError
-from swagppm.config import PRIVATE_TEST, check_value
+from swagppm import ConfigError, SWAGPPMConfig
+from swagppm.config import MAX_EPOCHS, PRIVATE_TEST, check_stop_probability
 from tuner.config import StudyConfig
 from tuner.export import Chosen, read_export
+from tuner.outputs import check_output, inputs_of
 from tuner.rejudge import named_study
-from tuner.storage import STORAGE_ENV
+from tuner.storage import STORAGE_ENV, kind
 from tuner.tuning import ACCOUNTED, private_selection
 
 if TYPE_CHECKING:
     from swagppm.releases.selection import Selection
 
+T = TypeVar("T")
+
 STUDY_HELP = "study TOML file (see studies/demo.toml)"
+
+
+class ArgumentsRefused(Exception):
+    """A flag or argument refused by the parser; its text is the whole line to print."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose error is one line (the verb, the argument, why), raised as ``ArgumentsRefused``
+    for ``tuner.cli.main`` to print (exit status 2); no abbreviated flags (``--over`` is not ``--overwrite``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        raise ArgumentsRefused(f"{self.prog}: error: {message} (see {self.prog} --help)")
+
+
+def _typed(parse: Callable[[str], T], ok: Callable[[T], bool], expected: str) -> Callable[[str], T]:
+    """An argparse type: ``parse`` the text, and refuse a value that is not ``ok`` saying what is ``expected``."""
+    def convert(text: str) -> T:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {expected}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{text} must be {expected}")
+        return value
+
+    convert.__name__ = expected  # argparse names the type in its own messages
+    return convert
+
+
+positive_int = _typed(int, lambda v: v >= 1, "an integer of at least 1")
+epochs = _typed(int, lambda v: 1 <= v <= MAX_EPOCHS, f"an integer from 1 to {MAX_EPOCHS} (each epoch is a pass over "
+                "the training split)")
+nonnegative_int = _typed(int, lambda v: v >= 0, "an integer of at least 0")
+positive_float = _typed(float, lambda v: v > 0 and math.isfinite(v), "a positive finite number")
+finite_float = _typed(float, math.isfinite, "a finite number")
+score = _typed(float, lambda v: 0 <= v <= 1, "an F1 score in [0, 1]")
+probability = _typed(float, lambda v: 0 < v < 1, "a probability in (0, 1)")
+share = _typed(float, lambda v: 0 < v <= 1, "in (0, 1]")
+degradation = _typed(float, lambda v: 0 <= v < 1, "a fraction in [0, 1)")
+port = _typed(int, lambda v: 1 <= v <= 65535, "a port in 1..65535")
+
+
+def stop_probability(text: str) -> float:
+    """--selection-stop-probability: in (0, 1], and not so small that the expected candidates are absurd."""
+    value = share(text)
+    try:
+        check_stop_probability(value, "--selection-stop-probability")
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value
 
 
 def add_study(parser: argparse.ArgumentParser) -> None:
@@ -78,7 +136,7 @@ def data_override(args: argparse.Namespace, chosen: Chosen) -> Chosen:
 def add_release_flags(parser: argparse.ArgumentParser) -> None:
     """--force, the private selection of the released draw (Liu & Talwar), and --overwrite."""
     parser.add_argument("--force", action="store_true", help="release even a data-derived tokenizer (demos only)")
-    parser.add_argument("--min-utility", type=float, default=None,
+    parser.add_argument("--min-utility", type=score, default=None,
                         help="release the first secret draw whose F1 on --selection-data reaches this (private "
                              "selection with random stopping; its total epsilon is computed and stated)")
     parser.add_argument("--selection-data", default=None,
@@ -87,12 +145,13 @@ def add_release_flags(parser: argparse.ArgumentParser) -> None:
                              "the choice of the draw is not counted in epsilon)")
     parser.add_argument("--selection-metric", choices=("f1_macro", "f1_weighted"), default="f1_macro",
                         help="the F1 compared with --min-utility (default f1_macro)")
-    parser.add_argument("--selection-stop-probability", type=float, default=0.1,
+    parser.add_argument("--selection-stop-probability", type=stop_probability, default=0.1,
                         help="chance of giving up after each draw that misses (default 0.1: 10 draws on average)")
-    parser.add_argument("--selection-delta", type=float, default=None,
+    parser.add_argument("--selection-delta", type=probability, default=None,
                         help="delta of the selection's total epsilon (default 1/n² for n training records)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace a release folder that is not empty, as a whole, once the new one is complete")
+                        help="replace a release folder that is not empty, as a whole, once the new one is complete, "
+                             "and existing --json or --figures files (never an input of the run)")
 
 
 def study_config(args: argparse.Namespace, *, data: bool = True) -> StudyConfig:
@@ -102,6 +161,11 @@ def study_config(args: argparse.Namespace, *, data: bool = True) -> StudyConfig:
     config = StudyConfig.from_toml(args.study)
     storage = (args.storage or os.environ.get(STORAGE_ENV)) if hasattr(args, "storage") else None
     if storage:
+        given = "--storage" if args.storage else f"${STORAGE_ENV}"
+        try:
+            kind(storage)  # a malformed URL is the flag's (or the variable's) fault, not the study file's
+        except ConfigError as error:
+            raise ConfigError(f"{given}: {error}") from None
         config = config.with_storage(storage)
     if getattr(args, "study_name", None):
         config = named_study(config, args.study_name)
@@ -118,21 +182,34 @@ def exported(args: argparse.Namespace) -> Chosen:
     return data_override(args, read_export(args.source))
 
 
-def check_output(path: Path, what: str, *, folder: bool = False) -> None:
-    """Refuse, before any work, an output file (or ``folder``) that could not be written; missing folders are made."""
-    if not folder and path.is_dir():
-        raise ConfigError(f"{what} {path}: is a folder; name a file")
-    home = path if folder else path.parent
-    try:
-        home.mkdir(parents=True, exist_ok=True)
-        if not folder and path.exists():
-            path.open("a").close()  # opening to append changes nothing
-        else:
-            tempfile.TemporaryFile(dir=home).close()
-    except OSError as error:
-        in_the_way = next((p for p in (home, *home.parents) if p.exists() and not p.is_dir()), None)
-        reason = f"{in_the_way} is a file, not a folder" if in_the_way else error.strerror or str(error)
-        raise ConfigError(f"{what} {path}: cannot be written ({reason})") from None
+def add_overwrite(parser: argparse.ArgumentParser, *, what: str = "the output file") -> None:
+    parser.add_argument("--overwrite", action="store_true",
+                        help=f"replace {what} if it exists (never an input of the run: the study file, its storage, "
+                             "the data, the file read)")
+
+
+def run_config(args: argparse.Namespace) -> StudyConfig | SWAGPPMConfig | None:
+    """The configuration a verb runs: its study file's, else its export's (None: neither was given)."""
+    if getattr(args, "study", None) is not None:
+        return study_config(args)
+    if getattr(args, "source", None) is not None:
+        return exported(args).config
+    return None
+
+
+def checked_output(args: argparse.Namespace, path: Path, what: str, *,
+                   config: StudyConfig | SWAGPPMConfig | None = None, overwrite: bool | None = None,
+                   folder: bool = False, files: tuple[str, ...] = ()) -> Path:
+    """``tuner.outputs.check_output`` on the run's inputs (``config``'s, else ``run_config``'s) and --overwrite."""
+    config = run_config(args) if config is None else config
+    overwrite = getattr(args, "overwrite", False) if overwrite is None else overwrite
+    return check_output(path, inputs=inputs_of(config, args), overwrite=overwrite, what=what, folder=folder,
+                        files=files)
+
+
+def check_folder(path: Path, what: str) -> None:
+    """The tool's own folder (artifacts) can be made and written, checked before any work."""
+    check_output(path, inputs={}, overwrite=True, what=what, folder=True)
 
 
 def selection(args: argparse.Namespace, *, releasing: bool) -> Selection | None:
@@ -144,11 +221,6 @@ def selection(args: argparse.Namespace, *, releasing: bool) -> Selection | None:
     if missing or not releasing:
         raise ConfigError(f"{' and '.join(missing) or '--release'} must be given too: private selection chooses "
                           "the released draw by its F1 on the selection data")
-    check_value(0 <= args.min_utility <= 1, "--min-utility", args.min_utility, "an F1 score in [0, 1]")
-    check_value(0 < args.selection_stop_probability <= 1, "--selection-stop-probability",
-                args.selection_stop_probability, "in (0, 1]")
-    delta = args.selection_delta
-    check_value(delta is None or 0 < delta < 1, "--selection-delta", delta, "in (0, 1)")
     source = args.selection_data
     if source != PRIVATE_TEST and not Path(source).expanduser().is_file():
         raise ConfigError(f"--selection-data {source}: no such file (or pass {PRIVATE_TEST})")

@@ -13,9 +13,9 @@ from importlib import resources
 from pathlib import Path
 
 from swagppm import ConfigError
-from tuner.cli.arguments import check_output
 from tuner.cli.base import Command
 from tuner.outcome import GLOSSARY
+from tuner.outputs import check_output
 
 DEMO = "demo.toml"
 
@@ -32,7 +32,7 @@ def write_demo(folder: Path) -> Path:
     if path.exists() and path.read_text(encoding="utf-8") != text:
         raise ConfigError(f"--dir {folder}: {path} exists and differs from the shipped demo; choose another --dir "
                           "or remove it")
-    check_output(path, "--dir")
+    check_output(path, inputs={}, overwrite=True, what="--dir")  # a differing file was refused above
     path.write_text(text, encoding="utf-8")
     return path
 

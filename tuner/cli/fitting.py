@@ -22,15 +22,22 @@ from tuner.audit import audit_document, audit_fit, audit_text, count_audit, writ
 from tuner.cli.arguments import (
     add_data,
     add_data_override,
+    add_overwrite,
     add_release_flags,
     add_storage,
     add_study_name,
     add_study_or_export,
-    check_output,
+    checked_output,
     data_override,
+    epochs,
     exported,
+    finite_float,
     one_source,
+    positive_float,
+    positive_int,
+    probability,
     selection,
+    share,
     study_config,
 )
 from tuner.cli.base import (
@@ -43,11 +50,19 @@ from tuner.cli.base import (
     Command,
 )
 from tuner.cli.messages import print_closest
-from tuner.compare import CompareSettings, compare, comparison_about, comparison_table, write_comparison
+from tuner.compare import (
+    COMPARISON_FILES,
+    CompareSettings,
+    compare,
+    comparison_about,
+    comparison_table,
+    write_comparison,
+)
 from tuner.config import StudyConfig
 from tuner.export import Chosen, chosen_from_study, refit_suspects
 from tuner.figures import figures_html
 from tuner.outcome import counted, judge, result_line
+from tuner.outputs import write_atomic
 from tuner.release import ReleaseOptions, release_draw, selection_sentence
 from tuner.search import StartPoint
 from tuner.study import open_existing_study
@@ -76,12 +91,12 @@ class FitCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_study_or_export(parser, study_help="study TOML file (or use --from)",
                             from_help="refit the configuration of an export JSON")
-        parser.add_argument("--c", type=float, default=None,
+        parser.add_argument("--c", type=positive_float, default=None,
                             help="weight slope c (default: the study's first start point, the guide's 1.0)")
-        parser.add_argument("--ft-epochs", type=int, default=None,
+        parser.add_argument("--ft-epochs", type=epochs, default=None,
                             help="weighted fine-tuning epochs (default: the study's first start point, the guide's 7)")
-        parser.add_argument("--g", type=float, default=None, help="weight intercept g (default 0.0)")
-        parser.add_argument("--stop-above-epsilon", type=float, default=None,
+        parser.add_argument("--g", type=finite_float, default=None, help="weight intercept g (default 0.0)")
+        parser.add_argument("--stop-above-epsilon", type=positive_float, default=None,
                             help="stop the privacy draws once one shows epsilon above this (epsilon is then a lower "
                                  "bound)")
         parser.add_argument("--figures", type=Path, default=None,
@@ -100,9 +115,10 @@ class FitCommand(Command):
         figures = None
         if request.study is not None:
             figures = args.figures or request.study.artifact_dir / f"fit-c{request.c:.3f}-e{request.ft_epochs}.html"
-            check_output(figures, "--figures")
+            checked_output(args, figures, "--figures", config=request.study,  # the default one is the tool's own
+                           overwrite=args.overwrite or args.figures is None)
         if args.json is not None:
-            check_output(args.json, "--json")
+            checked_output(args, args.json, "--json", config=request.study or request.config)
         options = None
         if args.release is not None:
             cap = request.study.targets.epsilon if request.study is not None else None
@@ -178,8 +194,7 @@ def print_fit(result: swagppm.SWAGPPMResult, request: FitRequest) -> str | None:
 def write_output(path: Path, text: str, what: str) -> int:
     """Write one output of a finished fit; a failure is one line and status 2, and the printed result stands."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        write_atomic(path, text)
     except OSError as error:
         print(f"swagppm-tune: error: could not write the {what} {path} ({error.strerror or error}); the result "
               "above stands", file=sys.stderr)
@@ -358,23 +373,25 @@ class CompareCommand(Command):
         add_study_or_export(parser, study_help="study TOML file (its best feasible trial; or --from)")
         parser.add_argument("-o", "--output", type=Path, required=True,
                             help="folder for comparison.json, comparison.csv and f1_by_class_size.html")
-        parser.add_argument("--reweight-k", type=float, default=0.95,
+        parser.add_argument("--reweight-k", type=share, default=0.95,
                             help="the reweighted variant's k (default 0.95)")
-        parser.add_argument("--long-epochs", type=int, default=None,
+        parser.add_argument("--long-epochs", type=epochs, default=None,
                             help="also a non-private fine-tune of this many epochs (the paper used 30)")
-        parser.add_argument("--stricter-epsilon", type=float, default=None,
+        parser.add_argument("--stricter-epsilon", type=positive_float, default=None,
                             help="DP-SGD's second, stricter target (default: half of SWAG-PPM's epsilon)")
-        parser.add_argument("--delta", type=float, default=None, help="DP-SGD's delta (default 1/n)")
-        parser.add_argument("--dpsgd-epochs", type=int, default=30, help="DP-SGD epochs (default 30)")
-        parser.add_argument("--dpsgd-batch-size", type=int, default=512,
+        parser.add_argument("--delta", type=probability, default=None, help="DP-SGD's delta (default 1/n)")
+        parser.add_argument("--dpsgd-epochs", type=epochs, default=30, help="DP-SGD epochs (default 30)")
+        parser.add_argument("--dpsgd-batch-size", type=positive_int, default=512,
                             help="DP-SGD expected batch size (default 512)")
-        parser.add_argument("--dpsgd-lr", type=float, default=1e-3, help="DP-SGD Adam learning rate (default 1e-3)")
-        parser.add_argument("--dpsgd-clip", type=float, default=1.0, help="DP-SGD clipping norm (default 1)")
+        parser.add_argument("--dpsgd-lr", type=positive_float, default=1e-3,
+                            help="DP-SGD Adam learning rate (default 1e-3)")
+        parser.add_argument("--dpsgd-clip", type=positive_float, default=1.0, help="DP-SGD clipping norm (default 1)")
+        add_overwrite(parser, what="comparison.json, comparison.csv and f1_by_class_size.html in -o")
         add_data(parser)
         add_storage(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        check_output(args.output, "-o", folder=True)
+        checked_output(args, args.output, "-o", folder=True, files=COMPARISON_FILES)
         chosen = chosen_configuration(args, "compared")
         if chosen is None:
             return EXIT_INFEASIBLE
@@ -397,13 +414,14 @@ class AuditCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_study_or_export(parser, study_help="study TOML file (its best feasible trial; or --from)")
         parser.add_argument("-o", "--output", type=Path, default=None, help="also write the audit as JSON")
+        add_overwrite(parser)
         add_data(parser)
         add_storage(parser)
         add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         if args.output is not None:
-            check_output(args.output, "-o")
+            checked_output(args, args.output, "-o")
         chosen = chosen_configuration(args, "audited")
         if chosen is None:
             return EXIT_INFEASIBLE

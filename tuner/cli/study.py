@@ -11,7 +11,21 @@ import optuna
 from optuna.artifacts import FileSystemArtifactStore
 
 from swagppm import ConfigError
-from tuner.cli.arguments import add_data, add_storage, add_study, add_study_name, check_output, study_config
+from tuner.cli.arguments import (
+    add_data,
+    add_overwrite,
+    add_storage,
+    add_study,
+    add_study_name,
+    check_folder,
+    checked_output,
+    degradation,
+    nonnegative_int,
+    port,
+    positive_float,
+    positive_int,
+    study_config,
+)
 from tuner.cli.base import EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_OK, Command
 from tuner.cli.messages import best_line, print_closest, warn_at_edge, warn_mixed_stage1
 from tuner.compare import read_comparison
@@ -40,18 +54,19 @@ class RunCommand(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_study(parser)
-        parser.add_argument("--n-trials", type=int, default=None,
+        parser.add_argument("--n-trials", type=positive_int, default=None,
                             help="finished trials to reach (default [study] n_trials)")
-        parser.add_argument("--timeout", type=float, default=None,
+        parser.add_argument("--timeout", type=positive_float, default=None,
                             help="seconds for this run (default [study] timeout)")
-        parser.add_argument("--workers", type=int, default=1, help="local worker processes (default 1: this process)")
+        parser.add_argument("--workers", type=positive_int, default=1,
+                            help="local worker processes (default 1: this process)")
         parser.add_argument("--gpus", default=None, help="GPU ids assigned to the workers round-robin, e.g. 0,1")
         add_data(parser)
         add_storage(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         config = study_config(args)
-        check_output(config.artifact_dir, "[study] artifacts", folder=True)
+        check_folder(config.artifact_dir, "[study] artifacts")
         if args.workers > 1 or args.gpus:
             gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else []
             executor = make_executor("processes", workers=args.workers, gpus=gpus, data=args.data)
@@ -71,15 +86,15 @@ class WorkerCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_study(parser)
         parser.add_argument("--name", default=None, help="a name for this worker's lines")
-        parser.add_argument("--n-trials", type=int, default=None,
+        parser.add_argument("--n-trials", type=positive_int, default=None,
                             help="finished trials to reach (default [study] n_trials)")
-        parser.add_argument("--timeout", type=float, default=None, help="seconds for this worker")
+        parser.add_argument("--timeout", type=positive_float, default=None, help="seconds for this worker")
         add_data(parser)
         add_storage(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         config = study_config(args)
-        check_output(config.artifact_dir, "[study] artifacts", folder=True)
+        check_folder(config.artifact_dir, "[study] artifacts")
         try:
             summary = run_study(config, n_trials=args.n_trials, timeout=args.timeout,
                                 worker=args.name or WORKER, echo=lambda line: print(line, flush=True))
@@ -95,24 +110,26 @@ class LaunchCommand(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_study(parser)
-        parser.add_argument("--jobs", type=int, required=True,
+        parser.add_argument("--jobs", type=positive_int, required=True,
                             help="jobs to submit (each one GPU with --gpus-per-job 1)")
-        parser.add_argument("--workers-per-job", type=int, default=1,
+        parser.add_argument("--workers-per-job", type=positive_int, default=1,
                             help="workers in each job, sharing its GPU(s) (default 1)")
-        parser.add_argument("--gpus-per-job", type=int, default=0, help="GPUs each job asks for (default 0)")
+        parser.add_argument("--gpus-per-job", type=nonnegative_int, default=0,
+                            help="GPUs each job asks for (default 0)")
         parser.add_argument("--cluster", choices=CLUSTERS, default="auto",
                             help="slurm, local (processes on this machine) or auto: Slurm where sbatch is found")
-        parser.add_argument("--timeout-min", type=int, default=24 * 60, help="each job's wall-time limit (minutes)")
+        parser.add_argument("--timeout-min", type=positive_int, default=24 * 60,
+                            help="each job's wall-time limit (minutes)")
         parser.add_argument("--partition", default=None, help="Slurm partition")
-        parser.add_argument("--n-trials", type=int, default=None,
+        parser.add_argument("--n-trials", type=positive_int, default=None,
                             help="finished trials to reach (default [study] n_trials)")
-        parser.add_argument("--timeout", type=float, default=None, help="seconds for each worker")
+        parser.add_argument("--timeout", type=positive_float, default=None, help="seconds for each worker")
         add_data(parser)
         add_storage(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         config = study_config(args)
-        check_output(config.artifact_dir, "[study] artifacts", folder=True)
+        check_folder(config.artifact_dir, "[study] artifacts")
         extra = {} if args.partition is None else {"slurm_partition": args.partition}
         executor = make_executor("submitit", jobs=args.jobs, workers_per_job=args.workers_per_job,
                                  gpus_per_job=args.gpus_per_job, cluster=args.cluster, timeout_min=args.timeout_min,
@@ -189,14 +206,15 @@ class ExportCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_study(parser)
         parser.add_argument("-o", "--output", type=Path, required=True, help="JSON file to write")
-        parser.add_argument("--trial", type=int, default=None,
+        parser.add_argument("--trial", type=nonnegative_int, default=None,
                             help="export this trial instead of the best feasible one")
+        add_overwrite(parser)
         add_storage(parser)
         add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         config = study_config(args)
-        check_output(args.output, "-o")
+        checked_output(args, args.output, "-o", config=config)
         study = open_existing_study(config)
         if args.trial is not None:
             matching = [t for t in study.get_trials(deepcopy=False) if t.number == args.trial and t.params]
@@ -239,7 +257,7 @@ class DashboardCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_study(parser)
         parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
-        parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+        parser.add_argument("--port", type=port, default=8080, help="port (default 8080)")
         parser.add_argument("--expose-to-network", action="store_true", help=EXPOSE_HELP)
         add_storage(parser)
 
@@ -252,7 +270,7 @@ class DashboardCommand(Command):
                               f"http://127.0.0.1:{args.port}/dashboard/) or pass --expose-to-network")
         config = study_config(args)
         study = open_existing_study(config)
-        check_output(config.artifact_dir, "[study] artifacts", folder=True)
+        check_folder(config.artifact_dir, "[study] artifacts")
         if not is_loopback(args.host):
             print(f"warning: anyone who can reach {args.host}:{args.port} can read and modify or delete study "
                   f"{study.study_name!r} (trials, notes, figures)", file=sys.stderr)
@@ -313,12 +331,13 @@ class ReportCommand(Command):
         parser.add_argument("-o", "--output", type=Path, required=True, help="HTML file to write")
         parser.add_argument("--comparison", type=Path, default=None,
                             help="a comparison.json written by `compare`, to add its table and figure")
+        add_overwrite(parser)
         add_storage(parser)
         add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         config = study_config(args)
-        check_output(args.output, "-o")
+        checked_output(args, args.output, "-o", config=config)
         study = open_existing_study(config)
         comparison = None if args.comparison is None else read_comparison(args.comparison)
         path = write_report(study, config, args.output, comparison=comparison)
@@ -333,8 +352,8 @@ class RejudgeCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_study(parser)
         parser.add_argument("--name", required=True, help="name of the new study (same storage)")
-        parser.add_argument("--epsilon", type=float, default=None, help="new epsilon target")
-        parser.add_argument("--max-f1-degradation", type=float, default=None, help="new allowed F1 degradation")
+        parser.add_argument("--epsilon", type=positive_float, default=None, help="new epsilon target")
+        parser.add_argument("--max-f1-degradation", type=degradation, default=None, help="new allowed F1 degradation")
         parser.add_argument("--statistic", choices=("median", "q10"), default=None, help="F1 statistic of the draws")
         parser.add_argument("--require-well-fit", action=argparse.BooleanOptionalAction, default=None,
                             help="whether the max-delta series must look well fit")
