@@ -227,8 +227,8 @@ class PrivacyAudit:
             low, high = strongest.auc_interval
             return (f"No test refutes the stated epsilon = {epsilon:.3g} ({level}, delta = 0): the largest epsilon "
                     f"lower bound is {self.epsilon_lower_bound:.3g}, and the strongest attack's AUC is "
-                    f"{strongest.auc:.3f} ({low:.3f}-{high:.3f}), within the {1 - max_auc(epsilon):.3f}-"
-                    f"{max_auc(epsilon):.3f} an epsilon-DP release allows.")
+                    f"{strongest.auc:.3f} ({low:.3f}-{high:.3f}), an interval that reaches the "
+                    f"{1 - max_auc(epsilon):.3f}-{max_auc(epsilon):.3f} an epsilon-DP release allows.")
         name = _attack_name(refutation.attack)
         if refutation.test == AUC:
             low, high = refutation.auc_interval

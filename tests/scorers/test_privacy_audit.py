@@ -317,7 +317,7 @@ def test_sentence_when_nothing_refutes() -> None:
     assert audit.sentence(0.5) == (
         f"No test refutes the stated epsilon = 0.5 (95% family-wise, delta = 0): the largest epsilon lower bound is "
         f"{audit.epsilon_lower_bound:.3g}, and the strongest attack's AUC is {a.auc:.3f} ({a.auc_interval[0]:.3f}-"
-        f"{a.auc_interval[1]:.3f}), within the 0.378-0.622 an epsilon-DP release allows.")
+        f"{a.auc_interval[1]:.3f}), an interval that reaches the 0.378-0.622 an epsilon-DP release allows.")
 
 
 def test_sentence_names_the_family_level() -> None:
