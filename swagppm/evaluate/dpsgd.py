@@ -55,8 +55,8 @@ _PARAM_ATTRS = ("grad_sample", "_forward_counter", "_current_grad_sample", "_nor
 _MODULE_ATTRS = ("activations", "max_batch_len", "ft_compute_sample_grad", "autograd_grad_sample_hooks")
 # Harmless warnings of per-record gradients: an embedding's integer input has no gradient, and Opacus's
 # functorch path asks CPU autocast for that input's integer dtype (and so leaves autocast off).
-# σ is searched until ε is within this fraction below the target (Opacus's default is an absolute 0.01, which
-# accepts any σ for a target below 0.01: two small targets then got one and the same run).
+# σ is searched until ε is within this fraction below the target, or Opacus's absolute 0.01 where that is tighter
+# (the absolute 0.01 alone accepts any σ for a target below 0.01: two small targets then got one and the same run).
 EPSILON_TOLERANCE = 0.01
 _BENIGN_WARNINGS = ("Full backward hook is firing when gradients are computed with respect to module outputs",
                     "In CPU autocast, but the target dtype is not supported")
@@ -225,7 +225,7 @@ class Plan:
             sigma = get_noise_multiplier(target_epsilon=settings.target_epsilon, target_delta=delta,
                                          sample_rate=sample_rate, steps=settings.epochs * steps_per_epoch,
                                          accountant=settings.accountant,
-                                         epsilon_tolerance=settings.target_epsilon * EPSILON_TOLERANCE)
+                                         epsilon_tolerance=min(0.01, settings.target_epsilon * EPSILON_TOLERANCE))
         return cls(n=n, batch_size=batch_size, delta=delta, sample_rate=sample_rate, steps_per_epoch=steps_per_epoch,
                    noise_multiplier=float(sigma))
 
