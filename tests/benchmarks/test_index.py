@@ -56,6 +56,7 @@ def test_every_results_page_names_a_runner_and_a_command() -> None:
         assert "benchmarks/" in text and ("python -m benchmarks." in text or "python benchmarks/" in text), page.name
 
 
+@pytest.mark.fits
 def test_a_stored_replay_is_what_its_command_writes(tmp_path: Path) -> None:
     """The frozen-head replay's recorded command, rerun for the fast samplers, gives the stored figures."""
     stored_path = BENCHMARKS / "tuning" / "replays" / "minilm_head.json"

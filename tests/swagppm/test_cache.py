@@ -97,6 +97,7 @@ def _fit_in_child(cache_dir: str) -> tuple[bool, float]:
     return result.stage1_cache_hit, result.epsilon
 
 
+@pytest.mark.fits
 def test_two_processes_share_one_stage1(tmp_path: Path) -> None:
     """Started together, one process computes stage 1 under the lock, the other waits and reuses it."""
     with multiprocessing.get_context("spawn").Pool(2) as pool:

@@ -27,7 +27,8 @@ from opacus.data_loader import DPDataLoader  # noqa: E402
 from swagppm.evaluate import dpsgd  # noqa: E402
 from swagppm.evaluate.dpsgd import DPSGDSettings, Plan, dpsgd_fit  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:Optimal order is the largest alpha")  # RDP at large ε: loose
+pytestmark = [pytest.mark.fits,
+              pytest.mark.filterwarnings("ignore:Optimal order is the largest alpha")]  # RDP at large ε: loose
 
 # The tiny configuration has 120 training records; these settings give 4 Poisson steps an epoch.
 FAST = dict(target_epsilon=4.0, batch_size=32, epochs=2, accountant="rdp")

@@ -107,6 +107,7 @@ def test_the_bound_is_carried_across_draws_and_scaled_by_the_weights() -> None:
     assert calls == [1] and light.max() == 3.0  # 2.4 + 2·0.5·0.1 < 3.0: left screened
 
 
+@pytest.mark.fits
 def test_bf16_screened_sweep_gives_the_float32_maxima_and_recomputes_few_records() -> None:
     """A token model under bf16 autocast on the CPU: every draw's max delta equals the all-float32 sweep's, bit
     for bit, while most records are never recomputed."""

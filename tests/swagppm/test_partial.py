@@ -15,6 +15,8 @@ from swagppm.models.partial import HiddenSplit
 from swagppm.provenance import tensor_digest
 from swagppm.train.engine import Net
 
+pytestmark = pytest.mark.fits
+
 MakeConfig = Callable[..., swagppm.SWAGPPMConfig]
 
 

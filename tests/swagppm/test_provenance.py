@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import swagppm
 from tests import PATIENCE
 
@@ -22,6 +24,7 @@ def _digest(root: Path) -> str:
     return out.stdout.strip()
 
 
+@pytest.mark.fits
 def test_an_edit_in_a_subpackage_or_a_moved_file_changes_the_code_digest(tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(PACKAGE, copy / "swagppm", ignore=shutil.ignore_patterns("__pycache__"))

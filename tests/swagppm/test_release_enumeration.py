@@ -21,6 +21,8 @@ import swagppm
 from swagppm.data.prepare import prepare_data
 from tests.swagppm.helpers import small_config
 
+pytestmark = pytest.mark.fits
+
 WEIGHTS = "model.safetensors"
 UNKNOWN = 0  # the index of the record whose label the adversary does not know
 

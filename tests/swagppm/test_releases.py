@@ -23,6 +23,8 @@ from swagppm.train import rng
 from tests import PATIENCE
 from tests.swagppm.helpers import small_config
 
+pytestmark = pytest.mark.fits
+
 CAP = 100.0  # the declared epsilon cap of these releases (the tiny fits' measured epsilon is far below it)
 TUNING = {"mode": "unaccounted", "total_epsilon": None, "delta": None, "statement": "unaccounted: adaptive search",
           "trials_run": 3, "max_trial_epsilon": 1.2345, "by_state": {"complete": 3}}

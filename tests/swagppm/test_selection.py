@@ -17,6 +17,8 @@ from swagppm.releases.selection import Selection, SelectionFailed, check_selecti
 from swagppm.releases.staging import owner_report_path
 from tests.swagppm.helpers import small_config
 
+pytestmark = pytest.mark.fits
+
 COST = {"epsilon": 3.1, "delta": 1e-3, "epsilon_per_draw": 1.0, "accountant": "test"}
 
 

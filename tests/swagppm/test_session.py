@@ -15,6 +15,8 @@ import torch
 import swagppm
 from swagppm.train.engine import EpochInfo
 
+pytestmark = pytest.mark.fits
+
 MakeConfig = Callable[..., swagppm.SWAGPPMConfig]
 
 

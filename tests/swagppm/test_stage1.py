@@ -15,6 +15,8 @@ from swagppm import resources
 from swagppm.provenance import stage1_fingerprint, versions
 from swagppm.stage1 import Stage1, compute_or_load
 
+pytestmark = pytest.mark.fits
+
 MakeConfig = Callable[..., swagppm.SWAGPPMConfig]
 
 

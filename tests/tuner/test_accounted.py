@@ -26,6 +26,8 @@ from tuner.record import TrialRecord, constraint_attrs, named_constraints
 from tuner.study import open_study
 from tuner.tuning import ACCOUNTED_TRIALS, ACCOUNTING, NUM_TRAIN, PUBLIC_KEYS, tuning_cost
 
+pytestmark = pytest.mark.fits
+
 ACCOUNTED = {"accounted": True, "sampler": "random", "public_eval": "public.jsonl"}
 
 

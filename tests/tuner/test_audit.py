@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import optuna
+import pytest
 
 import swagppm
 from scorers import PrivacyAudit
@@ -34,6 +35,7 @@ def losses(members: np.ndarray, non_members: np.ndarray) -> RecordLosses:
 MEMORISED = losses(np.full(400, 0.01), np.random.default_rng(0).uniform(1, 3, 400))
 
 
+@pytest.mark.fits
 def test_the_audit_of_a_fit_has_both_columns_as_family_wise_audits(tmp_path: Path) -> None:
     with swagppm.Session(small_config(tmp_path / "cache")) as session:
         untrained = audit_losses(session.record_losses())

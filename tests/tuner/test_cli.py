@@ -36,6 +36,7 @@ cache_dir = "cache"
 """
 
 
+@pytest.mark.fits
 def test_fit_prints_a_line_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     study = tmp_path / "study.toml"
     study.write_text(STUDY)
@@ -66,6 +67,7 @@ def test_release_of_a_tiny_model_is_refused(tmp_path: Path, capsys: pytest.Captu
     assert "tokenizer" in capsys.readouterr().err
 
 
+@pytest.mark.fits
 def test_the_early_stop_is_in_epsilon_units(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     study = tmp_path / "study.toml"
     study.write_text(STUDY)
@@ -79,6 +81,7 @@ def test_the_early_stop_is_in_epsilon_units(tmp_path: Path, capsys: pytest.Captu
     assert "eps>=" in capsys.readouterr().out
 
 
+@pytest.mark.fits
 def test_fit_release_fits_once_and_replaces_a_folder_only_when_asked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -111,6 +114,7 @@ def test_a_fit_whose_training_failed_has_its_own_status(tmp_path: Path, capsys: 
     assert "non-finite training loss" in capsys.readouterr().err
 
 
+@pytest.mark.fits
 def test_release_with_private_selection_states_its_cost_or_why_it_has_none(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -132,6 +136,7 @@ def test_release_with_private_selection_states_its_cost_or_why_it_has_none(
     assert "unaccounted: scored on the private test split" in printed
 
 
+@pytest.mark.fits
 def test_a_selection_no_draw_passes_releases_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     study = tmp_path / "study.toml"
     study.write_text(STUDY)

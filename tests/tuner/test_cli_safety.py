@@ -56,6 +56,7 @@ def closed_port() -> int:
 # --- 1. clean ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.fits
 def test_clean_never_deletes_a_folder_the_tool_did_not_create(study_file: Callable[..., Path], tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     path = study_file(swagppm={"cache_dir": "."})  # the study's own folder
@@ -112,11 +113,13 @@ def test_outputs_are_checked_before_any_work(study_file: Callable[..., Path], tm
     assert (tmp_path / "afile").read_text() == "mine"
 
 
+@pytest.mark.fits
 def test_a_missing_folder_for_the_json_is_created(study_file: Callable[..., Path], tmp_path: Path) -> None:
     assert main(["fit", str(study_file()), "--ft-epochs", "1", "--json", str(tmp_path / "new" / "r.json")]) == 0
     assert json.loads((tmp_path / "new" / "r.json").read_text())["ft_epochs"] == 1
 
 
+@pytest.mark.fits
 def test_a_write_that_fails_after_the_fit_keeps_the_printed_result(study_file: Callable[..., Path],
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     if not Path("/dev/full").exists():
@@ -132,6 +135,7 @@ def test_a_write_that_fails_after_the_fit_keeps_the_printed_result(study_file: C
 # --- 3. release writes over files only when asked ---------------------------------------------------------------
 
 
+@pytest.mark.fits
 def test_release_writes_over_a_folder_only_with_overwrite(study_file: Callable[..., Path], tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     path = study_file()
@@ -239,6 +243,7 @@ def test_every_verb_on_a_study_honours_the_storage_variable(study_file: Callable
 # --- 9. BrokenPipe, seeds, artifacts ----------------------------------------------------------------------------
 
 
+@pytest.mark.fits
 def test_status_into_a_closed_pipe_exits_quietly(study_file: Callable[..., Path]) -> None:
     path = study_file()
     with_a_feasible_trial(path)
@@ -295,6 +300,7 @@ def test_an_unexpected_error_is_one_line_with_its_own_status(study_file: Callabl
 # --- 7. reproducibility -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.fits
 def test_a_refit_uses_the_exported_thread_count_and_names_the_suspects(study_file: Callable[..., Path],
                                                                        tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:

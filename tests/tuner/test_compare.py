@@ -12,6 +12,8 @@ import swagppm
 from tests.swagppm.helpers import small_config
 from tuner.compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
 
+pytestmark = pytest.mark.fits
+
 pytest.importorskip("opacus", reason="the compare extra (opacus) is not installed")
 
 

@@ -32,6 +32,8 @@ from tuner.cli import main
 from tuner.dashboard import PICTURE_ALT, feasibility_table, figures_svg, trial_note
 from tuner.outcome import judge
 
+pytestmark = pytest.mark.fits
+
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "test-artifacts"
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")

@@ -31,6 +31,8 @@ from tuner import StudyConfig, make_storage, open_study
 from tuner.cli import main
 from tuner.storage import STORAGE_ENV
 
+pytestmark = pytest.mark.services
+
 REPO = Path(__file__).resolve().parents[2]
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 MARIADB_URL = "mysql+pymysql://root@127.0.0.1:3306/test"

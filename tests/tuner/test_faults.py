@@ -36,6 +36,8 @@ from tuner.cli import main
 from tuner.faults import recover_stale_trials
 from tuner.study import enqueue_start_points, study_lock
 
+pytestmark = pytest.mark.fits
+
 REPO = Path(__file__).resolve().parents[2]
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)

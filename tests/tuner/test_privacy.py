@@ -23,6 +23,8 @@ from tests.tuner.helpers import write_study
 from tuner import StudyConfig, open_study
 from tuner.cli import main
 
+pytestmark = pytest.mark.fits
+
 REPO = Path(__file__).resolve().parents[2]
 OSHA = REPO.parent / "shared" / "data" / "osha_sample.jsonl"
 

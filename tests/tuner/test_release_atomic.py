@@ -25,6 +25,8 @@ from tuner.audit import audit_losses
 from tuner.cli import EXIT_AUDIT_REFUTED, main
 from tuner.export import FORMAT
 
+pytestmark = pytest.mark.fits
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 # Runs the command line with the audit's per-record losses stalled: the model is then written in the staging folder,
@@ -122,7 +124,7 @@ def test_a_malformed_export_field_is_refused_before_the_fit(tmp_path: Path,
          "cache_dir": str(tmp_path / "cache")})
     document = {"format": FORMAT, "params": {"c": 1.0, "ft_epochs": 1}, "swagppm": config.to_dict(),
                 "targets": {"epsilon": 50.0}, "tuning": "lol"}
-    cases = {"field tuning = 'lol' is not an object": document,
+    cases = {"field tuning must be a table": document,
              "targets.epsilon = 'ten' is not a positive number": document | {"targets": {"epsilon": "ten"},
                                                                              "tuning": None},
              "no targets.epsilon": {key: value for key, value in document.items() if key not in ("targets", "tuning")}}

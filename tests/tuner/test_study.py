@@ -27,6 +27,8 @@ from tests.tuner.helpers import merged, write_study
 from tuner import CONSTRAINT_KEYS, StudyConfig, best_feasible, named_constraints, open_study
 from tuner.cli import main
 
+pytestmark = pytest.mark.fits
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -12,6 +12,8 @@ from tuner import StudyConfig, named_constraints
 from tuner.cli import main
 from tuner.study import open_study
 
+pytestmark = pytest.mark.fits
+
 
 def test_accounting_needs_random_search_and_no_early_stop(study_file: Callable[..., Path]) -> None:
     accounted = {"accounted": True, "public_eval": "public.jsonl"}
