@@ -3,8 +3,7 @@
 A module or test declares ``fits`` (real fits, CLI subprocesses, kills and restarts),
 ``services`` (the local PostgreSQL, MariaDB, Redis or Chromium) or ``gpu`` (CUDA) with
 ``pytest.mark``; a test that asks for a service fixture is ``services`` by itself;
-everything else is ``unit`` and must stay fast: ``pytest -m unit`` runs in about a
-minute on two cores.
+everything else is ``unit`` and must stay fast (``pytest -m unit``).
 """
 
 from __future__ import annotations
