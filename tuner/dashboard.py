@@ -15,7 +15,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 from xml.sax.saxutils import escape
 
 import optuna
@@ -25,6 +25,7 @@ from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 from scorers.plots import off_scale_note, series_range
 from tuner.config import StudyConfig
 from tuner.outcome import GLOSSARY, Outcome
+from tuner.outputs import write_atomic
 from tuner.queries import FINISHED, describe_violations, is_feasible
 from tuner.record import CONSTRAINT_KEYS, TrialRecord, measured_violations
 
@@ -68,6 +69,14 @@ def _met(key: str, outcome: Outcome) -> str:
     if key in outcome.unmeasured:
         return "not measured"
     return "met" if outcome.constraints[key] <= 0 else "violated"
+
+
+class AtomicArtifactStore(FileSystemArtifactStore):
+    """Optuna's file-system store whose files are whole or absent: each is written beside its place and renamed in,
+    so a full disk or a killed worker never leaves a truncated picture for the dashboard to show."""
+
+    def write(self, artifact_id: str, content_body: BinaryIO) -> None:
+        write_atomic(self._get_filepath(artifact_id), content_body.read())
 
 
 def publish_trial(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, config: StudyConfig) -> None:

@@ -13,14 +13,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import optuna
-from optuna.artifacts import FileSystemArtifactStore
 from optuna.trial import Trial
 
 import scorers
 import swagppm
 from swagppm import ConfigError
 from tuner.config import StudyConfig
-from tuner.dashboard import publish_trial
+from tuner.dashboard import AtomicArtifactStore, publish_trial
 from tuner.faults import WORKER, trial_heartbeat
 from tuner.outcome import DrawChecks, Outcome, judge
 from tuner.record import FAILURE, FIGURES_ERROR, RAN_BY, store_constraints
@@ -67,7 +66,7 @@ class Objective:
         self.progress = progress
         self.echo = echo
         config.artifact_dir.mkdir(parents=True, exist_ok=True)
-        self.artifacts = FileSystemArtifactStore(config.artifact_dir)
+        self.artifacts = AtomicArtifactStore(config.artifact_dir)
         self._session: swagppm.Session | None = None
         self.lines: dict[int, str] = {}  # each judged trial's progress line, until the run prints it
 
@@ -170,7 +169,7 @@ def record_outcome(trial: Trial, outcome: Outcome, *, storage: BaseStorage) -> d
     return attrs
 
 
-def record(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, config: StudyConfig, *,
+def record(trial: Trial, outcome: Outcome, artifacts: AtomicArtifactStore, config: StudyConfig, *,
            storage: BaseStorage, echo: Callable[[str], None] = print) -> None:
     """Constraints and user attributes first, then the diagnosis note and the figures (aggregates only).
 

@@ -275,6 +275,37 @@ def test_figures_that_cannot_be_written_do_not_lose_the_fit(tmp_path: Path, cach
     assert "2 trials: 2 complete" in capsys.readouterr().out
 
 
+FULL_DISK_UPLOAD = """
+import errno, resource, signal, sys
+import optuna
+from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+from tuner.dashboard import AtomicArtifactStore
+folder, picture, atomic = sys.argv[1], sys.argv[2], sys.argv[3] == "atomic"
+store = (AtomicArtifactStore if atomic else FileSystemArtifactStore)(folder)
+trial = optuna.create_study().ask()
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+try:
+    upload_artifact(artifact_store=store, file_path=picture, study_or_trial=trial, mimetype="image/svg+xml")
+except OSError as error:
+    print(errno.errorcode[error.errno])
+"""
+
+
+@pytest.mark.parametrize("store", ["plain", "atomic"])
+def test_a_figure_cut_off_by_a_full_disk_leaves_no_truncated_artifact(tmp_path: Path, store: str) -> None:
+    """A real write that fails partway (the kernel's file-size limit, as a disk that fills mid-write): Optuna's own
+    store leaves the first 4 KiB as the trial's picture; the study's store leaves the picture whole or absent."""
+    picture, folder = tmp_path / "figures.svg", tmp_path / "artifacts"
+    picture.write_text("<svg>" + " " * 100_000 + "</svg>")
+    folder.mkdir()
+    done = subprocess.run([sys.executable, "-c", FULL_DISK_UPLOAD, str(folder), str(picture), store],
+                          capture_output=True, text=True, timeout=PATIENCE, check=True)
+    assert done.stdout.split() == ["EFBIG"]
+    sizes = [path.stat().st_size for path in folder.iterdir()]
+    assert sizes == ([4096] if store == "plain" else [])
+
+
 def test_an_unwritable_artifact_folder_is_refused_before_the_first_fit(tmp_path: Path, cache: Path) -> None:
     path = fault_study(tmp_path, cache, "sqlite:///blocked.db")
     config = StudyConfig.from_toml(path)
