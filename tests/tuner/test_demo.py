@@ -13,7 +13,7 @@ from tuner.outcome import GLOSSARY
 
 ROOT = Path(__file__).resolve().parents[2]
 VERBS = ("run", "worker", "launch", "fit", "status", "export", "release", "audit", "compare", "rejudge", "report",
-         "dashboard", "clean", "demo")
+         "dashboard", "clean", "demo", "explain")
 
 
 def test_help_lists_every_verb_in_plain_text_and_links_the_glossary() -> None:
@@ -26,13 +26,29 @@ def test_help_lists_every_verb_in_plain_text_and_links_the_glossary() -> None:
 
 
 def test_the_glossary_explains_the_words_the_lines_print() -> None:
-    glossary = (ROOT / GLOSSARY).read_text()
+    glossary = (ROOT / "docs" / "glossary.md").read_text()
     for word in ("**ε (epsilon)**", "**ε\\* ", "**δ (delta)**", "**max-delta", "**c**", "**g**", "**E, epochs**",
                  "**feasible", "**not_judged**", "**well_fit**", "**unaccounted**", "**accounted**",
                  "**public-proxy**", "**audit bound", "**AUC bound e^ε/(1+e^ε)**", "**draws**"):
         assert word in glossary, word
     assert "the choice among trials is\nnot counted in ε" in glossary
     assert "local estimate from finitely many" in glossary
+
+
+def test_explain_prints_the_entries_a_word_names_and_refuses_an_unknown_word(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "not_judged"]) == 0
+    assert capsys.readouterr().out.startswith("**not_judged** — the series was not judged")
+    assert main(["explain", "AUDIT BOUND"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("**audit bound") and "**AUC**" not in out  # named entries only, not every mention
+    assert main(["explain", "membership"]) == 0  # no term names it: the entries that mention it
+    assert "**audit**" in capsys.readouterr().out
+    assert main(["explain"]) == 0
+    assert capsys.readouterr().out.strip() == (ROOT / "docs" / "glossary.md").read_text().strip()
+    assert main(["explain", "zzz"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "explain 'zzz': no glossary entry names or mentions it; the entries are: ε (epsilon), " in line
 
 
 def test_the_repository_demo_is_the_shipped_one() -> None:

@@ -1,4 +1,4 @@
-"""A built wheel works without the repository: ``swagppm-tune demo`` from a fresh virtual environment."""
+"""A built wheel works without the repository: ``demo`` and ``explain`` from a fresh virtual environment."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _venv(tmp_path: Path) -> Path:
 
 
 @pytest.mark.fits
-def test_the_wheel_ships_the_demo_and_runs_without_the_repository(tmp_path: Path) -> None:
+def test_the_wheel_ships_the_demo_and_the_glossary_and_runs_without_the_repository(tmp_path: Path) -> None:
     wheel, venv = _wheel(tmp_path), _venv(tmp_path)
     _run(venv / "bin" / "python", "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel, cwd=tmp_path)
     outside = tmp_path / "elsewhere"
@@ -62,3 +62,4 @@ def test_the_wheel_ships_the_demo_and_runs_without_the_repository(tmp_path: Path
     written = outside / "mine" / "demo.toml"
     assert written.read_text() == (ROOT / "studies" / "demo.toml").read_text()
     assert "swagppm-tune run mine/demo.toml" in out
+    assert _run(tool, "explain", cwd=outside, env=env).strip() == (ROOT / "docs" / "glossary.md").read_text().strip()

@@ -15,12 +15,14 @@ Verbs:
   report     one self-contained HTML file of the study
   dashboard  optuna-dashboard on the study (trials, feasibility, figures)
   clean      delete the private cache
+  explain    what a printed word means (the glossary): swagppm-tune explain not_judged
 
 epsilon is a local estimate from finitely many posterior draws, not a guarantee;
 the audit verb is its empirical check. Every word the verbs print (epsilon,
 delta, c, E, max-delta, feasible, well_fit, not_judged, unaccounted, the
-audit's AUC bound) is explained in docs/glossary.md. Every verb that opens a study reads its
-storage from --storage, else $SWAGPPM_TUNE_STORAGE, else [study] storage.
+audit's AUC bound) is explained by swagppm-tune explain WORD (docs/glossary.md).
+Every verb that opens a study reads its storage from --storage, else
+$SWAGPPM_TUNE_STORAGE, else [study] storage.
 Output files and folders are checked before any fit. Long steps report their
 progress on stderr (a bar on a terminal, else one line per stage); -q/--quiet
 silences it.
@@ -72,6 +74,7 @@ from tuner.cli.base import (
     Command,
 )
 from tuner.cli.demo import DemoCommand
+from tuner.cli.explain import ExplainCommand
 from tuner.cli.fitting import AuditCommand, CompareCommand, FitCommand, ReleaseCommand
 from tuner.cli.study import (
     CleanCommand,
@@ -96,7 +99,8 @@ PROGRESS_BARS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"  # read by huggingface_hub an
 # The verbs, in the order --help lists them.
 COMMANDS: tuple[type[Command], ...] = (DemoCommand, RunCommand, WorkerCommand, LaunchCommand, FitCommand,
                                        StatusCommand, ExportCommand, ReleaseCommand, AuditCommand, CompareCommand,
-                                       RejudgeCommand, ReportCommand, DashboardCommand, CleanCommand)
+                                       RejudgeCommand, ReportCommand, DashboardCommand, CleanCommand,
+                                       ExplainCommand)
 
 
 @dataclass(frozen=True, kw_only=True)
