@@ -100,20 +100,20 @@ class Session(Resources):
                                   seed=fit.result.seed if seed is None else seed,
                                   batch_size=self.config.eval_batch_size)
 
-    def record_losses(self) -> RecordLosses:
+    def record_losses(self, *, progress: bool | None = None, label: str = "audit") -> RecordLosses:
         """Every training and test record's NLL under the current parameters, at float32 (see ``RecordLosses``)."""
         return probes.record_losses(self.bundle, self.train, self.test, self.data,
-                                    batch_size=self.config.eval_batch_size)
+                                    batch_size=self.config.eval_batch_size, progress=progress, label=label)
 
-    def baseline_losses(self) -> RecordLosses:
+    def baseline_losses(self, *, progress: bool | None = None) -> RecordLosses:
         """``record_losses`` of the non-private stage-1 model."""
         with self._holding_baseline():
-            return self.record_losses()
+            return self.record_losses(progress=progress, label="audit of the non-private baseline")
 
-    def secret_draw_losses(self, fit: Fit) -> RecordLosses:
+    def secret_draw_losses(self, fit: Fit, *, progress: bool | None = None) -> RecordLosses:
         """``record_losses`` of one draw with secret noise, as a release draws it (and never records)."""
         with probes.secret_draw(_posterior(fit), self.bundle.model):
-            return self.record_losses()
+            return self.record_losses(progress=progress, label="audit of a release-like draw")
 
     def secret_draw_scores(self, fit: Fit) -> dict[str, float]:
         """``test_scores`` of one draw with secret noise, as a release draws it (and, like it, never recorded)."""

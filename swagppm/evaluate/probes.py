@@ -54,13 +54,16 @@ def f1_scores(net: Net, test: Split, data: PreparedData, *, batch_size: int) -> 
             "f1_bottom_quartile": float(report["f1_bottom_quartile"])}
 
 
-def record_losses(bundle: ModelBundle, train: Split, test: Split, data: PreparedData, *,
-                  batch_size: int) -> RecordLosses:
-    """Every training and test record's NLL under the model's current parameters, at float32."""
+def record_losses(bundle: ModelBundle, train: Split, test: Split, data: PreparedData, *, batch_size: int,
+                  progress: bool | None = None, label: str = "audit") -> RecordLosses:
+    """Every training and test record's NLL under the model's current parameters, at float32 (each split reported
+    as a stage named ``label``: on a large split this is minutes of silence otherwise)."""
     exact = Net(bundle.model, bundle.head, device=train.device, amp=False)
     exact.train(False)
-    return RecordLosses(members=exact.per_record_nll(train, batch_size).cpu().numpy(),
-                        non_members=exact.per_record_nll(test, batch_size).cpu().numpy(),
+    return RecordLosses(members=exact.per_record_nll(train, batch_size, progress=progress,
+                                                     label=f"{label}: training records' losses").cpu().numpy(),
+                        non_members=exact.per_record_nll(test, batch_size, progress=progress,
+                                                         label=f"{label}: test records' losses").cpu().numpy(),
                         member_classes=data.train_labels, non_member_classes=data.test_labels)
 
 

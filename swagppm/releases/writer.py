@@ -135,7 +135,7 @@ def _write_folder(resources: Resources, fit: Fit, folder: Path, *, epsilon_cap: 
     scored = public_scores(resources, public_eval) if public_eval is not None else None
     audited = None if audit is None else audit(record_losses(
         resources.bundle, resources.train, resources.test, resources.data,
-        batch_size=resources.config.eval_batch_size))
+        batch_size=resources.config.eval_batch_size, label="audit of the released draw"))
     verdict = NO_AUDIT if audited is None else AUDIT_FORCED if audited.get("forced") else AUDIT_PASSED
     result = fit.result
     card = release_card(resources.config, hyperparameters={"c": result.c, "g": result.g, "ft_epochs": result.ft_epochs},

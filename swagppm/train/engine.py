@@ -158,10 +158,13 @@ class Net:
         self.model.train(mode)
 
     @torch.inference_mode()
-    def per_record_nll(self, split: Split, batch_size: int, out: torch.Tensor | None = None) -> torch.Tensor:
-        """NLL_i of every record under the current parameters, in record order (at the screening precision)."""
+    def per_record_nll(self, split: Split, batch_size: int, out: torch.Tensor | None = None, *,
+                       progress: bool | None = False, label: str = "records' losses") -> torch.Tensor:
+        """NLL_i of every record under the current parameters, in record order (at the screening precision);
+        ``progress``: report each batch as a stage (off by default: the privacy draws report per draw)."""
         nll = out if out is not None else torch.empty(len(split), device=self.device)
-        for inputs, labels, idx in split.eval_batches(batch_size):
+        batches = split.eval_batches(batch_size)
+        for inputs, labels, idx in steps(batches, label=label, total=len(batches), progress=progress):
             nll[idx] = F.cross_entropy(self.logits(inputs, evaluating=True).float(), labels, reduction="none")
         return nll
 

@@ -108,14 +108,19 @@ def _fit(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.fits
 def test_the_command_line_reports_every_stage_of_a_fit_off_a_terminal(tmp_path: Path) -> None:
-    """Real ``swagppm-tune fit`` with stderr a pipe: each stage ends with a ``done`` line; --quiet prints none."""
-    done = _fit(tmp_path)
+    """Real ``swagppm-tune fit --release`` with stderr a pipe: each stage, the release's audit included, ends with a
+    ``done`` line; --quiet prints none."""
+    done = _fit(tmp_path, "--release", str(tmp_path / "released"), "--force")
     assert done.returncode == 0, done.stderr[-800:]
     ends = {m["label"]: (int(m["done"]), int(m["total"])) for line in done.stderr.splitlines()
             if (m := LINE.match(line)) and m["timing"].endswith("done")}
+    audits = {label: ends.pop(label)[0] for label in list(ends) if label.startswith("audit of ")}
     assert ends == {"stage1: fine-tune epoch": (4, 4), "stage1: SWAG epoch": (3, 3), "stage1: risk draws": (4, 4),
                     "stage2: fine-tune epoch": (2, 2), "stage2: SWAG epoch": (3, 3),
                     "stage2: privacy draws": (8, 8), "stage2: utility draws": (3, 3)}
+    assert sorted(audits) == [f"audit of the {model}: {split} records' losses"
+                              for model in ("non-private baseline", "released draw") for split in ("test", "training")]
+    assert min(audits.values()) >= 1  # batches of each split, each stage to its end
     assert "eps=" in done.stdout and "stage1:" not in done.stdout  # progress on stderr, the result on stdout
     quiet = _fit(tmp_path, "--quiet")
     assert quiet.returncode == 0 and "eps=" in quiet.stdout
