@@ -1,6 +1,7 @@
-"""Test lanes by marker: ``unit``, ``fits``, ``services`` and ``gpu``.
+"""Test lanes by marker: ``unit``, ``slow``, ``fits``, ``services`` and ``gpu``.
 
-A module or test declares ``fits`` (real fits, CLI subprocesses, kills and restarts),
+A module or test declares ``slow`` (no fit and no service, but seconds a test),
+``fits`` (real fits, CLI subprocesses, kills and restarts),
 ``services`` (the local PostgreSQL, MariaDB, Redis or Chromium) or ``gpu`` (CUDA) with
 ``pytest.mark``; a test that asks for a service fixture is ``services`` by itself;
 everything else is ``unit`` and must stay fast (``pytest -m unit``).
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-SLOW_LANES = ("fits", "services", "gpu")
+SLOW_LANES = ("slow", "fits", "services", "gpu")
 SERVICE_FIXTURES = {"postgres", "browser"}  # the local PostgreSQL, Chromium through selenium
 
 

@@ -16,6 +16,8 @@ from tests.tuner.helpers import result, tight
 from tuner import SearchSpace, StartPoint, Targets, judge, record_outcome
 from tuner.samplers import SAMPLERS, make_sampler, sampler_traits, stop_rule_of
 
+pytestmark = pytest.mark.slow  # no fit, no service, but seconds a test
+
 SEARCH = SearchSpace(c_min=0.3, c_max=1.2, ft_epochs_min=4, ft_epochs_max=8, restart_epochs=6,
                      start=(StartPoint(1.0, 6),))
 TARGETS = Targets(epsilon=10.0)

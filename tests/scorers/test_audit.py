@@ -152,6 +152,7 @@ def test_epsilon_bound_grows_with_evidence() -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
+@pytest.mark.slow
 def test_agrees_with_brute_force_reference(seed: int) -> None:
     rng = np.random.default_rng(seed)
     shift = [0, 1, 3, 6, 10, 20][seed]
@@ -216,6 +217,7 @@ def test_identical_distributions() -> None:
         assert tpr <= 3 * level + 0.005
 
 
+@pytest.mark.slow
 def test_null_auc_interval_coverage_and_no_false_epsilon() -> None:
     """Over 200 null audits the DeLong 95% interval covers 0.5 about 95% of the time; the ε bound stays 0."""
     covered, positive = 0, 0
@@ -229,6 +231,7 @@ def test_null_auc_interval_coverage_and_no_false_epsilon() -> None:
     assert positive == 0
 
 
+@pytest.mark.slow
 def test_without_bonferroni_the_null_shows_privacy_loss() -> None:
     """Why the correction: the best of many one-sided 95% bounds is positive in over 5% of null audits."""
     positive, corrected = 0, 0
@@ -437,6 +440,7 @@ def test_result_holds_aggregates_only() -> None:
             r.auc = 0.0  # type: ignore[misc]
 
 
+@pytest.mark.slow
 def test_fifty_thousand_records_a_side() -> None:
     rng = np.random.default_rng(41)
     n = 50_000

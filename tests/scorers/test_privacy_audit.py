@@ -87,6 +87,7 @@ def test_golden_max_auc() -> None:
 
 
 @pytest.mark.parametrize(("epsilon", "delta"), [(0.0, 0.0), (0.5, 0.0), (2.0, 0.0), (1.0, 0.05), (0.3, 0.3)])
+@pytest.mark.slow
 def test_max_auc_is_the_area_of_the_dp_roc_region(epsilon: float, delta: float) -> None:
     """Integrate the region's upper edge min(1, e^ε x + δ, 1 − e^−ε (1 − δ − x)) numerically."""
     x = np.linspace(0.0, 1.0, 2_000_001)
@@ -140,6 +141,7 @@ def test_interval_contains_delong_and_is_wider() -> None:
     assert low < delong.auc_interval[0] < delong.auc < delong.auc_interval[1] < high
 
 
+@pytest.mark.slow
 def test_delong_refutes_falsely_at_separation_and_this_interval_does_not() -> None:
     """Why not DeLong: randomized response at ε = 4 with 40 records a side is often perfectly separated; DeLong's
     interval is then (1, 1) and 'refutes' the true ε, which the distribution-free interval never does."""
@@ -238,6 +240,7 @@ def test_golden_reconciling_delta_at_separation() -> None:
 
 
 @pytest.mark.parametrize("seed", range(3))
+@pytest.mark.slow
 def test_reconciling_delta_agrees_with_every_threshold(seed: int) -> None:
     rng = np.random.default_rng(seed)
     members, non_members = rng.integers(0, 30, 120).astype(float), rng.integers(6, 36, 160).astype(float)
@@ -340,6 +343,7 @@ def test_bad_stated_epsilon(epsilon: float) -> None:
     ("laplace", 0.5, 400, 200), ("laplace", 2.0, 400, 100), ("randomized_response", 1.0, 400, 200),
     ("randomized_response", 3.0, 400, 100),
 ])
+@pytest.mark.slow
 def test_exactly_dp_mechanisms_are_refuted_at_most_5_percent(mechanism: str, epsilon: float, records: int,
                                                              members: int) -> None:
     """The family's ε bound (so any refutation) exceeds the true ε in at most 5% of 100 seeded runs, while
@@ -419,6 +423,7 @@ def test_order_of_records_does_not_matter() -> None:
     assert privacy_audit(members[pm], non_members[pn], member_classes[pm], non_member_classes[pn]) == reference
 
 
+@pytest.mark.slow
 def test_fifty_thousand_records_a_side() -> None:
     rng = np.random.default_rng(41)
     n = 50_000

@@ -88,6 +88,7 @@ def test_the_worst_case_event_is_exactly_epsilon_dp() -> None:
 
 
 @pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.slow
 def test_monotone_in_epsilon_and_mean_and_above_one_trial(shape: float) -> None:
     by_epsilon = [_tuning(epsilon, shape, 10.0) for epsilon in (0.1, 0.5, 1.0, 2.0, 5.0)]
     assert by_epsilon == sorted(by_epsilon) and len(set(by_epsilon)) == len(by_epsilon)
@@ -125,6 +126,7 @@ def test_sample_mean_matches(shape: float) -> None:
     assert draws.min() >= (0 if math.isinf(shape) else 1)
 
 
+@pytest.mark.slow
 def test_sample_support() -> None:
     rng = np.random.default_rng(1)
     assert {TrialCountDistribution(shape=2.0, mean=1.0).sample(rng) for _ in range(100)} == {1}
@@ -184,6 +186,7 @@ def test_a_release_selection_is_priced_by_the_library_at_the_fits_epsilon() -> N
 
 
 @pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.slow
 def test_tuning_and_release_compose_in_one_accountant(shape: float) -> None:
     from dp_accounting import RandomizedResponseDpEvent
     from dp_accounting.dp_event import RepeatAndSelectDpEvent

@@ -16,6 +16,8 @@ from tuner.cli import main
 from tuner.outputs import write_atomic
 from tuner.storage import STORAGE_ENV
 
+pytestmark = pytest.mark.slow  # no fit, no service, but seconds a test
+
 
 def refused(argv: list[str], capsys: pytest.CaptureFixture[str], *words: str) -> str:
     """Run ``argv``: exit 2 and one line holding every one of ``words``; the line."""

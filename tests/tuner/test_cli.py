@@ -107,6 +107,7 @@ def test_fit_release_fits_once_and_replaces_a_folder_only_when_asked(
     assert (out / "release_card.json").is_file() and not (out / "notes.txt").exists()  # replaced as a whole
 
 
+@pytest.mark.slow
 def test_a_fit_whose_training_failed_has_its_own_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     study = tmp_path / "study.toml"
     study.write_text(STUDY.replace('device = "cpu"', 'device = "cpu"\nfinetune_lr = 1e9'))
@@ -148,6 +149,7 @@ def test_a_selection_no_draw_passes_releases_nothing(tmp_path: Path, capsys: pyt
     assert not (out / "release_card.json").exists()
 
 
+@pytest.mark.slow
 def test_the_command_line_loads_no_heavy_library_until_a_verb_needs_it() -> None:
     """--help, status, export, report and dashboard answer at once: no torch, transformers, sklearn, scipy.stats
     or dp-accounting (together several seconds of imports) is loaded with the command line."""

@@ -23,6 +23,8 @@ from tuner.objective import Objective, record_outcome
 from tuner.storage import STORAGE_ENV
 from tuner.study import open_storage, open_study
 
+pytestmark = pytest.mark.slow  # no fit, no service, but seconds a test
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -127,6 +127,7 @@ def test_the_command_line_reports_every_stage_of_a_fit_off_a_terminal(tmp_path: 
     assert not [line for line in quiet.stderr.splitlines() if LINE.match(line)], quiet.stderr[-800:]
 
 
+@pytest.mark.slow
 def test_the_trial_legend_comes_once_before_the_first_trial_line(tmp_path: Path) -> None:
     import types
 

@@ -17,6 +17,8 @@ from tuner import FlowchartSampler, SearchSpace, StudyConfig, judge, make_sample
 from tuner.objective import Objective, record
 from tuner.samplers.tpe import repeats
 
+pytestmark = pytest.mark.slow  # no fit, no service, but seconds a test
+
 # The guide's verdicts as diagnosis labels ("feasible" is a well-fit series meeting every target).
 GUIDE = [(point, "well_fit" if verdict == "feasible" else verdict) for point, verdict in CASE_STUDY]
 
