@@ -111,7 +111,7 @@ def feasibility_table(study: optuna.Study) -> go.Figure:
         cells={"values": cells, "align": "left", "fill_color": [shade] * len(header)}))
     feasible = sum(is_feasible(t) for t, _ in rows)
     figure.update_layout(title={"text": f"trials: feasibility<br><sup>{feasible} of {len(rows)} feasible; "
-                                        f"constraints explained in {GLOSSARY}</sup>"},
+                                        f"constraints explained by {GLOSSARY}</sup>"},
                          height=min(120 + 30 * (len(rows) + 1), 700), margin={"t": 80, "b": 10, "l": 10, "r": 10})
     return figure
 

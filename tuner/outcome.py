@@ -34,7 +34,7 @@ def counted(number: int, noun: str) -> str:
 
 # Printed once before a run's first trial line: what each part of ``Outcome.line`` means.
 TRIAL_LEGEND = f"""\
-How to read the trial lines (every word is explained in {GLOSSARY}):
+How to read the trial lines; every word is explained by {GLOSSARY}:
   c=, epochs=     the trial's weight slope c (lower: records weigh less, more private) and fine-tuning epochs E
   eps=            epsilon, smaller is more private: a local estimate from this trial's finitely many privacy
                   draws, not a guarantee; the membership-inference audit (`swagppm-tune audit`) is its check

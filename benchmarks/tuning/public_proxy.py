@@ -20,6 +20,7 @@ import contextlib
 import io
 import json
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -118,9 +119,16 @@ def run(data: Path, trials: int, folder: Path) -> dict[str, Any]:
     records = {"public": _count(public), "private": _count(private)}
     return {"command": COMMAND, "data": str(data.name), "records": records,
             "steps": steps, "chosen": export.get("params"), "tuning": export.get("tuning"),
-            "private_fit": {key: refit.get(key) for key in ("epsilon", "f1_macro_median", "f1_weighted_median",
-                                                           "baseline_f1_macro", "baseline_f1_weighted")},
+            "private_fit": _summary(refit),
             "total_seconds": round(sum(s["seconds"] for s in steps), 1)}
+
+
+def _summary(result: dict[str, Any]) -> dict[str, Any]:
+    """The private fit's ε, its median F1s over the utility draws and the baseline's (the result JSON's lists)."""
+    medians = {f"{key}_median": statistics.median(result[key]) if result.get(key) else None
+               for key in ("f1_macro", "f1_weighted")}
+    return {"epsilon": result.get("epsilon"), **medians,
+            **{key: result.get(key) for key in ("baseline_f1_macro", "baseline_f1_weighted")}}
 
 
 def _count(path: Path) -> int:

@@ -66,7 +66,7 @@ class DemoCommand(Command):
         print("next:" if not args.run else "running the first of these now:")
         for command in next_commands(study):
             print(f"  {command}")
-        print(f"every word these print is explained in {GLOSSARY}")
+        print(f"every word these print is explained by {GLOSSARY}")
         sys.stdout.flush()
         return run_demo(study) if args.run else 0
 
