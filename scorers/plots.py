@@ -117,26 +117,55 @@ def max_delta_figure(
         scores = score_max_delta(values, epsilon_target=epsilon_target)
     if epsilon_target is None:
         epsilon_target = scores.epsilon_target
-    draws = np.arange(1, len(values) + 1)
     finite = np.isfinite(values)
     spikes = spike_mask(values, scores)
-    bulk = values[finite & ~spikes]
-    num_nonfinite = int((~finite).sum())
-
     figure = go.Figure()
-    x_lo, x_hi = (1, max(len(values), 1))
-    if len(bulk):
-        q25, q50, q75 = (float(q) for q in np.percentile(bulk, [25, 50, 75]))
-        figure.add_trace(go.Scatter(
-            x=[x_lo, x_hi, x_hi, x_lo, x_lo], y=[q25, q25, q75, q75, q25], name="bulk IQR",
-            mode="lines", fill="toself", fillcolor=_BAND_FILL, line={"width": 0},
-            hoveron="fills", hoverinfo="text", text=f"bulk IQR {q25:.4g} – {q75:.4g}",
-        ))
-        figure.add_trace(go.Scatter(
-            x=[x_lo, x_hi], y=[q50, q50], name="bulk median", mode="lines",
-            line={"color": _SERIES_COLOR, "width": 1, "dash": "dash"},
-            hovertemplate=f"bulk median {q50:.4g}<extra></extra>",
-        ))
+    _bulk_traces(figure, values[finite & ~spikes], width=max(len(values), 1))
+    _draw_traces(figure, values, finite=finite, spikes=spikes, scores=scores)
+    if len(values) >= MIN_DRAWS and _finite(scores.spike_threshold):
+        figure.add_hline(
+            y=scores.spike_threshold, name="spike threshold", line={"color": _SPIKE_COLOR, "width": 1, "dash": "dot"},
+            annotation_text=f"spike threshold (median + {scores.spike_z:g} robust SD) = {_fmt(scores.spike_threshold)}",
+            annotation_position="bottom right", annotation_font_color=_SPIKE_COLOR,
+        )
+    if epsilon_target is not None:
+        _target_line(figure, values[finite], epsilon_target / 2)
+    spread = "n/a" if not _finite(scores.bulk_spread) else f"{scores.bulk_spread:.1%}"
+    subtitle = (f"{scores.num_draws} draws · bulk spread (IQR/median) {spread} · "
+                f"{_plural(scores.spike_count, 'spike')} above {scores.spike_z:g} robust SDs")
+    heading = _max_delta_heading(title, scores=scores, epsilon_target=epsilon_target,
+                                 lower_bound=epsilon_is_lower_bound, nonfinite=int((~finite).sum()))
+    figure.update_layout(
+        title={"text": heading, "subtitle": {"text": subtitle}},
+        xaxis={"title": {"text": "posterior draw d"}},
+        yaxis={"title": {"text": "max delta m_d = max_i w_i · NLL_i(θ_d)"}},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
+        margin={"t": 110},
+    )
+    return figure
+
+
+def _bulk_traces(figure: go.Figure, bulk: np.ndarray, *, width: int) -> None:
+    """The bulk's IQR band and median across the draws 1..``width`` (nothing when every draw is a spike)."""
+    if not len(bulk):
+        return
+    q25, q50, q75 = (float(q) for q in np.percentile(bulk, [25, 50, 75]))
+    figure.add_trace(go.Scatter(
+        x=[1, width, width, 1, 1], y=[q25, q25, q75, q75, q25], name="bulk IQR",
+        mode="lines", fill="toself", fillcolor=_BAND_FILL, line={"width": 0},
+        hoveron="fills", hoverinfo="text", text=f"bulk IQR {q25:.4g} – {q75:.4g}",
+    ))
+    figure.add_trace(go.Scatter(
+        x=[1, width], y=[q50, q50], name="bulk median", mode="lines",
+        line={"color": _SERIES_COLOR, "width": 1, "dash": "dash"},
+        hovertemplate=f"bulk median {q50:.4g}<extra></extra>",
+    ))
+
+
+def _draw_traces(figure: go.Figure, values: np.ndarray, *, finite: np.ndarray, spikes: np.ndarray,
+                 scores: MaxDeltaScores) -> None:
+    """Every finite draw as a marker, and the spikes over them with their robust z in the hover text."""
+    draws = np.arange(1, len(values) + 1)
     figure.add_trace(go.Scatter(
         x=draws[finite], y=values[finite], name="max delta", mode="markers",
         marker={"color": _SERIES_COLOR, "size": 5, "opacity": 0.8},
@@ -151,33 +180,18 @@ def max_delta_figure(
         + ("<br>%{customdata:.1f} robust SDs above the median" if z is not None else "") + "<extra></extra>",
     ))
 
-    if len(values) >= MIN_DRAWS and _finite(scores.spike_threshold):
-        figure.add_hline(
-            y=scores.spike_threshold, name="spike threshold", line={"color": _SPIKE_COLOR, "width": 1, "dash": "dot"},
-            annotation_text=f"spike threshold (median + {scores.spike_z:g} robust SD) = {_fmt(scores.spike_threshold)}",
-            annotation_position="bottom right", annotation_font_color=_SPIKE_COLOR,
-        )
-    if epsilon_target is not None:
-        _target_line(figure, values[finite], epsilon_target / 2)
 
+def _max_delta_heading(title: str | None, *, scores: MaxDeltaScores, epsilon_target: float | None,
+                       lower_bound: bool, nonfinite: int) -> str:
+    """The figure's title: its name, ε (a lower bound or not), the target, and the non-finite values left out."""
     heading = f"{title if title is not None else 'max delta per draw'} — ε = {_fmt(scores.epsilon)}"
-    if epsilon_is_lower_bound:
+    if lower_bound:
         heading += " (lower bound)"
     if epsilon_target is not None:
         heading += f" (target {_fmt(epsilon_target)})"
-    if num_nonfinite:
-        heading += f" — {num_nonfinite} non-finite value{'' if num_nonfinite == 1 else 's'} not drawn"
-    spread = "n/a" if not _finite(scores.bulk_spread) else f"{scores.bulk_spread:.1%}"
-    subtitle = (f"{scores.num_draws} draws · bulk spread (IQR/median) {spread} · "
-                f"{_plural(scores.spike_count, 'spike')} above {scores.spike_z:g} robust SDs")
-    figure.update_layout(
-        title={"text": heading, "subtitle": {"text": subtitle}},
-        xaxis={"title": {"text": "posterior draw d"}},
-        yaxis={"title": {"text": "max delta m_d = max_i w_i · NLL_i(θ_d)"}},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
-        margin={"t": 110},
-    )
-    return figure
+    if nonfinite:
+        heading += f" — {nonfinite} non-finite value{'' if nonfinite == 1 else 's'} not drawn"
+    return heading
 
 
 def series_range(values: Sequence[float] | np.ndarray, level: float | None = None) -> tuple[float, float, bool]:
