@@ -355,37 +355,9 @@ def search_grid_figure(fits: Sequence[Mapping[str, Any]], *, epsilon_target: flo
     fits = list(fits)
     _check_labels(fits)
     figure = go.Figure()
-    numbered = [f for f in fits if f.get("number") is not None]
-    if numbered:
-        ordered = sorted(numbered, key=lambda f: f["number"])
-        figure.add_trace(go.Scatter(
-            x=[f["ft_epochs"] for f in ordered], y=[f["c"] for f in ordered], name="search order",
-            mode="lines+text", text=[f"#{f['number']}" for f in ordered], textposition="top right",
-            line={"color": "rgba(80, 80, 80, 0.5)", "width": 1, "dash": "dot"}, hoverinfo="skip",
-        ))
+    _search_order_trace(figure, [f for f in fits if f.get("number") is not None])
     for label, symbol in LABEL_SYMBOLS.items():
-        group = [f for f in fits if f.get("label") == label]
-        if not group:
-            continue
-        finite = [f for f in group if _finite(f.get("epsilon"))]
-        other = [f for f in group if not _finite(f.get("epsilon"))]
-        common = {"mode": "markers", "legendgroup": label, "hovertemplate": "%{text}<extra></extra>"}
-        if finite:
-            figure.add_trace(go.Scatter(
-                x=[f["ft_epochs"] for f in finite], y=[f["c"] for f in finite], name=label,
-                text=[_fit_hover(f) for f in finite],
-                marker={"symbol": symbol, "size": 14, "color": [float(f["epsilon"]) for f in finite],
-                        "coloraxis": "coloraxis", "line": {"color": "black", "width": 1}},
-                **common,
-            ))
-        if other:
-            figure.add_trace(go.Scatter(
-                x=[f["ft_epochs"] for f in other], y=[f["c"] for f in other], name=f"{label} (ε not finite)",
-                text=[_fit_hover(f) for f in other],
-                marker={"symbol": symbol, "size": 14, "color": NONFINITE_COLOR,
-                        "line": {"color": "black", "width": 1}},
-                **common,
-            ))
+        _label_traces(figure, [f for f in fits if f.get("label") == label], label=label, symbol=symbol)
     unlabelled = [f for f in fits if f.get("label") is None]
     if unlabelled:
         figure.add_trace(go.Scatter(
@@ -414,6 +386,40 @@ def search_grid_figure(fits: Sequence[Mapping[str, Any]], *, epsilon_target: flo
         legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0.0},  # below: the colour bar is on the right
     )
     return figure
+
+
+def _search_order_trace(figure: go.Figure, numbered: list[Mapping[str, Any]]) -> None:
+    """A dotted line through the numbered fits in trial order, each marked with its number."""
+    if not numbered:
+        return
+    ordered = sorted(numbered, key=lambda f: f["number"])
+    figure.add_trace(go.Scatter(
+        x=[f["ft_epochs"] for f in ordered], y=[f["c"] for f in ordered], name="search order",
+        mode="lines+text", text=[f"#{f['number']}" for f in ordered], textposition="top right",
+        line={"color": "rgba(80, 80, 80, 0.5)", "width": 1, "dash": "dot"}, hoverinfo="skip",
+    ))
+
+
+def _label_traces(figure: go.Figure, group: list[Mapping[str, Any]], *, label: str, symbol: str) -> None:
+    """One diagnosis label's fits: coloured by ε on the shared axis, those with a non-finite ε in grey."""
+    finite = [f for f in group if _finite(f.get("epsilon"))]
+    other = [f for f in group if not _finite(f.get("epsilon"))]
+    common = {"mode": "markers", "legendgroup": label, "hovertemplate": "%{text}<extra></extra>"}
+    if finite:
+        figure.add_trace(go.Scatter(
+            x=[f["ft_epochs"] for f in finite], y=[f["c"] for f in finite], name=label,
+            text=[_fit_hover(f) for f in finite],
+            marker={"symbol": symbol, "size": 14, "color": [float(f["epsilon"]) for f in finite],
+                    "coloraxis": "coloraxis", "line": {"color": "black", "width": 1}},
+            **common,
+        ))
+    if other:
+        figure.add_trace(go.Scatter(
+            x=[f["ft_epochs"] for f in other], y=[f["c"] for f in other], name=f"{label} (ε not finite)",
+            text=[_fit_hover(f) for f in other],
+            marker={"symbol": symbol, "size": 14, "color": NONFINITE_COLOR, "line": {"color": "black", "width": 1}},
+            **common,
+        ))
 
 
 def _ticks(values: Any, *, most: int = 12) -> dict[str, Any]:
