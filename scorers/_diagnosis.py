@@ -104,7 +104,6 @@ def diagnose(
         "bulk_spread": max_delta.bulk_spread - thresholds.max_bulk_spread,
         "spikes": max_delta.max_robust_z - max_delta.spike_z,
     }
-    reasons: list[str] = []
     epsilon_ok = None
     if max_delta.epsilon_margin is not None:
         margins["epsilon"] = max_delta.epsilon_margin
@@ -115,41 +114,56 @@ def diagnose(
         margins["f1_weighted"] = -utility.margin_weighted
         utility_ok = utility.meets_target
 
-    catastrophic = []
+    label, reasons = _verdict(max_delta, thresholds, catastrophic=_catastrophes(max_delta, utility, failure))
+    reasons += _target_reasons(max_delta, utility, epsilon_ok=epsilon_ok)
+    return Diagnosis(label=label, margins=margins, reasons=tuple(reasons), epsilon_ok=epsilon_ok,
+                     utility_ok=utility_ok, failure=failure)
+
+
+def _catastrophes(max_delta: MaxDeltaScores, utility: UtilityScores | None, failure: str | None) -> list[str]:
+    """What makes a fit catastrophic: a failed training, no or non-finite max-delta values, a collapsed utility."""
+    found = []
     if failure:
-        catastrophic.append(f"training failed ({failure})")
+        found.append(f"training failed ({failure})")
     if max_delta.num_draws == 0:
-        catastrophic.append("no max-delta values (no privacy draw was evaluated)")
+        found.append("no max-delta values (no privacy draw was evaluated)")
     elif not max_delta.finite:
-        catastrophic.append(f"{max_delta.num_nonfinite} of {max_delta.num_draws} max-delta values are NaN or infinite")
+        found.append(f"{max_delta.num_nonfinite} of {max_delta.num_draws} max-delta values are NaN or infinite")
     if utility is not None and utility.collapsed:
         floor = f" (majority-class level {utility.majority_weighted_f1:.3f})" if utility.majority_weighted_f1 else ""
-        catastrophic.append(f"utility collapsed: weighted F1 {utility.weighted:.3f} against baseline "
-                            f"{utility.baseline_weighted:.3f}{floor}")
+        found.append(f"utility collapsed: weighted F1 {utility.weighted:.3f} against baseline "
+                     f"{utility.baseline_weighted:.3f}{floor}")
+    return found
+
+
+def _verdict(max_delta: MaxDeltaScores, thresholds: DiagnosisThresholds, *,
+             catastrophic: list[str]) -> tuple[Label, list[str]]:
+    """The label of the series and the reasons that say why and what to do (the guide's flowchart)."""
     if catastrophic:
-        label: Label = "catastrophic"
-        reasons += [f"{c}: catastrophic; restart with a lower learning rate" for c in catastrophic]
-    elif max_delta.bulk_spread > thresholds.max_bulk_spread:
-        label = "underfit"
-        reasons.append(f"bulk spread {max_delta.bulk_spread:.1%} exceeds {thresholds.max_bulk_spread:.1%}: "
-                       "underfit; add fine-tuning epochs")
+        return "catastrophic", [f"{c}: catastrophic; restart with a lower learning rate" for c in catastrophic]
+    if max_delta.bulk_spread > thresholds.max_bulk_spread:
+        reasons = [f"bulk spread {max_delta.bulk_spread:.1%} exceeds {thresholds.max_bulk_spread:.1%}: "
+                   "underfit; add fine-tuning epochs"]
         if max_delta.spike_count:
             reasons.append(f"{max_delta.spike_count} draw(s) lie more than {max_delta.spike_z:g} robust SDs above "
                            f"the median (largest {max_delta.max_robust_z:.1f} SDs, {max_delta.max_over_median:.2f}× "
                            "it) and set epsilon: if they stand apart once the bulk is tight, they are spikes; "
                            "then lower c (more epochs at this c make spikes worse)")
-    elif max_delta.spike_count >= thresholds.min_spikes:
-        label = "overfit"
-        reasons.append(f"{max_delta.spike_count} spike(s) above {max_delta.spike_z:g} robust SDs (largest "
-                       f"{max_delta.max_robust_z:.1f} SDs, {max_delta.max_over_median:.2f}× the median) "
-                       f"on a tight bulk ({max_delta.bulk_spread:.1%}): overfit; lower c and restart the epochs")
-    elif math.isnan(max_delta.bulk_spread):
-        label = "well_fit"
-        reasons.append(f"only {max_delta.num_draws} draws: too few to judge the fit; taken as well fit")
-    else:
-        label = "well_fit"
-        reasons.append(f"bulk spread {max_delta.bulk_spread:.1%} within {thresholds.max_bulk_spread:.1%} and no "
-                       f"spikes (largest {max_delta.max_robust_z:.1f} robust SDs): well fit")
+        return "underfit", reasons
+    if max_delta.spike_count >= thresholds.min_spikes:
+        return "overfit", [f"{max_delta.spike_count} spike(s) above {max_delta.spike_z:g} robust SDs (largest "
+                           f"{max_delta.max_robust_z:.1f} SDs, {max_delta.max_over_median:.2f}× the median) "
+                           f"on a tight bulk ({max_delta.bulk_spread:.1%}): overfit; lower c and restart the epochs"]
+    if math.isnan(max_delta.bulk_spread):
+        return "well_fit", [f"only {max_delta.num_draws} draws: too few to judge the fit; taken as well fit"]
+    return "well_fit", [f"bulk spread {max_delta.bulk_spread:.1%} within {thresholds.max_bulk_spread:.1%} and no "
+                        f"spikes (largest {max_delta.max_robust_z:.1f} robust SDs): well fit"]
+
+
+def _target_reasons(max_delta: MaxDeltaScores, utility: UtilityScores | None, *,
+                    epsilon_ok: bool | None) -> list[str]:
+    """How ε and each F1 stand against their targets, in words."""
+    reasons = []
     if max_delta.epsilon_margin is not None and max_delta.epsilon_target is not None:
         verb = "meets" if epsilon_ok else "exceeds"
         reasons.append(f"epsilon {max_delta.epsilon:.2f} {verb} the target {max_delta.epsilon_target:.2f}")
@@ -158,8 +172,7 @@ def diagnose(
                                        ("weighted", utility.weighted, utility.threshold_weighted)):
             verb = "meets" if value >= threshold else "is below"
             reasons.append(f"{name} F1 {utility.statistic} {value:.3f} {verb} the threshold {threshold:.3f}")
-    return Diagnosis(label=label, margins=margins, reasons=tuple(reasons), epsilon_ok=epsilon_ok,
-                     utility_ok=utility_ok, failure=failure)
+    return reasons
 
 
 def _cap(value: float) -> float:
