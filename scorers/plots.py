@@ -475,6 +475,21 @@ def tradeoff_figure(
                 mode="markers", marker=marker, text=[_fit_hover(f) for f in group],
                 hovertemplate="%{text}<extra></extra>",
             ))
+    _target_marks(figure, epsilon_target=epsilon_target, f1_macro_threshold=f1_macro_threshold)
+    num_feasible = sum(bool(f.get("feasible")) for f in fits)
+    counts = f"{_plural(len(fits), 'fit')}, {num_feasible} feasible"
+    if left_out:
+        counts += f" — {left_out} with non-finite ε or F1 not drawn"
+    figure.update_layout(
+        title={"text": f"privacy–utility trade-off<br><sup>{counts}</sup>"},
+        xaxis={"title": {"text": "ε (lower is more private)"}},
+        yaxis={"title": {"text": "macro-F1 (test set)"}},
+    )
+    return figure
+
+
+def _target_marks(figure: go.Figure, *, epsilon_target: float | None, f1_macro_threshold: float | None) -> None:
+    """The ε target (vertical), the macro-F1 threshold (horizontal) and, with both, the region meeting the two."""
     if epsilon_target is not None and f1_macro_threshold is not None:
         figure.add_shape(
             type="rect", name="feasible region", x0=0.0, x1=float(epsilon_target), y0=float(f1_macro_threshold),
@@ -490,16 +505,6 @@ def tradeoff_figure(
         figure.add_hline(y=f1_macro_threshold, name="macro-F1 threshold", line={"color": _SPIKE_COLOR, "dash": "dash"},
                          annotation_text=f"macro-F1 threshold = {f1_macro_threshold:.3f}",
                          annotation_position="bottom right")
-    num_feasible = sum(bool(f.get("feasible")) for f in fits)
-    counts = f"{_plural(len(fits), 'fit')}, {num_feasible} feasible"
-    if left_out:
-        counts += f" — {left_out} with non-finite ε or F1 not drawn"
-    figure.update_layout(
-        title={"text": f"privacy–utility trade-off<br><sup>{counts}</sup>"},
-        xaxis={"title": {"text": "ε (lower is more private)"}},
-        yaxis={"title": {"text": "macro-F1 (test set)"}},
-    )
-    return figure
 
 
 def f1_by_class_size_figure(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
