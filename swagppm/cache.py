@@ -35,8 +35,10 @@ CACHE_FORMAT = 2
 MARKER = ".swagppm-private-cache"
 SUBFOLDER = "swagppm-private"
 _MARKER_TEXT = "Private working cache of swagppm (per-record values). `swagppm-tune clean` deletes it.\n"
-# entries, their locks and temporary files, and provenance.fingerprint_key's key
-_OWN_FILE = re.compile(r"^(\.?[a-z0-9]+-[0-9a-f]{40}(\.pt|\.json|\.lock|-.*\.tmp)|fingerprint\.key)$")
+FINGERPRINT_KEY = "fingerprint.key"  # provenance.fingerprint_key's secret: random, not derived from any record
+# entries, their locks and temporary files, and the fingerprint key
+_OWN_FILE = re.compile(rf"^(\.?[a-z0-9]+-[0-9a-f]{{40}}(\.pt|\.json|\.lock|-.*\.tmp)"
+                       rf"|{re.escape(FINGERPRINT_KEY)})$")
 
 
 def default_cache_dir() -> Path:
@@ -110,11 +112,14 @@ def _publish_marked(folder: Path) -> Path | None:
     return folder
 
 
-def clear_cache(directory: str | Path | None) -> tuple[Path | None, int]:
+def clear_cache(directory: str | Path | None, *, keep_key: bool = False) -> tuple[Path | None, int]:
     """Delete the tool's own cache entries for ``directory``: (the folder, or None if there is none; files removed).
 
     Only a folder carrying the tool's marker is touched, and in it only files named
     as the cache names them; the folder itself goes when nothing else is left in it.
+    ``keep_key`` keeps the fingerprint key (and the marked folder holding it): it is
+    random, not derived from any record, and without it a study's stored keyed
+    fingerprint can never be matched again, so the study cannot be resumed.
     """
     folder = own_cache_dir(directory)
     if folder is None:
@@ -125,9 +130,11 @@ def clear_cache(directory: str | Path | None) -> tuple[Path | None, int]:
         return None, 0
     removed = 0
     for path in folder.iterdir():
-        if path.is_file() and _OWN_FILE.match(path.name):
+        if path.is_file() and _OWN_FILE.match(path.name) and not (keep_key and path.name == FINGERPRINT_KEY):
             path.unlink()
             removed += 1
+    if keep_key and (folder / FINGERPRINT_KEY).exists():
+        return folder, removed
     (folder / MARKER).unlink()
     with contextlib.suppress(OSError):  # files the tool did not write stay, and so does their folder
         folder.rmdir()

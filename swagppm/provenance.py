@@ -21,6 +21,8 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from swagppm.cache import FINGERPRINT_KEY
+
 
 def cpu_kernels(device: torch.device | str = "cpu") -> str:
     """torch's CPU kernel level (e.g. ``"AVX512"``) on a CPU, empty elsewhere: not a cache key (see README,
@@ -59,9 +61,6 @@ def tensor_digest(tensor: torch.Tensor) -> str:
     digest = hashlib.sha256(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
     digest.update(data.data)
     return digest.hexdigest()
-
-
-FINGERPRINT_KEY = "fingerprint.key"
 
 
 def fingerprint_key(cache_dir: Path) -> bytes:

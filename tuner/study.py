@@ -330,7 +330,8 @@ def check_data(study: optuna.Study, data_hash: str, config: StudyConfig) -> None
     if (stored := keep_first(study, "data_hash", data_hash)) is not None:
         raise ConfigError(f"{config.path} [data]: the records differ from those of the study's earlier "
                           f"trials (keyed data fingerprint {data_hash[:12]} vs {stored[:12]}), or the private cache's "
-                          "fingerprint key did (`clean` deletes it; a worker with a cache of its own needs a copy); "
+                          "fingerprint key did (`clean` deletes it unless --keep-key; a worker with a cache of its own "
+                          "needs a copy); "
                           "use a new [study] name, or the cache_dir the study began with")
 
 

@@ -292,4 +292,8 @@ def test_the_fingerprint_key_is_made_once_owner_only_and_cleaned_with_the_cache(
     assert fingerprint_key(cache.directory) == key and len(key) == 32
     assert stat.S_IMODE((cache.directory / "fingerprint.key").stat().st_mode) == 0o600
     assert keyed_fingerprint(key, "digest") != keyed_fingerprint(bytes(32), "digest")
+    kept = PrivateCache(tmp_path / "kept")
+    kept_key = fingerprint_key(kept.directory)
+    assert clear_cache(tmp_path / "kept", keep_key=True) == (kept.directory, 0)
+    assert fingerprint_key(PrivateCache(tmp_path / "kept").directory) == kept_key  # found again, the same key
     assert clear_cache(tmp_path / "cache") == (cache.directory, 1) and not cache.directory.exists()

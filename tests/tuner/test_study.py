@@ -327,3 +327,26 @@ def test_a_missing_gpu_is_a_configuration_error(study_file: Callable[..., Path],
     assert main(["run", str(path)]) == 2
     err = capsys.readouterr().err
     assert "swagppm.device = 'cuda', but CUDA is not available" in err and "Traceback" not in err
+
+
+def test_a_study_resumes_after_clean_keep_key_and_is_refused_after_a_plain_clean(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The fingerprint key is random: keeping it lets the study match its stored keyed fingerprint again (stage 1 is
+    recomputed); a plain clean deletes it, and the next run is refused with the reason before any fit."""
+    cache = tmp_path / "cache"
+    path = study_at(tmp_path, cache, study={"n_trials": 1}, swagppm={"cache_dir": str(cache), "draws_privacy": 8})
+    assert main(["run", str(path)]) in (0, 1)
+    assert main(["clean", str(path), "--keep-key"]) == 0
+    out = capsys.readouterr().out
+    assert f"kept its fingerprint key {cache / 'fingerprint.key'}" in out
+    assert sorted(p.name for p in cache.iterdir()) == [".swagppm-private-cache", "fingerprint.key"]
+    path = study_at(tmp_path, cache, study={"n_trials": 2}, swagppm={"cache_dir": str(cache), "draws_privacy": 8})
+    assert main(["run", str(path)]) in (0, 1)
+    assert len(load(path)[1].get_trials(states=(TrialState.COMPLETE,))) == 2
+    assert main(["clean", str(path)]) == 0
+    assert "its fingerprint key went with it: this study cannot be resumed" in capsys.readouterr().out
+    path = study_at(tmp_path, cache, study={"n_trials": 3}, swagppm={"cache_dir": str(cache), "draws_privacy": 8})
+    assert main(["run", str(path)]) == 2
+    [line] = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert "the private cache's fingerprint key did (`clean` deletes it" in line
+    assert len(load(path)[1].trials) == 2

@@ -304,20 +304,29 @@ class CleanCommand(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_study(parser)
+        parser.add_argument("--keep-key", action="store_true",
+                            help="keep the fingerprint key (random, derived from no record) so that the study can "
+                                 "be resumed; without it the study's stored fingerprint can never be matched again")
 
     def run(self, args: argparse.Namespace) -> int:
         """Delete the private cache's own files; a folder the tool did not create is refused (exit 2), never
         emptied."""
         config = study_config(args)
-        from swagppm.cache import clear_cache, default_cache_dir  # torch: only for this verb
+        from swagppm.cache import FINGERPRINT_KEY, clear_cache, default_cache_dir  # torch: only for this verb
 
-        folder, removed = clear_cache(config.fit.cache_dir)
+        folder, removed = clear_cache(config.fit.cache_dir, keep_key=args.keep_key)
         if folder is None:
             print(f"nothing to clean: no private cache in {config.fit.cache_dir or default_cache_dir()}")
             return EXIT_OK
         shared = "" if config.fit.cache_dir else " (the default cache, shared by every study without cache_dir)"
         print(f"removed the private cache {folder}: {removed} files{shared}")
-        if folder.exists():
+        if args.keep_key:
+            print(f"  kept its fingerprint key {folder / FINGERPRINT_KEY}: the study can be resumed (stage 1 is "
+                  "computed again)")
+        else:
+            print("  its fingerprint key went with it: this study cannot be resumed on these records under its "
+                  "name (a new [study] name can); `clean --keep-key` keeps the key")
+        if folder.exists() and not args.keep_key:
             print(f"  {folder} also holds files swagppm did not write; they were kept")
         return EXIT_OK
 
