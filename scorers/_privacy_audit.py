@@ -225,10 +225,14 @@ class PrivacyAudit:
         if refutation is None:
             strongest = max(self.attacks, key=lambda attack: abs(attack.auc - 0.5))
             low, high = strongest.auc_interval
+            allowed = max_auc(epsilon)
+            where = (f"an interval that reaches the {1 - allowed:.3f}-{allowed:.3f} an epsilon-DP release allows."
+                     if allowed < 0.9995 else
+                     f"and at this epsilon an epsilon-DP release may have almost any AUC (up to {allowed:.6f}), "
+                     "so no AUC can refute it.")
             return (f"No test refutes the stated epsilon = {epsilon:.3g} ({level}, delta = 0): the largest epsilon "
                     f"lower bound is {self.epsilon_lower_bound:.3g}, and the strongest attack's AUC is "
-                    f"{strongest.auc:.3f} ({low:.3f}-{high:.3f}), an interval that reaches the "
-                    f"{1 - max_auc(epsilon):.3f}-{max_auc(epsilon):.3f} an epsilon-DP release allows.")
+                    f"{strongest.auc:.3f} ({low:.3f}-{high:.3f}), {where}")
         name = _attack_name(refutation.attack)
         if refutation.test == AUC:
             low, high = refutation.auc_interval

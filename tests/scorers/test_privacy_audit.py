@@ -321,6 +321,8 @@ def test_sentence_when_nothing_refutes() -> None:
         f"No test refutes the stated epsilon = 0.5 (95% family-wise, delta = 0): the largest epsilon lower bound is "
         f"{audit.epsilon_lower_bound:.3g}, and the strongest attack's AUC is {a.auc:.3f} ({a.auc_interval[0]:.3f}-"
         f"{a.auc_interval[1]:.3f}), an interval that reaches the 0.378-0.622 an epsilon-DP release allows.")
+    assert audit.sentence(10.0).endswith(  # e^10/(1+e^10) = 0.99995: '0.000-1.000' would read as nonsense
+        "and at this epsilon an epsilon-DP release may have almost any AUC (up to 0.999955), so no AUC can refute it.")
 
 
 def test_sentence_names_the_family_level() -> None:
