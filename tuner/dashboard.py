@@ -4,7 +4,8 @@ optuna-dashboard's trial list shows only a trial's number and state, so each
 trial's note leads with ``feasible: yes/no`` and what it violates, with every
 constraint named and explained, and the study page gets a trial table whose
 columns include feasibility (a plotly table, saved with
-``optuna_dashboard.save_plotly_graph_object``). Plotly figures attach only to a
+``optuna_dashboard.save_plotly_graph_object``); its own trial table (the Smart
+Selection page) shows the ``feasible`` user attribute as a column. Plotly figures attach only to a
 study, but a trial's image artifacts render in its page, so each trial's
 max-delta series and F1 draws are uploaded as one SVG picture. Everything shown
 is an aggregate (hyperparameters, ε, the max-delta series, F1 per draw).

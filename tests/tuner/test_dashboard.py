@@ -196,6 +196,26 @@ def test_a_trial_page_shows_its_note_constraints_and_figures(dashboard: tuple[st
     assert browser.save_screenshot(str(SCREENSHOTS / "dashboard-trial.png"))  # type: ignore[attr-defined]
 
 
+@needs_browser
+@pytest.mark.parametrize("name, feasible", [("dash", "True"), ("dash-strict", "False")])
+def test_the_trial_table_has_a_feasibility_column(dashboard: tuple[str, Path], browser: object, name: str,
+                                                  feasible: str) -> None:
+    """optuna-dashboard's trial table (its Smart Selection page) shows user attributes as columns: ``feasible`` is
+    one, and its switch "Include Infeasible trials" reads the constraints the trials store."""
+    url, _ = dashboard
+    study_id = api_study(url, name)["study_id"]
+    text = page_text(browser, f"{url}/dashboard/studies/{study_id}/smartSelection", "UserAttribute feasible",
+                     timeout=120)
+    assert "Include Infeasible trials" in text
+    column = browser.execute_script(  # type: ignore[attr-defined]
+        "const table = [...document.querySelectorAll('table')].find(t => t.textContent.includes('UserAttribute "
+        "feasible'));"
+        "const at = [...table.querySelectorAll('thead th')].findIndex(h => h.textContent.includes('UserAttribute "
+        "feasible'));"
+        "return [...table.querySelectorAll('tbody tr')].map(r => r.querySelectorAll('td')[at].textContent)")
+    assert column == [feasible, feasible]
+
+
 def api_study(url: str, name: str) -> dict[str, object]:
     """The dashboard's JSON for the study ``name`` (what its History and Best widgets draw)."""
     studies = json.loads(urllib.request.urlopen(f"{url}/api/studies", timeout=10).read())["study_summaries"]
