@@ -268,24 +268,7 @@ def f1_violin_figure(
             box={"visible": True}, meanline={"visible": False}, line={"color": color}, opacity=0.75,
             hovertemplate=f"{name} %{{y:.4f}}<extra></extra>", width=0.7,
         ))
-        threshold = (1 - max_degradation) * baseline
-        span = [position - 0.4, position + 0.4]
-        figure.add_trace(go.Scatter(
-            x=span, y=[baseline, baseline], name=f"{name} baseline", mode="lines",
-            line={"color": "black", "width": 2}, legendgroup=name,
-            hovertemplate=f"{name} non-private baseline {baseline:.4f}<extra></extra>",
-        ))
-        figure.add_trace(go.Scatter(
-            x=span, y=[threshold, threshold], name=f"{name} threshold", mode="lines",
-            line={"color": _SPIKE_COLOR, "width": 2, "dash": "dash"}, legendgroup=name,
-            hovertemplate=(f"{name} threshold (1 − {max_degradation:g}) · baseline = {threshold:.4f}"
-                           "<extra></extra>"),
-        ))
-        figure.add_annotation(x=position + 0.4, y=baseline, text=f"baseline {baseline:.3f}", showarrow=False,
-                              xanchor="left", yanchor="bottom", font={"size": 11})
-        figure.add_annotation(x=position + 0.4, y=threshold, text=f"(1 − {max_degradation:g}) · baseline = "
-                              f"{threshold:.3f}", showarrow=False, xanchor="left", yanchor="top",
-                              font={"size": 11, "color": _SPIKE_COLOR})
+        _baseline_marks(figure, name=name, position=position, baseline=baseline, max_degradation=max_degradation)
     num_draws = max(len(np.asarray(f1_macro).ravel()), len(np.asarray(f1_weighted).ravel()))
     heading = f"F1 across {_plural(num_draws, 'posterior draw')} — threshold (1 − {max_degradation:g}) · baseline"
     if dropped:
@@ -297,6 +280,28 @@ def f1_violin_figure(
         violinmode="overlay",
     )
     return figure
+
+
+def _baseline_marks(figure: go.Figure, *, name: str, position: int, baseline: float,
+                    max_degradation: float) -> None:
+    """Across one violin: the baseline (solid) and the threshold (1 − max_degradation) · baseline (dashed)."""
+    threshold = (1 - max_degradation) * baseline
+    span = [position - 0.4, position + 0.4]
+    figure.add_trace(go.Scatter(
+        x=span, y=[baseline, baseline], name=f"{name} baseline", mode="lines",
+        line={"color": "black", "width": 2}, legendgroup=name,
+        hovertemplate=f"{name} non-private baseline {baseline:.4f}<extra></extra>",
+    ))
+    figure.add_trace(go.Scatter(
+        x=span, y=[threshold, threshold], name=f"{name} threshold", mode="lines",
+        line={"color": _SPIKE_COLOR, "width": 2, "dash": "dash"}, legendgroup=name,
+        hovertemplate=f"{name} threshold (1 − {max_degradation:g}) · baseline = {threshold:.4f}<extra></extra>",
+    ))
+    figure.add_annotation(x=position + 0.4, y=baseline, text=f"baseline {baseline:.3f}", showarrow=False,
+                          xanchor="left", yanchor="bottom", font={"size": 11})
+    figure.add_annotation(x=position + 0.4, y=threshold, text=f"(1 − {max_degradation:g}) · baseline = "
+                          f"{threshold:.3f}", showarrow=False, xanchor="left", yanchor="top",
+                          font={"size": 11, "color": _SPIKE_COLOR})
 
 
 def _fit_hover(fit: Mapping[str, Any]) -> str:
