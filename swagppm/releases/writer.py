@@ -16,9 +16,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from safetensors import SafetensorError
 
 from swagppm.errors import ConfigError, ReleaseRefused
 from swagppm.evaluate.probes import RecordLosses, record_losses
@@ -177,13 +181,26 @@ def _write_draw(resources: Resources, fit: Fit, folder: Path, *, public_labels: 
         PooledClassifierConfig.register_for_auto_class()
         PooledClassifier.register_for_auto_class("AutoModelForSequenceClassification")
     releasable = _releasable(model)
-    with _labelled(releasable.config, label_names(data.label_names, public=public_labels)):
+    with _labelled(releasable.config, label_names(data.label_names, public=public_labels)), _as_os_error():
         releasable.save_pretrained(folder)
     hide_config(folder)
     _save_tokenizer(bundle.tokenizer, folder, max_length=config.data.max_length)
     evaluation = class_report(data.test_labels, preds, class_names=data.label_names, train_counts=data.train_counts)
     return tuple(posterior.parameter_names), {"evaluation": evaluation, "selection": public,
                                               "selection_private": chosen}
+
+
+@contextlib.contextmanager
+def _as_os_error() -> Iterator[None]:
+    """safetensors reports a failed write (a full disk, a file-size limit) as its own error: raise it as the
+    ``OSError`` it wraps, so that callers treat it as every other failed write."""
+    try:
+        yield
+    except SafetensorError as error:
+        code = re.search(r"os error (\d+)", str(error))
+        if code is None:
+            raise OSError(str(error)) from error
+        raise OSError(int(code[1]), os.strerror(int(code[1]))) from error
 
 
 @contextlib.contextmanager

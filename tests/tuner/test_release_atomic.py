@@ -20,6 +20,7 @@ from transformers import AutoModelForSequenceClassification
 import swagppm
 from swagppm.evaluate.probes import RecordLosses
 from swagppm.releases.staging import claim, owner_report_path
+from tests import PATIENCE
 from tests.tuner.helpers import merged, write_study
 from tuner.audit import audit_losses
 from tuner.cli import EXIT_AUDIT_REFUTED, main
@@ -137,16 +138,26 @@ def test_a_malformed_export_field_is_refused_before_the_fit(tmp_path: Path,
     assert not (tmp_path / "cache").exists() and not (tmp_path / "model").exists()
 
 
-def test_a_full_disk_while_writing_leaves_nothing_and_says_so_in_one_line(
-        study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    def full(*args: object, **kwargs: object) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+# The command line under a file-size limit: a write past LIMIT fails partway as on a full disk (EFBIG, not a signal).
+LIMITED = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.RLIM_INFINITY))
+from tuner.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
 
-    monkeypatch.setattr("swagppm.releases.writer.write_owner_report", full)
+
+def test_a_write_failing_partway_leaves_nothing_and_says_so_in_one_line(study: Path, tmp_path: Path) -> None:
+    """A real failed write: stage 1 is cached first, then the release runs where no file may exceed 64 KiB, so the
+    kernel cuts model.safetensors (about 90 KiB) partway, as a disk that fills mid-release does."""
+    assert main(["fit", str(study), "--c", "1.0", "--ft-epochs", "1", "--figures", os.devnull, "-q"]) == 0
     out = tmp_path / "model"
-    assert main(release_args(study, out)) == 2
-    [line] = tool_lines(capsys.readouterr().err)
-    assert f"could not write the release {out} (No space left on device); nothing was released" in line
+    done = subprocess.run([sys.executable, "-c", LIMITED, str(64 * 1024), *release_args(study, out),
+                           "--figures", os.devnull, "-q"], env=ENV, capture_output=True, text=True, timeout=PATIENCE)
+    assert done.returncode == 2, done.stderr[-800:]
+    [line] = tool_lines(done.stderr)
+    assert f"could not write the release {out} ({os.strerror(errno.EFBIG)}); nothing was released" in line
     assert not out.exists() and leftovers(tmp_path, "model") == [] and not owner_report_path(out).exists()
 
 
