@@ -77,7 +77,7 @@ class AtomicArtifactStore(FileSystemArtifactStore):
     so a full disk or a killed worker never leaves a truncated picture for the dashboard to show."""
 
     def write(self, artifact_id: str, content_body: BinaryIO) -> None:
-        write_atomic(self._get_filepath(artifact_id), content_body.read())
+        write_atomic(self._get_filepath(artifact_id), content_body.read(), parents=False)  # the folder is the store
 
 
 def publish_trial(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, config: StudyConfig) -> None:

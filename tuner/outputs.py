@@ -122,15 +122,16 @@ def _check_writable(home: Path, *, what: str, shown: Path) -> None:
         raise ConfigError(f"{what} {shown}: cannot be written ({reason})") from None
 
 
-def write_atomic(path: str | Path, content: str | bytes) -> Path:
+def write_atomic(path: str | Path, content: str | bytes, *, parents: bool = True) -> Path:
     """Write ``content`` to a temporary file beside ``path`` and rename it into place (all or nothing); a device or
-    pipe is written straight through."""
+    pipe is written straight through. ``parents``: create missing folders (else a missing one is an error)."""
     target = Path(path)
     data = content.encode("utf-8") if isinstance(content, str) else content
     if is_stream(target):
         target.write_bytes(data)
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if parents:
+        target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
     try:
         with os.fdopen(handle, "wb") as stream:
