@@ -8,6 +8,7 @@ import pytest
 
 from tuner.cli import COMMANDS, build_parser, main
 from tuner.cli.demo import demo_text
+from tuner.cli.explain import plain
 from tuner.config import StudyConfig
 from tuner.outcome import GLOSSARY
 
@@ -38,17 +39,24 @@ def test_the_glossary_explains_the_words_the_lines_print() -> None:
 def test_explain_prints_the_entries_a_word_names_and_refuses_an_unknown_word(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explain", "not_judged"]) == 0
-    assert capsys.readouterr().out.startswith("**not_judged** — the series was not judged")
+    assert capsys.readouterr().out.startswith("not_judged — the series was not judged")  # plain text, no Markdown
     assert main(["explain", "AUDIT BOUND"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("**audit bound") and "**AUC**" not in out  # named entries only, not every mention
+    assert out.startswith("audit bound (empirical ε lower bound") and "AUC — the attack" not in out  # named only
     assert main(["explain", "membership"]) == 0  # no term names it: the entries that mention it
-    assert "**audit**" in capsys.readouterr().out
+    assert "audit — a membership-inference attack" in capsys.readouterr().out
+    assert main(["explain", "target"]) == 0
+    assert capsys.readouterr().out.startswith("ε* (the target, the cap) — ")  # the escape is gone
     assert main(["explain"]) == 0
-    assert capsys.readouterr().out.strip() == (ROOT / "docs" / "glossary.md").read_text().strip()
+    assert capsys.readouterr().out.strip() == plain((ROOT / "docs" / "glossary.md").read_text()).strip()
     assert main(["explain", "zzz"]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "explain 'zzz': no glossary entry names or mentions it; the entries are: ε (epsilon), " in line
+
+
+def test_plain_text_keeps_the_words_and_drops_the_markup() -> None:
+    assert plain("**ε\\* (cap)** — see [method.md](method.md), `[targets]`") == \
+        "ε* (cap) — see method.md (docs/method.md), `[targets]`"
 
 
 def test_the_repository_demo_is_the_shipped_one() -> None:

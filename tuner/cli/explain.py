@@ -15,11 +15,18 @@ from swagppm import ConfigError
 from tuner.cli.base import EXIT_OK, Command
 
 ENTRY = re.compile(r"^\*\*(?P<term>.+?)\*\*")
+LINK = re.compile(r"\[(?P<text>[^\]]+)\]\((?P<target>[^)]+)\)")
 
 
 def glossary_text() -> str:
     """The glossary as the package ships it (Markdown)."""
     return resources.files("tuner").joinpath("glossary.md").read_text(encoding="utf-8")
+
+
+def plain(markdown: str) -> str:
+    """The glossary's Markdown as a terminal shows it best: no bold marks or escapes, links as their text."""
+    text = LINK.sub(lambda link: f"{link['text']} (docs/{link['target']})", markdown)
+    return text.replace("**", "").replace("\\*", "*")
 
 
 def entries(text: str) -> dict[str, str]:
@@ -49,5 +56,5 @@ class ExplainCommand(Command):
                             help="a word the verbs print, e.g. not_judged, eps>=, unaccounted, 'audit bound'")
 
     def run(self, args: argparse.Namespace) -> int:
-        print(glossary_text() if args.word is None else "\n\n".join(explain(args.word)))
+        print(plain(glossary_text() if args.word is None else "\n\n".join(explain(args.word))))
         return EXIT_OK
