@@ -61,7 +61,7 @@ def _open_in_child(cache_dir: str) -> str:
     return str(PrivateCache(cache_dir).directory)
 
 
-@pytest.mark.slow
+@pytest.mark.fits  # subprocesses
 def test_processes_starting_together_share_one_marked_cache_folder(tmp_path: Path) -> None:
     for round_ in range(5):
         requested = tmp_path / str(round_) / "cache"

@@ -149,7 +149,7 @@ def test_a_selection_no_draw_passes_releases_nothing(tmp_path: Path, capsys: pyt
     assert not (out / "release_card.json").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.fits  # subprocesses
 def test_the_command_line_loads_no_heavy_library_until_a_verb_needs_it() -> None:
     """--help, status, export, report and dashboard answer at once: no torch, transformers, sklearn, scipy.stats
     or dp-accounting (together several seconds of imports) is loaded with the command line."""
