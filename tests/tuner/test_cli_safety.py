@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import socket
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -16,7 +18,7 @@ import torch
 
 import tuner.cli.study
 from tests import PATIENCE
-from tests.tuner.helpers import result, tight
+from tests.tuner.helpers import merged, result, tight, write_study
 from tuner import StudyConfig, export_trial, judge, report_html, write_export
 from tuner.cli import EXIT_BROKEN_PIPE, EXIT_NOT_REPRODUCED, main
 from tuner.objective import Objective, record_outcome
@@ -525,6 +527,18 @@ def test_a_storage_folder_that_cannot_be_written_is_one_line(study_file: Callabl
     assert str(folder) in line and "cannot be written" in line and not (tmp_path / "cache").exists()
 
 
+@pytest.fixture(scope="module")
+def an_export(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """One study with a feasible trial and its export, made once for the module's export-reading cases: the folder
+    and the exported document (each case writes its own altered copy)."""
+    folder = tmp_path_factory.mktemp("exported")
+    path = write_study(folder / "small.toml", merged())
+    with_a_feasible_trial(path)
+    exported = folder / "best.json"
+    assert main(["export", str(path), "-o", str(exported)]) == 0
+    return folder, json.loads(exported.read_text())
+
+
 @pytest.mark.parametrize("field, value, named", [
     ("params.c", "nan", "params.c = 'nan'"),
     ("params.c", -2, "params.c = -2"),
@@ -536,27 +550,25 @@ def test_a_storage_folder_that_cannot_be_written_is_one_line(study_file: Callabl
     ("metrics.epsilon", "high", "metrics.epsilon = 'high'"),
 ])
 @pytest.mark.parametrize("verb", [["fit"], ["release", "-o", "OUT", "--force"], ["audit"], ["compare", "-o", "OUT"]])
-def test_every_verb_reads_an_export_through_one_checked_reader(study_file: Callable[..., Path], tmp_path: Path,
-                                                               field: str, value: object, named: str,
-                                                               verb: list[str],
+def test_every_verb_reads_an_export_through_one_checked_reader(an_export: tuple[Path, dict[str, Any]],
+                                                               tmp_path: Path, field: str, value: object,
+                                                               named: str, verb: list[str],
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    path = study_file()
-    with_a_feasible_trial(path)
-    exported = tmp_path / "best.json"
-    assert main(["export", str(path), "-o", str(exported)]) == 0
-    document = json.loads(exported.read_text())
+    folder, document = an_export
+    document = copy.deepcopy(document)
     *parents, key = field.split(".")
     table = document
     for parent in parents:
         table = table[parent]
     table[key] = value
+    exported = tmp_path / "best.json"
     exported.write_text(json.dumps(document))
     capsys.readouterr()
     argv = [verb[0], "--from", str(exported), *[str(tmp_path / "out") if a == "OUT" else a for a in verb[1:]]]
     assert main(argv) == 2
     line = one_error_line(capsys.readouterr().err)
     assert str(exported) in line and named in line
-    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()  # before any fit or output
+    assert not (folder / "cache").exists() and not (tmp_path / "out").exists()  # before any fit or output
 
 
 @pytest.mark.parametrize("document, named", [
