@@ -97,8 +97,8 @@ _configured: bool | None = None
 
 
 def register_reporter(kind: str, make: Callable[..., Reporter]) -> None:
-    """Show the ``kind`` ("bars", "lines" or "off") another way, e.g. as a notebook widget; ``make(label=...,
-    total=...)`` builds one stage's reporter."""
+    """Show the ``kind`` ("bars" or "lines") another way, e.g. as a notebook widget; ``make(label=...,
+    total=...)`` builds one stage's reporter. A hidden stage ("off") builds none in ``steps``."""
     REPORTERS[kind] = make
 
 
@@ -124,10 +124,16 @@ def tracker(label: str, *, total: int, progress: bool | None, lines_only: bool =
 
 
 def steps(items: Iterable[T], *, label: str, total: int, progress: bool | None,
-          bars_only: bool = False) -> Iterator[T]:
-    """``items``, reporting each one done; ``bars_only``: no lines (an enclosing stage prints them)."""
+          bars_only: bool = False) -> Iterable[T]:
+    """``items``, reporting each one done; ``bars_only``: no lines (an enclosing stage prints them). With nothing
+    to show, ``items`` themselves: the per-batch and per-draw loops pay nothing for a hidden stage."""
     kind = mode(progress)
-    reporter = REPORTERS["off" if bars_only and kind == "lines" else kind](label=label, total=total)
+    if kind == "off" or (bars_only and kind == "lines"):
+        return items
+    return _reported(items, REPORTERS[kind](label=label, total=total))
+
+
+def _reported(items: Iterable[T], reporter: Reporter) -> Iterator[T]:
     done = 0
     try:
         for item in items:
