@@ -109,8 +109,9 @@ def test_the_bound_is_carried_across_draws_and_scaled_by_the_weights() -> None:
 
 @pytest.mark.fits
 def test_bf16_screened_sweep_gives_the_float32_maxima_and_recomputes_few_records() -> None:
-    """A token model under bf16 autocast on the CPU: every draw's max delta equals the all-float32 sweep's, bit
-    for bit, while most records are never recomputed."""
+    """A token model under bf16 autocast on the CPU: every draw's max delta equals the all-float32 sweep's while most
+    records are never recomputed. Equal to float32 rounding, not bit for bit: a record confirmed in a smaller batch
+    than the full sweep's may differ in its last bit on CPUs whose kernels depend on the batch (AVX-512, AMX)."""
     from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(0)
@@ -131,5 +132,6 @@ def test_bf16_screened_sweep_gives_the_float32_maxima_and_recomputes_few_records
     sweeps = {amp: sweep_draws(Net(model, None, device=torch.device("cpu"), amp=amp), split, posterior, draws=6,
                                generator=torch.Generator().manual_seed(5), batch_size=64, weights=weights)
               for amp in (False, True)}
-    assert sweeps[True].draw_max == sweeps[False].draw_max
+    float32_ulp = float(torch.finfo(torch.float32).eps)
+    assert sweeps[True].draw_max == pytest.approx(sweeps[False].draw_max, rel=4 * float32_ulp, abs=0)
     assert 0 < sweeps[True].confirmed < 0.5 * 6 * 400
