@@ -48,7 +48,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import scorers  # noqa: E402  (once the repository root is on the path)
-from scorers._audit import _attack_scores, _auc, _delong, _sweep  # noqa: E402
 
 CONFIDENCE = 0.95
 CLASS_OFFSET = 0.7
@@ -102,9 +101,9 @@ def one_run(case: Case, run: int) -> dict[str, Any]:
     sides = (score[member], score[~member], classes[member], classes[~member])
     audit = scorers.privacy_audit(*sides, confidence=CONFIDENCE)
     per_test = (1 - CONFIDENCE) / (3 * len(audit.attacks))
-    sweeps = [_sweep(member_scores, non_member_scores) for _, member_scores, non_member_scores
-              in _attack_scores(*sides)]
-    delong = [_delong(sweep, _auc(sweep), 1 - per_test) for sweep in sweeps]  # both ends inside the AUC test's share
+    # DeLong's interval of each attack, both ends inside the AUC test's share of the family
+    delong = [result.auc_interval for result in scorers.membership_audit(
+        *sides[:2], member_classes=sides[2], non_member_classes=sides[3], confidence=1 - per_test)]
     alone = scorers.membership_audit(*sides[:2], member_classes=sides[2], non_member_classes=sides[3],
                                      confidence=CONFIDENCE)
     allowed = scorers.max_auc(case.epsilon)
