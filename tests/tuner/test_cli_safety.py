@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -140,10 +141,9 @@ def test_a_write_that_fails_after_the_fit_keeps_the_printed_result(study_file: C
 
 
 @pytest.mark.fits
-def test_release_writes_over_a_folder_only_with_overwrite(study_file: Callable[..., Path], tmp_path: Path,
+def test_release_writes_over_a_folder_only_with_overwrite(a_feasible_study: Path, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    path = study_file()
-    with_a_feasible_trial(path)
+    path = a_feasible_study
     exported = tmp_path / "best.json"
     assert main(["export", str(path), "-o", str(exported)]) == 0
     out = tmp_path / "model"
@@ -283,11 +283,10 @@ def test_help_lists_every_exit_status(capsys: pytest.CaptureFixture[str]) -> Non
         assert re.search(rf"^\s+{code}\s.*{meaning}", out, re.MULTILINE), (code, out)
 
 
-def test_an_unexpected_error_is_one_line_with_its_own_status(study_file: Callable[..., Path],
+def test_an_unexpected_error_is_one_line_with_its_own_status(a_feasible_study: Path,
                                                              capsys: pytest.CaptureFixture[str],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    path = study_file()
-    with_a_feasible_trial(path)
+    path = a_feasible_study
 
     def broken(*args: object, **kwargs: object) -> str:
         raise RuntimeError("boom")
@@ -397,6 +396,15 @@ def a_study_on_a_data_file(study_file: Callable[..., Path], tmp_path: Path) -> t
     return path, data
 
 
+@pytest.fixture(scope="module")
+def a_study_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``a_study_on_a_data_file`` made once for the module's output-rule cases: each copies the folder."""
+    folder = tmp_path_factory.mktemp("on-a-data-file")
+    a_study_on_a_data_file(lambda name="small", **changes: write_study(folder / f"{name}.toml", merged(**changes)),
+                           folder)
+    return folder
+
+
 @pytest.mark.parametrize("argv, named", [
     (["report", "STUDY", "-o", "STUDY.db"], "the study storage"),
     (["report", "STUDY", "-o", "STUDY.db", "--overwrite"], "the study storage"),
@@ -410,10 +418,10 @@ def a_study_on_a_data_file(study_file: Callable[..., Path], tmp_path: Path) -> t
     (["report", "STUDY", "-o", "LINK", "--overwrite"], "the study storage"),
     (["compare", "STUDY", "-o", "DATA", "--overwrite"], "the data"),
 ])
-def test_no_verb_writes_over_an_input_of_its_run(study_file: Callable[..., Path], tmp_path: Path, argv: list[str],
-                                                 named: str,
+def test_no_verb_writes_over_an_input_of_its_run(a_study_template: Path, tmp_path: Path, argv: list[str], named: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    path, data = a_study_on_a_data_file(study_file, tmp_path)
+    shutil.copytree(a_study_template, tmp_path, dirs_exist_ok=True)
+    path, data = tmp_path / "small.toml", tmp_path / "records.jsonl"
     exported = tmp_path / "best.json"
     assert main(["export", str(path), "-o", str(exported)]) == 0
     (tmp_path / "link.html").symlink_to(path.with_suffix(".db"))  # a symlink to the storage
@@ -430,10 +438,9 @@ def test_no_verb_writes_over_an_input_of_its_run(study_file: Callable[..., Path]
 
 
 @pytest.mark.parametrize("verb", [["report", "STUDY", "-o"], ["export", "STUDY", "-o"], ["fit", "STUDY", "--json"]])
-def test_an_existing_file_is_replaced_only_with_overwrite(study_file: Callable[..., Path], tmp_path: Path,
+def test_an_existing_file_is_replaced_only_with_overwrite(a_feasible_study: Path, tmp_path: Path,
                                                           verb: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    path = study_file()
-    with_a_feasible_trial(path)
+    path = a_feasible_study
     mine = tmp_path / "notes.html"
     mine.write_text("mine")
     argv = [str(path) if a == "STUDY" else a for a in verb] + [str(mine)]
@@ -447,10 +454,9 @@ def test_an_existing_file_is_replaced_only_with_overwrite(study_file: Callable[.
         assert not list(tmp_path.glob(".notes.html.*"))  # no temporary file is left beside it
 
 
-def test_compare_refuses_a_folder_holding_its_files(study_file: Callable[..., Path], tmp_path: Path,
+def test_compare_refuses_a_folder_holding_its_files(a_feasible_study: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    path = study_file()
-    with_a_feasible_trial(path)
+    path = a_feasible_study
     folder = tmp_path / "results"
     folder.mkdir()
     (folder / "comparison.csv").write_text("my own table")
@@ -476,10 +482,7 @@ def test_a_write_is_all_or_nothing(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked", "out.json"]
 
 
-def test_a_device_is_written_straight_through(study_file: Callable[..., Path],
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    path = study_file()
-    with_a_feasible_trial(path)
+def test_a_device_is_written_straight_through() -> None:
     if not Path("/dev/stdout").exists():
         pytest.skip("no /dev/stdout on this system")
     from tuner.outputs import check_output
@@ -539,6 +542,13 @@ def an_export(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     return folder, json.loads(exported.read_text())
 
 
+@pytest.fixture
+def a_feasible_study(an_export: tuple[Path, dict[str, Any]], tmp_path: Path) -> Path:
+    """``small.toml`` with one feasible trial in ``tmp_path``: a copy of the module's made-once study (no export)."""
+    shutil.copytree(an_export[0], tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("best.json"))
+    return tmp_path / "small.toml"
+
+
 @pytest.mark.parametrize("field, value, named", [
     ("params.c", "nan", "params.c = 'nan'"),
     ("params.c", -2, "params.c = -2"),
@@ -580,10 +590,9 @@ def test_every_verb_reads_an_export_through_one_checked_reader(an_export: tuple[
     ('{"rows": [{"method": "m", "epsilon": -1, "delta": null, "f1_macro": 0.5, "f1_weighted": 0.5, '
      '"f1_top_quartile": 0.5, "f1_bottom_quartile": 0.5}]}', "row 1: epsilon = -1"),
 ])
-def test_a_malformed_comparison_is_one_line(study_file: Callable[..., Path], tmp_path: Path, document: str,
+def test_a_malformed_comparison_is_one_line(a_feasible_study: Path, tmp_path: Path, document: str,
                                             named: str, capsys: pytest.CaptureFixture[str]) -> None:
-    path = study_file()
-    with_a_feasible_trial(path)
+    path = a_feasible_study
     comparison = tmp_path / "comparison.json"
     comparison.write_text(document)
     assert main(["report", str(path), "-o", str(tmp_path / "report.html"), "--comparison", str(comparison)]) == 2
