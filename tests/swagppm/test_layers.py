@@ -127,3 +127,11 @@ def test_importing_swagppm_and_its_statement_loads_no_training_stack() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=PATIENCE, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+def test_no_test_module_imports_another() -> None:
+    """What tests share lives in a folder's ``helpers.py`` or ``conftest.py``, never in another test module."""
+    wrong = sorted(f"{path.relative_to(ROOT)} imports {target}" for path in sorted((ROOT / "tests").rglob("test_*.py"))
+                   for target in _imported(".".join(path.relative_to(ROOT).with_suffix("").parts), path)
+                   if target.startswith("tests.") and any(part.startswith("test_") for part in target.split(".")))
+    assert wrong == []

@@ -1,16 +1,20 @@
-"""Helpers the tuner tests share: small study files written from plain dictionaries, and made-up fit results."""
+"""Helpers the tuner tests share: small study files, made-up fit results, studies with a judged trial, error lines."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import optuna
 
 from swagppm import SWAGPPMResult
+from tuner import StudyConfig, judge
+from tuner.objective import Objective, record_outcome
+from tuner.study import open_storage, open_study
 
 # A tiny model on a small synthetic corpus: stage 1 and each trial take seconds on a CPU.
 SMALL_STUDY: dict[str, dict[str, Any]] = {
@@ -73,3 +77,57 @@ def result(series: list[float], *, c: float = 1.0, epochs: int = 7, f1: float = 
 def tight(median: float = 3.0, n: int = 500, seed: int = 1) -> list[float]:
     """A well-fit series: a tight Gaussian band (IQR/median ≈ 1.3%)."""
     return list(median * (1 + 0.01 * np.random.default_rng(seed).standard_normal(n)))
+
+
+# A tiny model a command-line fit finishes in seconds (the fits and progress tests run it).
+STUDY = """
+[study]
+name = "t"
+[data]
+source = "synthetic"
+synthetic_size = 240
+synthetic_classes = 4
+[model]
+name_or_path = "tiny"
+tiny_hidden_size = 32
+tiny_layers = 1
+[swagppm]
+stage1_epochs = 4
+swag_epochs = 3
+draws_risk = 4
+draws_privacy = 8
+draws_utility = 3
+device = "cpu"
+cache_dir = "cache"
+"""
+
+
+def with_a_feasible_trial(path: Path, *, storage: str | None = None, **fields: object) -> optuna.Study:
+    """The study of ``path`` with one finished, feasible trial judged from a made-up result (no fit)."""
+    config = StudyConfig.from_toml(path)
+    config = config if storage is None else config.with_storage(storage)
+    storage = open_storage(config)
+    study = open_study(config, storage=storage)
+    trial = study.ask()
+    c, epochs, _ = Objective(config, storage=storage).suggest(trial)
+    outcome = judge(result(tight(), c=c, epochs=epochs, **fields), targets=config.targets, search=config.search)
+    assert outcome.feasible
+    record_outcome(trial, outcome, storage=storage)
+    study.tell(trial, outcome.objective_values("epsilon"))
+    return study
+
+
+def a_study_on_a_data_file(study_file: Callable[..., Path], tmp_path: Path) -> tuple[Path, Path]:
+    """A study whose records are a JSONL file beside it, with its SQLite storage made; (study file, data file)."""
+    data = tmp_path / "records.jsonl"
+    data.write_text("".join(json.dumps({"text": f"record {i}", "label": i % 2}) + "\n" for i in range(8)))
+    path = study_file(data={"source": "records.jsonl", "synthetic_size": None, "synthetic_classes": None})
+    with_a_feasible_trial(path)
+    return path, data
+
+
+def one_error_line(err: str) -> str:
+    """The one line a refusal prints on standard error (no traceback), checked to be one."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]

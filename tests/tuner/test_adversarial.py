@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.test_cli_safety import a_study_on_a_data_file, one_error_line, with_a_feasible_trial
+from tests.tuner.helpers import a_study_on_a_data_file, one_error_line, with_a_feasible_trial
 from tuner.cli import main
 from tuner.outputs import write_atomic
 from tuner.storage import STORAGE_ENV

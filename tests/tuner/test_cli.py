@@ -12,28 +12,8 @@ import pytest
 import swagppm
 from swagppm.config import PRIVATE_TEST
 from tests import PATIENCE
+from tests.tuner.helpers import STUDY
 from tuner.cli import EXIT_FIT_FAILED, main
-
-STUDY = """
-[study]
-name = "t"
-[data]
-source = "synthetic"
-synthetic_size = 240
-synthetic_classes = 4
-[model]
-name_or_path = "tiny"
-tiny_hidden_size = 32
-tiny_layers = 1
-[swagppm]
-stage1_epochs = 4
-swag_epochs = 3
-draws_risk = 4
-draws_privacy = 8
-draws_utility = 3
-device = "cpu"
-cache_dir = "cache"
-"""
 
 
 @pytest.mark.fits

@@ -13,43 +13,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import optuna
 import pytest
 import torch
 
 import tuner.cli.study
 from tests import PATIENCE
-from tests.tuner.helpers import merged, result, tight, write_study
-from tuner import StudyConfig, export_trial, judge, report_html, write_export
+from tests.tuner.helpers import a_study_on_a_data_file, merged, one_error_line, with_a_feasible_trial, write_study
+from tuner import StudyConfig, export_trial, report_html, write_export
 from tuner.cli import EXIT_BROKEN_PIPE, EXIT_NOT_REPRODUCED, main
-from tuner.objective import Objective, record_outcome
 from tuner.storage import STORAGE_ENV
-from tuner.study import open_storage, open_study
 
 pytestmark = pytest.mark.slow  # no fit, no service, but seconds a test
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def with_a_feasible_trial(path: Path, *, storage: str | None = None, **fields: object) -> optuna.Study:
-    """The study of ``path`` with one finished, feasible trial judged from a made-up result (no fit)."""
-    config = StudyConfig.from_toml(path)
-    config = config if storage is None else config.with_storage(storage)
-    storage = open_storage(config)
-    study = open_study(config, storage=storage)
-    trial = study.ask()
-    c, epochs, _ = Objective(config, storage=storage).suggest(trial)
-    outcome = judge(result(tight(), c=c, epochs=epochs, **fields), targets=config.targets, search=config.search)
-    assert outcome.feasible
-    record_outcome(trial, outcome, storage=storage)
-    study.tell(trial, outcome.objective_values("epsilon"))
-    return study
-
-
-def one_error_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def closed_port() -> int:
@@ -385,15 +361,6 @@ def test_a_fit_outside_a_study_is_checked_like_one(capsys: pytest.CaptureFixture
 
 
 # --- 11. one output rule: never an input, never a file the user keeps (issue 31 D1, D2, D6) ---------------------
-
-
-def a_study_on_a_data_file(study_file: Callable[..., Path], tmp_path: Path) -> tuple[Path, Path]:
-    """A study whose records are a JSONL file beside it, with its SQLite storage made; (study file, data file)."""
-    data = tmp_path / "records.jsonl"
-    data.write_text("".join(json.dumps({"text": f"record {i}", "label": i % 2}) + "\n" for i in range(8)))
-    path = study_file(data={"source": "records.jsonl", "synthetic_size": None, "synthetic_classes": None})
-    with_a_feasible_trial(path)
-    return path, data
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from swagppm import progress
-from tests.tuner.test_cli import STUDY
+from tests.tuner.helpers import STUDY
 
 ROOT = Path(__file__).resolve().parents[2]
 LINE = re.compile(r"^(?P<label>.+) (?P<done>\d+)/(?P<total>\d+) \((?P<timing>[^)]*)\)$")
