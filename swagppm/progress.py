@@ -75,7 +75,7 @@ class _Lines:
             self._show(now)
 
     def close(self) -> None:
-        if self.done != self.shown:
+        if self.done != self.shown or self.done < self.total:  # a stage that ends short says so, even just after a line
             self._show(time.perf_counter(), stopped=True)
 
     def _show(self, now: float, *, stopped: bool = False) -> None:
