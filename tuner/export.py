@@ -6,7 +6,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import optuna
 from optuna.trial import FrozenTrial
@@ -121,19 +121,15 @@ def read_export(path: str | Path) -> Chosen:
         raise ConfigError(f"{path}: not a readable export JSON file: {error}") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ConfigError(f"{path}: not an export of swagppm-tune (expected \"format\": \"{FORMAT}\")")
-    try:
-        params = document["params"]
-        c, ft_epochs, g = float(params["c"]), int(params["ft_epochs"]), float(params.get("g", 0.0))
-        fit = document["swagppm"]
-    except (KeyError, TypeError, ValueError) as error:
-        raise ConfigError(f"{path}: field {error} is missing or malformed") from None
     check_export_fields(document, path)
-    config = SWAGPPMConfig.from_dict(fit, where=f"{path} swagppm")
+    params = document["params"]
+    c, ft_epochs, g = float(params["c"]), int(params["ft_epochs"]), float(params.get("g", 0.0))
+    config = SWAGPPMConfig.from_dict(document["swagppm"], where=f"{path} swagppm")
     epsilon = (document.get("metrics") or {}).get("epsilon")
     threads, kernels, stage1 = document.get("threads"), document.get("cpu_kernels"), document.get("stage1_fingerprint")
     return Chosen(config=config, c=c, ft_epochs=ft_epochs, g=g, epsilon=epsilon,
                   trials_run=(document.get("trials_run") or {}).get("total"), path=path,
-                  device=document.get("device"), threads=threads if isinstance(threads, int) and threads > 0 else None,
+                  device=document.get("device"), threads=threads if _count(threads) and threads > 0 else None,
                   cpu_kernels=kernels if isinstance(kernels, str) and kernels else None,
                   stage1_fingerprint=stage1 if isinstance(stage1, str) and stage1 else None,
                   versions=document.get("versions"), tuning=document.get("tuning"),
@@ -145,21 +141,27 @@ def _epsilon_cap(path: Path, document: dict[str, Any]) -> float | None:
     value = (document.get("targets") or {}).get("epsilon") if isinstance(document.get("targets"), dict) else None
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+    if not (_finite(value) and value > 0):
         raise ConfigError(f"{path}: field targets.epsilon = {value!r} is not a positive number")
     return float(value)
 
 
 def check_export_fields(document: dict[str, Any], path: Path) -> None:
-    """Refuse an export whose fields a verb would trip over after its fit: (c, ft_epochs, g) out of range or of the
-    wrong type, and tables (metrics, trials_run, tuning, versions, swagppm) that are not tables."""
+    """Refuse an export whose fields a verb would trip over, naming the field: params or swagppm missing, (c,
+    ft_epochs, g) missing, out of range or of the wrong type, and tables (metrics, trials_run, tuning, versions,
+    swagppm) that are not tables."""
+    for key in ("params", "swagppm"):
+        if document.get(key) is None:
+            raise ConfigError(f"{path}: field {key} is missing")
     params = document["params"]
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: field params must be a table")
-    checks = (("c", lambda v: _number(v) and 0 < v < math.inf, "a positive finite number"),
-              ("ft_epochs", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-               "an integer of at least 1"),
-              ("g", lambda v: _number(v) and math.isfinite(v), "a finite number"))
+    for key in ("c", "ft_epochs"):
+        if key not in params:
+            raise ConfigError(f"{path}: field params.{key} is missing")
+    checks = (("c", lambda v: _finite(v) and v > 0, "a positive finite number"),
+              ("ft_epochs", lambda v: _count(v) and v >= 1, "an integer of at least 1"),
+              ("g", _finite, "a finite number"))
     for key, ok, expected in checks:
         if key in params and not ok(params[key]):
             raise ConfigError(f"{path}: params.{key} = {params[key]!r}: must be {expected}")
@@ -168,15 +170,27 @@ def check_export_fields(document: dict[str, Any], path: Path) -> None:
             raise ConfigError(f"{path}: field {key} must be a table (a JSON object), not "
                               f"{type(document[key]).__name__}")
     epsilon = (document.get("metrics") or {}).get("epsilon")
-    if epsilon is not None and not (_number(epsilon) and epsilon >= 0):
+    if epsilon is not None and not ((_finite(epsilon) or epsilon == math.inf) and epsilon >= 0):
         raise ConfigError(f"{path}: metrics.epsilon = {epsilon!r}: must be a number of at least 0 (or null)")
     total = (document.get("trials_run") or {}).get("total")
-    if total is not None and not (isinstance(total, int) and not isinstance(total, bool) and total >= 1):
+    if total is not None and not (_count(total) and total >= 1):
         raise ConfigError(f"{path}: trials_run.total = {total!r}: must be an integer of at least 1")
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _count(value: object) -> TypeGuard[int]:
+    """Whether ``value`` is a JSON integer (not a boolean, which Python counts as one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _finite(value: object) -> TypeGuard[float]:
+    """Whether ``value`` is a number a float holds, and finite (Python's JSON reads Infinity and integers of any
+    size)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def chosen_from_study(study: optuna.Study, config: StudyConfig) -> Chosen | None:

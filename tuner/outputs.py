@@ -74,7 +74,7 @@ def check_output(path: str | Path, *, inputs: Mapping[Path, str], overwrite: boo
     path = Path(path).expanduser()
     targets = [path / name for name in files] if folder else [path]
     for target in [path, *targets]:
-        _refuse_input(target, inputs, what=what, shown=path)
+        _refuse_input(target, inputs, what=what, shown=target)
     if not folder and path.is_dir():
         raise ConfigError(f"{what} {path}: is a folder; name a file")
     if folder and path.exists() and not path.is_dir():

@@ -186,13 +186,14 @@ def _ping_redis(url: str, timeout: int) -> None:
 
 def describe_error(error: BaseException, url: str) -> str:
     """A one-line reason for a storage error, with every credential of the URL masked."""
-    text = str(getattr(error, "orig", None) or error).strip().splitlines()[0] if str(error).strip() else ""
+    cause = getattr(error, "orig", None) or error
+    text = next(iter(str(cause).strip().splitlines()), "")
     shown, secrets = _credentials(url)
     text = text.replace(url, shown)
     for secret in sorted({form for raw in secrets for form in (raw, unquote(raw), unquote_plus(raw))}, key=len,
                          reverse=True):
         text = text.replace(secret, "***")
-    return f"{type(getattr(error, 'orig', None) or error).__name__}: {text}"
+    return f"{type(cause).__name__}: {text}" if text else type(cause).__name__
 
 
 def is_connection_error(error: BaseException) -> bool:

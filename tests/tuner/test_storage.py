@@ -1,0 +1,276 @@
+"""``tuner.storage`` directly: URL parsing, the storage's file and kind, drivers, masked errors and opening storages."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import optuna
+import pytest
+import redis
+import sqlalchemy.exc
+from optuna.storages import RDBStorage
+from optuna.storages.journal import JournalStorage
+from sqlalchemy.engine import make_url
+
+from swagppm import ConfigError
+from tuner.storage import (
+    describe_error,
+    is_connection_error,
+    journal_path,
+    make_storage,
+    parse_url,
+    storage_file,
+    supports_workers,
+    with_driver,
+)
+
+EXAMPLE = "e.g. 'sqlite:///demo.db' or 'postgresql+psycopg://user@host:5432/db'"
+
+
+# --- parse_url ---------------------------------------------------------------------------------------------------
+
+
+def test_a_server_url_is_parsed_into_its_parts() -> None:
+    url = parse_url("postgresql+psycopg://tuner:s3cret@db.example:5432/studies")
+    assert (url.drivername, url.username, url.password, url.host, url.port, url.database) == (
+        "postgresql+psycopg", "tuner", "s3cret", "db.example", 5432, "studies")
+
+
+def test_a_percent_encoded_at_in_a_password_is_accepted_and_decoded() -> None:
+    url = parse_url("postgresql://tuner:p%40ss@db.example/studies")
+    assert url.password == "p@ss" and url.host == "db.example"
+
+
+def test_text_that_is_no_url_is_refused_with_an_example() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_url("nonsense")
+    assert str(info.value) == f"storage = 'nonsense' is not a database URL ({EXAMPLE})"
+
+
+def test_a_port_that_is_no_number_is_refused_with_the_password_masked() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_url("postgresql://tuner:s3cret@db.example:abc/studies")
+    assert str(info.value) == ("storage = 'postgresql://tuner:***@db.example:abc/studies' is not a database URL: "
+                               f"the port must be a number ({EXAMPLE})")
+
+
+def test_an_unescaped_at_is_refused_with_the_exact_advice() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_url("postgresql://u:p@ss@db.example/studies")
+    assert str(info.value) == ("storage = 'postgresql://u:***@db.example/studies': the user name or password holds "
+                               "an unescaped '@'; percent-encode each '@' in them as %40")
+
+
+# --- storage_file, supports_workers, journal_path --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("url", "file"), [
+    ("sqlite:///runs/study.db", Path("runs/study.db")),
+    ("sqlite:////srv/runs/study.db", Path("/srv/runs/study.db")),
+    ("sqlite:///:memory:", None),
+    ("sqlite://", None),
+    ("journal:runs/study.log", Path("runs/study.log")),
+    ("journal:/srv/study.log", Path("/srv/study.log")),
+    ("journal:///srv/study.log", Path("/srv/study.log")),
+    ("postgresql://tuner@db.example/studies", None),
+    ("mysql+pymysql://tuner@db.example/studies", None),
+    ("redis://cache.internal:6379/0", None),
+    ("unix:///run/redis.sock", None),
+])
+def test_only_sqlite_and_journal_storages_keep_a_file(url: str, file: Path | None) -> None:
+    assert storage_file(url) == file
+
+
+def test_the_file_of_a_malformed_url_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="is not a database URL"):
+        storage_file("nonsense")
+
+
+@pytest.mark.parametrize(("url", "shared"), [
+    ("sqlite:///study.db", False),
+    ("sqlite:///:memory:", False),
+    ("journal:study.log", True),
+    ("redis://cache.internal:6379/0", True),
+    ("rediss://cache.internal:6380/0", True),
+    ("unix:///run/redis.sock", True),
+    ("postgresql://tuner@db.example/studies", True),
+    ("postgresql+psycopg://tuner@db.example/studies", True),
+    ("mysql://tuner@db.example/studies", True),
+    ("mariadb://tuner@db.example/studies", True),
+])
+def test_every_storage_but_sqlite_supports_workers(url: str, shared: bool) -> None:
+    assert supports_workers(url) is shared
+
+
+@pytest.mark.parametrize(("url", "path"), [
+    ("journal:///abs/study.log", Path("/abs/study.log")),
+    ("journal:/abs/study.log", Path("/abs/study.log")),
+    ("journal:study.log", Path("study.log")),
+    ("journal:runs/study.log", Path("runs/study.log")),
+])
+def test_a_journal_url_names_its_file(url: str, path: Path) -> None:
+    assert journal_path(url) == path
+
+
+# --- with_driver -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("url", "with_it"), [
+    ("postgresql://tuner@db.example:5432/studies", "postgresql+psycopg://tuner@db.example:5432/studies"),
+    ("postgres://tuner@db.example/studies", "postgresql+psycopg://tuner@db.example/studies"),
+    ("mysql://tuner:pw@db.example/studies", "mysql+pymysql://tuner:pw@db.example/studies"),
+    ("mariadb://tuner@db.example/studies", "mariadb+pymysql://tuner@db.example/studies"),
+    ("postgresql://tuner@db.example/studies?sslmode=require",
+     "postgresql+psycopg://tuner@db.example/studies?sslmode=require"),
+    ("postgresql+psycopg2://tuner@db.example/studies", "postgresql+psycopg2://tuner@db.example/studies"),
+    ("mysql+pymysql://tuner@db.example/studies", "mysql+pymysql://tuner@db.example/studies"),
+    ("sqlite:///study.db", "sqlite:///study.db"),
+])
+def test_a_server_url_without_a_driver_gets_the_installed_one(url: str, with_it: str) -> None:
+    assert with_driver(url) == with_it
+
+
+@pytest.mark.parametrize("password", ["p@ss", "a:b/c", "100%", "p+s x", "a#b?c", "%2B", "é"])
+def test_adding_the_driver_keeps_the_password_as_it_was(password: str) -> None:
+    encoded = "".join(f"%{byte:02X}" for byte in password.encode())  # every character percent-encoded
+    rendered = with_driver(f"postgresql://tuner:{encoded}@db.example/studies")
+    assert rendered.startswith("postgresql+psycopg://tuner:")
+    assert make_url(rendered).password == password
+
+
+# --- describe_error --------------------------------------------------------------------------------------------------
+
+
+def test_an_error_is_described_by_its_type_and_first_line() -> None:
+    error = ValueError("the first line\nthe second line")
+    assert describe_error(error, "sqlite:///study.db") == "ValueError: the first line"
+
+
+def test_an_error_without_a_message_is_its_type_alone() -> None:
+    assert describe_error(ValueError(""), "sqlite:///study.db") == "ValueError"
+
+
+def test_the_url_and_every_form_of_its_credentials_are_masked_in_a_description() -> None:
+    url = "postgresql://tuner:p%40ss@db.example/studies?password=tok%2Bx"
+    error = RuntimeError(f"cannot reach {url}: rejected p@ss, p%40ss and tok+x")
+    assert describe_error(error, url) == ("RuntimeError: cannot reach postgresql://tuner:***@db.example/studies"
+                                          "?password=***: rejected ***, *** and ***")
+
+
+def test_a_wrapped_driver_error_is_described_by_the_drivers_error() -> None:
+    url = "postgresql://tuner:s3cret@db.example/studies"
+    error = sqlalchemy.exc.OperationalError("SELECT 1", {}, ConnectionRefusedError("password s3cret refused\nDETAIL"))
+    assert describe_error(error, url) == "ConnectionRefusedError: password *** refused"
+
+
+def test_a_wrapped_driver_error_without_a_message_is_its_type_alone() -> None:
+    error = sqlalchemy.exc.OperationalError("SELECT 1", {}, ConnectionResetError())
+    assert describe_error(error, "postgresql://tuner@db.example/studies") == "ConnectionResetError"
+
+
+# --- is_connection_error ---------------------------------------------------------------------------------------------
+
+
+def test_database_errors_that_mean_the_server_went_away_are_connection_errors() -> None:
+    assert is_connection_error(sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("gone")))
+    assert is_connection_error(sqlalchemy.exc.InterfaceError("SELECT 1", {}, Exception("closed")))
+
+
+def test_other_errors_are_not_connection_errors() -> None:
+    assert not is_connection_error(sqlalchemy.exc.IntegrityError("INSERT", {}, Exception("duplicate")))
+    assert not is_connection_error(ValueError("gone"))
+    assert not is_connection_error(redis.exceptions.ResponseError("WRONGTYPE"))
+    assert not is_connection_error(redis.exceptions.TimeoutError("slow"))
+
+
+def test_a_redis_socket_that_is_not_there_is_a_connection_error(tmp_path: Path) -> None:
+    client = redis.Redis.from_url(f"unix://{tmp_path / 'none.sock'}", socket_connect_timeout=1, socket_timeout=1)
+    with pytest.raises(redis.exceptions.ConnectionError) as info:
+        client.ping()
+    assert is_connection_error(info.value)
+
+
+def test_a_connection_error_is_found_through_its_cause_or_context() -> None:
+    gone = sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("gone"))
+    try:
+        raise RuntimeError("the trial failed") from gone
+    except RuntimeError as error:
+        assert is_connection_error(error)
+    try:
+        try:
+            raise gone
+        except sqlalchemy.exc.OperationalError:
+            raise KeyError("while handling it") from None  # suppressed for display, still the context
+    except KeyError as error:
+        assert is_connection_error(error)
+
+
+def test_a_cycle_of_causes_ends_the_search() -> None:
+    first, second = ValueError("one"), ValueError("two")
+    first.__cause__, second.__cause__ = second, first
+    assert not is_connection_error(first)
+
+
+# --- make_storage on real files ----------------------------------------------------------------------------------
+
+
+def test_a_sqlite_storage_is_made_and_reopened_with_its_studies(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    storage = make_storage(url)
+    assert isinstance(storage, RDBStorage) and (tmp_path / "study.db").is_file()
+    optuna.create_study(storage=storage, study_name="kept")
+    assert optuna.get_all_study_names(storage=make_storage(url)) == ["kept"]
+
+
+def test_a_journal_storage_makes_its_missing_folders(tmp_path: Path) -> None:
+    path = tmp_path / "runs" / "deep" / "study.log"
+    storage = make_storage(f"journal:{path}")
+    assert isinstance(storage, JournalStorage) and path.parent.is_dir()
+    optuna.create_study(storage=storage, study_name="kept")
+    assert path.is_file() and optuna.get_all_study_names(storage=make_storage(f"journal:{path}")) == ["kept"]
+
+
+def test_a_sqlite_file_in_a_missing_folder_cannot_be_opened(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'missing' / 'study.db'}"
+    with pytest.raises(ConfigError) as info:
+        make_storage(url)
+    assert str(info.value) == f"cannot open the study storage {url}: OperationalError: unable to open database file"
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_journal_under_a_file_cannot_be_opened(tmp_path: Path) -> None:
+    (tmp_path / "notes").write_text("mine")
+    url = f"journal:{tmp_path / 'notes' / 'study.log'}"
+    with pytest.raises(ConfigError) as info:
+        make_storage(url)
+    assert str(info.value).startswith(f"cannot open the study storage {url}: FileExistsError: ")
+    assert (tmp_path / "notes").read_text() == "mine"
+
+
+def test_a_redis_socket_with_no_server_is_refused_with_its_password_masked(tmp_path: Path) -> None:
+    socket = tmp_path / "none.sock"
+    with pytest.raises(ConfigError) as info:
+        make_storage(f"unix://{socket}?db=0&password=s3cret", connect_timeout=1)
+    message = str(info.value)
+    assert message.startswith(f"cannot open the study storage unix://{socket}?db=0&password=***: ConnectionError: ")
+    assert "s3cret" not in message
+
+
+def test_a_driver_that_is_not_installed_is_named_with_the_extras() -> None:
+    if importlib.util.find_spec("asyncpg") is not None:
+        pytest.skip("asyncpg is installed here")
+    with pytest.raises(ConfigError) as info:
+        make_storage("postgresql+asyncpg://tuner:s3cret@db.example/studies")
+    message = str(info.value)
+    assert message.startswith("the study storage postgresql+asyncpg://tuner:***@db.example/studies needs a database "
+                              "driver that is not installed (")
+    assert message.endswith("); pip install 'swagppm-tuner[postgres]' or 'swagppm-tuner[mysql]'")
+    assert "s3cret" not in message
+
+
+def test_an_unknown_dialect_is_refused_with_the_password_masked() -> None:
+    with pytest.raises(ConfigError) as info:
+        make_storage("postgresql+nosuch://tuner:s3cret@db.example/studies")
+    assert str(info.value) == ("cannot open the study storage postgresql+nosuch://tuner:***@db.example/studies: "
+                               "NoSuchModuleError: Can't load plugin: sqlalchemy.dialects:postgresql.nosuch")
