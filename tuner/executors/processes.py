@@ -96,7 +96,7 @@ def worker_command(study_path: Path, *, name: str, n_trials: int | None, timeout
     if n_trials is not None:
         command += ["--n-trials", str(n_trials)]
     if timeout is not None:
-        command += ["--timeout", f"{timeout:.3f}"]
+        command += ["--timeout", repr(float(timeout))]  # exact: a rounded value could fall to 0, which is refused
     if data is not None:
         command += ["--data", data]
     return command
