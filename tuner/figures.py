@@ -10,7 +10,7 @@ import scorers.plots
 from tuner.config import StudyConfig
 from tuner.dashboard import feasibility_table
 from tuner.queries import FINISHED, is_feasible
-from tuner.record import TrialRecord
+from tuner.record import BASELINE_F1_MACRO, TrialRecord
 
 
 def trial_figures(record: TrialRecord, config: StudyConfig) -> list[Any]:
@@ -44,7 +44,7 @@ def fits_for_figures(study: optuna.Study) -> list[dict[str, Any]]:
 def study_figures(study: optuna.Study, config: StudyConfig) -> dict[str, Any]:
     """The search grid, the ε–F1 trade-off and the feasibility table of every finished trial."""
     fits = fits_for_figures(study)
-    prep = study.user_attrs.get("baseline_f1_macro")
+    prep = study.user_attrs.get(BASELINE_F1_MACRO)
     threshold = None if prep is None else (1 - config.targets.max_f1_degradation) * prep
     return {
         "search-grid": scorers.plots.search_grid_figure(fits, epsilon_target=config.targets.epsilon),

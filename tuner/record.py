@@ -27,6 +27,7 @@ FAILURE = "failure"  # why a fit crashed (a FAIL trial)
 FIGURES_ERROR = "figures_error"  # why its figures could not be written (the record stands)
 RETRY_OF = "retry_of"  # the trial whose parameters it re-runs after that one's worker died
 NEEDS_REFIT = "needs_refit"  # rejudged: stopped early at an ε below the new target, so it cannot be judged
+BASELINE_F1_MACRO = "baseline_f1_macro"  # study attribute: stage 1's non-private macro-F1, the F1 threshold's reference
 
 _CONSTRAINT_PREFIX = "constraint_"
 
@@ -124,10 +125,15 @@ class TrialRecord:
 
     @classmethod
     def from_attrs(cls, attrs: Mapping[str, Any]) -> TrialRecord | None:
-        """The record stored in ``attrs``, or None for a trial never judged (crashed, running, pruned early)."""
-        if "diagnosis" not in attrs:
+        """The record stored in ``attrs``, or None for a trial never judged (crashed, running, pruned early) or whose
+        record is not all written yet (``record_outcome`` stores it one attribute at a time; a killed worker may
+        leave it half written)."""
+        fields = dataclasses.fields(cls)
+        required = {f.name for f in fields if f.default is dataclasses.MISSING
+                    and f.default_factory is dataclasses.MISSING and f.name != "constraints"}
+        if not required <= attrs.keys():
             return None
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in fields}
         values: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value
                                   for key, value in attrs.items() if key in names}
         constraints = {key[len(_CONSTRAINT_PREFIX):]: value for key, value in attrs.items()

@@ -24,7 +24,7 @@ from swagppm.config import config_from_table
 from tuner.config import StudyConfig, Targets
 from tuner.outcome import DrawChecks, judge
 from tuner.queries import FINISHED
-from tuner.record import NEEDS_REFIT, TrialRecord, constraint_attrs
+from tuner.record import BASELINE_F1_MACRO, NEEDS_REFIT, TrialRecord, constraint_attrs
 from tuner.storage import masked_url
 from tuner.study import open_storage, open_study
 from tuner.tuning import ACCOUNTED_TRIALS, ACCOUNTING, NUM_TRAIN
@@ -46,7 +46,8 @@ def result_of(trial: optuna.trial.FrozenTrial, record: TrialRecord) -> SWAGPPMRe
         baseline_f1_weighted=record.baseline_f1_weighted, epsilon_is_lower_bound=record.epsilon_is_lower_bound,
         draws_skipped=record.draws_skipped, failure=record.failure, stage1_cache_hit=record.stage1_cache_hit,
         timings=dict(record.timings), majority_rate=record.majority_rate, data_hash=record.data_hash,
-        device=record.device, threads=record.threads)
+        device=record.device, threads=record.threads, cpu_kernels=record.cpu_kernels,
+        stage1_fingerprint=record.stage1_fingerprint)
 
 
 def retarget(targets: Targets, changes: Mapping[str, Any]) -> Targets:
@@ -69,7 +70,7 @@ def rejudge(config: StudyConfig, targets: Targets, *, name: str) -> optuna.Study
                           "with the same epsilon, or run a new accounted study")
     new = dataclasses.replace(config, targets=targets, study=dataclasses.replace(config.study, name=name))
     study = open_study(new)
-    for key in (ACCOUNTED_TRIALS, NUM_TRAIN):
+    for key in (ACCOUNTED_TRIALS, NUM_TRAIN, BASELINE_F1_MACRO):  # the baseline: the new F1 threshold's reference
         if key in source.user_attrs:
             study.set_user_attr(key, source.user_attrs[key])
     study.set_user_attr(REJUDGED, {"source": config.study.name, "targets": dataclasses.asdict(targets)})

@@ -57,7 +57,7 @@ def report_html(study: optuna.Study, config: StudyConfig, *,
         statement = privacy_statement(epsilon=chosen.epsilon, trainable=config.fit.model.trainable,
                                       tuning=tuning_cost(study, config))
         parts.append(f"<p><b>Chosen configuration:</b> trial {best.number}, c = {best.params['c']:.4g}, "
-                     f"{best.params['ft_epochs']} fine-tuning epochs, ε = {_number(chosen.epsilon)}, "
+                     f"{counted(best.params['ft_epochs'], 'fine-tuning epoch')}, ε = {_number(chosen.epsilon)}, "
                      f"macro-F1 {_number(chosen.f1_macro_median)}, weighted-F1 "
                      f"{_number(chosen.f1_weighted_median)}.</p>"
                      "<h2>Privacy statement</h2><ul>" + "".join(f"<li>{esc(line)}</li>" for line in statement)

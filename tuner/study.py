@@ -35,7 +35,7 @@ from tuner.figures import study_figures
 from tuner.objective import FitCrashed, Objective
 from tuner.outcome import TRIAL_LEGEND
 from tuner.queries import FINISHED, best_feasible, closest_trial, finished_count
-from tuner.record import FAILURE, RAN_BY
+from tuner.record import BASELINE_F1_MACRO, FAILURE, RAN_BY
 from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
 from tuner.storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
 from tuner.tuning import ACCOUNTED_TRIALS, NUM_TRAIN, check_accounting, is_accounted, store_accounting
@@ -350,7 +350,7 @@ def _prepare(study: optuna.Study, objective: Objective, config: StudyConfig, *, 
     prep = objective.session.prepare()  # stage 1 can run for minutes: progress as the command line set it
     check_stage1(study, prep.stage1_fingerprint, config)
     study.set_user_attr(NUM_TRAIN, prep.num_train)
-    study.set_user_attr("baseline_f1_macro", prep.baseline_f1_macro)
+    study.set_user_attr(BASELINE_F1_MACRO, prep.baseline_f1_macro)
     study.set_user_attr("baseline_f1_weighted", prep.baseline_f1_weighted)
     echo(f"data: {prep.num_train} training / {prep.num_test} test records, {prep.num_classes} classes; "
          f"non-private baseline F1 macro {prep.baseline_f1_macro:.3f}, weighted {prep.baseline_f1_weighted:.3f}; "

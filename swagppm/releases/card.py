@@ -107,7 +107,8 @@ def model_card(card: dict[str, Any], *, labels: tuple[str, ...], labels_public: 
         f"{REMOTE_CODE}. Inputs are truncated to {config['data']['max_length']} tokens, the length used in "
         "training (`truncation=True`).", "",
         "## Privacy", "",
-        f"Configuration: c = {hyper['c']:.4g}, g = {hyper['g']:.4g}, {hyper['ft_epochs']} fine-tuning epochs.", "",
+        f"Configuration: c = {hyper['c']:.4g}, g = {hyper['g']:.4g}, {hyper['ft_epochs']} fine-tuning epoch"
+        f"{'' if hyper['ft_epochs'] == 1 else 's'}.", "",
         *(f"- {line}" for line in card["privacy_statement"]), "",
         f"## Labels ({len(labels)} classes)", "", named, "",
         "`release_card.json` beside this file holds the statement above, the settings and the library versions.", "",
