@@ -48,7 +48,7 @@ class StudySettings:
     trial is scored by one secret draw on ``public_eval`` (a file of records the
     owner declares public, required), ε* (``[targets] epsilon``) is binding, and the
     total ε of tuning and release is computed with dp-accounting at
-    ``accounting_delta`` (default 1/n², n training records). Whether a study is
+    ``accounting_delta`` (default: a power of ten at most 1/n², n training records). Whether a study is
     accounted is fixed when it is created (``tuner.tuning.ACCOUNTING``).
     """
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import swagppm
 from scorers import PrivacyAudit
 from tuner.audit import BASELINE, RELEASE, audit_document, audit_losses, refusal
-from tuner.tuning import with_selection_cost
+from tuner.tuning import default_delta, with_selection_cost
 
 if TYPE_CHECKING:
     from swagppm.evaluate.probes import RecordLosses
@@ -52,7 +52,7 @@ def release_draw(session: swagppm.Session, fit: swagppm.Fit, out: Path | Release
                  count_audit: Callable[[], int | None] = lambda: None) -> Released:
     """One secret draw of ``fit`` written to ``out`` once its audit does not refute ``options.epsilon_cap``.
 
-    A ``selection`` is priced at ε* per draw; ``selection_delta`` defaults to 1/n².
+    A ``selection`` is priced at ε* per draw; ``selection_delta`` defaults to ``default_delta`` (at most 1/n²).
     Raises ``swagppm.releases.writer.AuditRefuted`` (nothing written) when the audit
     refutes ε* and ``options.force_audit`` is off, and
     ``swagppm.releases.selection.SelectionFailed`` when no candidate draw reaches the threshold.
@@ -73,7 +73,7 @@ def release_draw(session: swagppm.Session, fit: swagppm.Fit, out: Path | Release
 
     if selection is not None:
         n = fit.result.num_train
-        selection = with_selection_cost(selection, epsilon_per_draw=cap, delta=selection_delta or 1.0 / n ** 2)
+        selection = with_selection_cost(selection, epsilon_per_draw=cap, delta=selection_delta or default_delta(n))
     path = session.release(fit, out, epsilon_cap=cap, force=force, overwrite=overwrite,
                            public_labels=options.public_labels, public_eval=options.public_eval,
                            trials_run=trials_run, audit=audit, tuning=tuning, selection=selection)

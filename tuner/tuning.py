@@ -7,9 +7,9 @@ Three modes (METHOD.md, "Privacy of the whole procedure"), in ``tuning_cost``'s 
 * ``accounted``: random search over a hidden number of trials K drawn once from a
   truncated negative binomial, every trial capped at ε* (binding) and scored by one secret
   draw on public evaluation data; the total ε of tuning and the release is composed by
-  dp-accounting (``tuner.accounting.composed_epsilon``) at δ (default 1/n²). Whether a
-  study is accounted, and on which terms, is stored when it is created (``ACCOUNTING``)
-  and never read back from an edited study file.
+  dp-accounting (``tuner.accounting.composed_epsilon``) at δ (by default a power of ten
+  at most 1/n², ``default_delta``). Whether a study is accounted, and on which terms, is
+  stored when it is created (``ACCOUNTING``) and never read back from an edited study file.
 * ``unaccounted``: anything else (adaptive samplers on private scores): no total.
 
 The mapping's "mode", "total_epsilon", "delta" and "statement" may be published; the
@@ -48,7 +48,7 @@ PUBLIC_PROXY, ACCOUNTED, UNACCOUNTED = "public-proxy", "accounted", "unaccounted
 PUBLIC_KEYS = ("mode", "total_epsilon", "delta", "statement")  # what a public card may carry of the mapping
 ACCOUNTING = "accounting"  # study attribute, set at creation: the accounting terms, or None (not accounted)
 ACCOUNTED_TRIALS = "accounted_trials"  # study attribute: the K drawn for an accounted study (owner only)
-NUM_TRAIN = "num_train"  # study attribute: training records (δ = 1/n² by default)
+NUM_TRAIN = "num_train"  # study attribute: training records (the default δ's bound, 1/n²)
 CONDITIONAL = ("conditional on each trial's local epsilon being a valid bound; the number of trials is part of the "
                "accounted randomness and is not published")
 
@@ -101,8 +101,13 @@ def draw_trial_count(config: StudyConfig) -> int:
 
 
 def default_delta(num_train: int) -> float:
-    """δ = 1/n² for n training records: well below the chance of naming any one record."""
-    return 1.0 / num_train**2
+    """The largest δ = 10^(−3k), k ≥ 2, not above 1/n² for n training records: below the chance of naming any one
+    record, and coarse, so that a published δ (and the total computed at it) tells n only to within a factor of about
+    30 (1e-6 up to 1,000 records, 1e-9 up to 31,622, 1e-12 up to a million), never n itself."""
+    exponent = 6
+    while 10.0**-exponent * num_train**2 > 1.0:
+        exponent += 3
+    return 10.0**-exponent
 
 
 def tuning_cost(study: optuna.Study, config: StudyConfig) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from tuner.cli import main
 from tuner.outcome import DrawChecks, judge
 from tuner.record import TrialRecord, constraint_attrs, named_constraints
 from tuner.study import open_study
-from tuner.tuning import ACCOUNTED_TRIALS, ACCOUNTING, NUM_TRAIN, PUBLIC_KEYS, tuning_cost
+from tuner.tuning import ACCOUNTED_TRIALS, ACCOUNTING, NUM_TRAIN, PUBLIC_KEYS, default_delta, tuning_cost
 
 pytestmark = pytest.mark.fits
 
@@ -121,12 +121,12 @@ def test_an_accounted_study_runs_random_draws_scored_on_public_data_and_composes
     assert all(value == 0.0 for key, value in named_constraints(trial).items() if key != "epsilon")
     cost = tuning_cost(study, config)
     n = study.user_attrs[NUM_TRAIN]
-    assert cost["mode"] == "accounted" and cost["delta"] == 1.0 / n**2 and set(PUBLIC_KEYS) <= set(cost)
-    expected = hand_composed(50.0, mean=1.0, shape=1.0, delta=1.0 / n**2)
+    assert cost["mode"] == "accounted" and cost["delta"] == default_delta(n) and set(PUBLIC_KEYS) <= set(cost)
+    expected = hand_composed(50.0, mean=1.0, shape=1.0, delta=default_delta(n))
     assert cost["total_epsilon"] == pytest.approx(expected, rel=1e-9)
     assert cost["total_epsilon"] >= cost["tuning_epsilon"] >= 50.0
     assert cost["tuning_epsilon"] == pytest.approx(tuning_epsilon(
-        epsilon_per_trial=50.0, distribution=TrialCountDistribution(shape=1.0, mean=1.0), delta=1.0 / n**2))
+        epsilon_per_trial=50.0, distribution=TrialCountDistribution(shape=1.0, mean=1.0), delta=default_delta(n)))
     statement = cost["statement"]
     assert "hidden number of trials" in statement and f"{expected:.4g}" in statement
     assert "trials run" not in statement and "planned" not in statement and "largest" not in statement

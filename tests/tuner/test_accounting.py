@@ -27,6 +27,7 @@ from tuner.accounting import (
     selection_epsilon,
     tuning_epsilon,
 )
+from tuner.tuning import default_delta
 
 SHAPES = (0.0, 0.5, 1.0, 2.0, math.inf)
 
@@ -205,3 +206,11 @@ def test_tuning_and_release_compose_in_one_accountant(shape: float) -> None:
         alone = epsilon if release is None else selection_epsilon(epsilon_per_candidate=epsilon,
                                                                   stop_probability=0.1, delta=delta)
         assert max(tuning, alone) < total <= tuning + alone + 1e-9  # one accountant: never worse than the sum
+
+
+@pytest.mark.parametrize(("records", "delta"), [(1, 1e-6), (500, 1e-6), (1_000, 1e-6), (1_001, 1e-9), (5_346, 1e-9),
+                                                (31_622, 1e-9), (31_623, 1e-12), (1_000_000, 1e-12),
+                                                (1_000_001, 1e-15)])
+def test_the_default_delta_is_a_coarse_power_of_ten_at_most_one_over_n_squared(records: int, delta: float) -> None:
+    """A published δ tells the record count only to within a factor of about 30, never the count itself."""
+    assert default_delta(records) == delta and delta * records**2 <= 1.0
