@@ -25,8 +25,18 @@ MECHANISM = ("SWAG-PPM: records with a risky loss were down-weighted (w = clip(c
 RELEASE_NOISE_PENDING = "drawn at release time from fresh operating-system entropy and never recorded"
 
 PUBLIC_TUNING_KEYS = ("mode", "total_epsilon", "delta", "statement")  # the rest of a tuning cost is private
+PUBLIC_HYPERPARAMETERS = ("c", "g", "ft_epochs")  # chosen before the fit; a trial's seed is private
+# what a card may say of a private selection of the released draw (its candidates and private score are not)
+PUBLIC_SELECTION_KEYS = ("procedure", "metric", "threshold", "stop_probability", "selection_set",
+                         "released_draw_score", "accounted", "unaccounted_because", "cost")
 OWNER_REPORT = ("an owner-only report kept by the data owner outside this folder (not published) holds the measured "
                 "epsilon, the private evaluation, the audit's figures and the tuning details")
+
+
+def exact_number(value: float) -> str:
+    """``value`` as short as ``:g`` writes it when that is exact, else every digit: a claimed cap is never rounded."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
 
 
 def release_statement(*, epsilon_cap: float, trainable: str, private_parameters: int,
@@ -41,9 +51,9 @@ def release_statement(*, epsilon_cap: float, trainable: str, private_parameters:
     return [
         f"Mechanism: {MECHANISM}.",
         "Unit of privacy: one training record.",
-        f"Claim: epsilon <= {epsilon_cap:g} for the release of one draw, a cap declared before any fit (the measured "
-        "epsilon, a local, data-dependent estimate, was checked against it and stays private); delta is not "
-        "quantified for finite samples.",
+        f"Claim: epsilon <= {exact_number(epsilon_cap)} for the release of one draw, a cap declared before any fit "
+        "(the measured epsilon, a local, data-dependent estimate, was checked against it and stays private); delta "
+        "is not quantified for finite samples.",
         f"Private parameters: {private_parameters} tensors (trainable = '{trainable}'), all drawn from the posterior; "
         "every other parameter is the public pretrained value (checked bit for bit before a release is written).",
         f"Release noise: {RELEASE_NOISE}.",

@@ -19,7 +19,16 @@ from typing import Any
 from swagppm.config import SWAGPPMConfig
 from swagppm.models.build import public_name
 from swagppm.provenance import versions
-from swagppm.statement import CAVEATS, MECHANISM, OWNER_REPORT, PUBLIC_TUNING_KEYS, RELEASE_NOISE, release_statement
+from swagppm.statement import (
+    CAVEATS,
+    MECHANISM,
+    OWNER_REPORT,
+    PUBLIC_HYPERPARAMETERS,
+    PUBLIC_SELECTION_KEYS,
+    PUBLIC_TUNING_KEYS,
+    RELEASE_NOISE,
+    release_statement,
+)
 
 FORMAT = "swagppm-release-card/2"
 # settings that describe the machine or the private side, not the method: never on the card
@@ -42,9 +51,10 @@ def release_card(config: SWAGPPMConfig, *, hyperparameters: Mapping[str, float],
     """The card of a released draw: ``hyperparameters`` (c, g, ft_epochs) were chosen before the fit; ``audit``
     says in words whether the audit ran and passed (never a figure)."""
     tuned = public_tuning(tuning)
+    selection = None if selection is None else {key: selection.get(key) for key in PUBLIC_SELECTION_KEYS}
     card: dict[str, Any] = {
         "format": FORMAT,
-        "hyperparameters": dict(hyperparameters),
+        "hyperparameters": {key: hyperparameters[key] for key in PUBLIC_HYPERPARAMETERS},
         "mechanism": MECHANISM,
         "unit_of_privacy": "one training record",
         "base_model": _public_base(config.model.name_or_path),
@@ -94,8 +104,9 @@ def model_card(card: dict[str, Any], *, labels: tuple[str, ...], labels_public: 
     meta = ["---", "library_name: transformers", "pipeline_tag: text-classification",
             "tags:", "- text-classification", "- differential-privacy", "- swag-ppm"]
     meta += [f"base_model: {base}"] if base else []
+    kept = ", ".join(f"LABEL_{k}" for k in range(len(labels)))  # whatever names a caller passed
     named = (", ".join(labels) if labels_public else
-             f"{', '.join(labels)} (the class names are kept private; the data owner holds the mapping)")
+             f"{kept} (the class names are kept private; the data owner holds the mapping)")
     lines = [
         *meta, "---", "", "# A text classifier released under SWAG-PPM", "",
         "One draw from a SWAG posterior fitted with privacy weights (SWAG-PPM): records whose loss is risky "

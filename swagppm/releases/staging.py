@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import json
 import os
 import secrets
@@ -93,15 +94,27 @@ class ReleaseTarget:
             raise
 
     def _commit(self, folder: Path) -> None:
-        """Permissions, the owner report out beside the folder, ``config.json`` back, then one rename."""
+        """Permissions, the owner report out to a hidden name beside the folder, ``config.json`` back, the folder's
+        rename, then the report's: a folder that cannot be put in place leaves no report of a release that never
+        happened (and, with ``overwrite``, the live release's report untouched)."""
         check_target(self.path, overwrite=self.overwrite)  # still true: nothing else writes under our lock
         for path in folder.iterdir():
             path.chmod(OWNER_MODE if path.name == STAGED_REPORT else FILE_MODE)
         folder.chmod(FOLDER_MODE)
-        os.replace(folder / STAGED_REPORT, self.report)
-        if (folder / HIDDEN_CONFIG).exists():
-            os.replace(folder / HIDDEN_CONFIG, folder / "config.json")
-        if self.path.is_dir() and any(self.path.iterdir()):  # overwrite: the old release goes as a whole
+        report = self.path.parent / f".{self.report.name}.staging-{os.getpid()}-{secrets.token_hex(4)}"
+        os.replace(folder / STAGED_REPORT, report)
+        try:
+            if (folder / HIDDEN_CONFIG).exists():
+                os.replace(folder / HIDDEN_CONFIG, folder / "config.json")
+            self._put_in_place(folder)
+        except BaseException:
+            report.unlink(missing_ok=True)
+            raise
+        os.replace(report, self.report)
+
+    def _put_in_place(self, folder: Path) -> None:
+        """One rename; with ``overwrite`` the old release goes as a whole."""
+        if self.path.is_dir() and any(self.path.iterdir()):
             old = self.path.parent / f".{self.path.name}.replaced-{os.getpid()}-{secrets.token_hex(4)}"
             os.replace(self.path, old)
             os.replace(folder, self.path)
@@ -126,10 +139,12 @@ def claim(out_dir: str | Path, *, overwrite: bool) -> ReleaseTarget:
         os.close(fd)
         raise ConfigError(f"{out}: another release into this folder is running (it holds {lock.name}); wait for it "
                           "or name another folder") from None
-    for stale in out.parent.glob(f".{out.name}.staging-*"):
+    for stale in out.parent.glob(f".{glob.escape(out.name)}.staging-*"):
         shutil.rmtree(stale, ignore_errors=True)
-    for stale in out.parent.glob(f".{out.name}.replaced-*"):
+    for stale in out.parent.glob(f".{glob.escape(out.name)}.replaced-*"):
         shutil.rmtree(stale, ignore_errors=True)
+    for stale in out.parent.glob(f".{glob.escape(owner_report_path(out).name)}.staging-*"):
+        stale.unlink(missing_ok=True)
     return ReleaseTarget(path=out, overwrite=overwrite, lock_fd=fd)
 
 
