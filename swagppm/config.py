@@ -90,6 +90,8 @@ class DataConfig:
                     f"between 20 and {MAX_SYNTHETIC_SIZE} (the corpus is generated in memory)")
         check_value(2 <= self.synthetic_classes <= 12, "data.synthetic_classes", self.synthetic_classes,
                     "between 2 and 12")
+        check_value(self.synthetic_size >= 2 * self.synthetic_classes, "data.synthetic_size", self.synthetic_size,
+                    f"at least twice data.synthetic_classes ({self.synthetic_classes}): every class appears twice")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,7 @@ from swagppm import ConfigError
 from tuner.config import StudyConfig
 from tuner.dashboard import AtomicArtifactStore, publish_trial
 from tuner.faults import WORKER, trial_heartbeat
-from tuner.outcome import DrawChecks, Outcome, judge
+from tuner.outcome import DrawChecks, Outcome, counted, judge
 from tuner.record import FAILURE, FIGURES_ERROR, RAN_BY, store_constraints
 
 if TYPE_CHECKING:
@@ -46,7 +46,8 @@ class StuckDetector:
         self.run = self.run + 1 if info.train_accuracy <= info.majority_rate + self.tolerance else 0
         if self.run < self.epochs:
             return None
-        return f"training stuck at the majority-class rate ({info.majority_rate:.3f}) for {self.run} epochs in a row"
+        return (f"training stuck at the majority-class rate ({info.majority_rate:.3f}) for "
+                f"{counted(self.run, 'epoch')} in a row")
 
 
 class Objective:

@@ -39,6 +39,9 @@ def synthetic_corpus(size: int = 600, *, num_classes: int = 8, seed: int = 0) ->
     """
     if not 2 <= num_classes <= len(_INJURIES):
         raise ValueError(f"num_classes must be between 2 and {len(_INJURIES)}, got {num_classes}")
+    if size < 2 * num_classes:
+        raise ValueError(f"size must be at least twice num_classes ({2 * num_classes}): every class appears twice, "
+                         f"got {size}")
     rng = np.random.default_rng(seed)
     shares = 1.0 / np.arange(1, num_classes + 1)
     labels_idx = rng.choice(num_classes, size=size, p=shares / shares.sum())
