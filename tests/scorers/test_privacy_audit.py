@@ -9,6 +9,7 @@ deterministic.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import subprocess
@@ -30,6 +31,7 @@ def logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
+@functools.cache  # brute_delta asks again for each ε
 def one_sided_cp(k: int, n: int, alpha: float) -> tuple[float, float]:
     ci = stats.binomtest(k, n).proportion_ci(confidence_level=1 - 2 * alpha, method="exact")
     return ci.low, ci.high
