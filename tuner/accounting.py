@@ -129,8 +129,8 @@ def tuning_epsilon(*, epsilon_per_trial: float, distribution: TrialCountDistribu
     """ε (at ``delta``) of releasing the best of K ~ ``distribution`` trials, each ``epsilon_per_trial``-DP.
 
     ``epsilon_per_trial`` must bound every trial a priori (the largest per-trial ε the search
-    can reach). δ > 0 is needed to turn RDP into (ε, δ); callers default it to 1/n for n
-    training records, though a smaller δ costs almost nothing here. For η ≥ 0 the figure tends to the paper's pure-DP
+    can reach). δ > 0 is needed to turn RDP into (ε, δ); callers default it to a power of ten
+    at most 1/n² for n training records (``tuner.tuning.default_delta``); a smaller δ costs almost nothing here. For η ≥ 0 the figure tends to the paper's pure-DP
     (2 + η)ε as δ → 0, whatever the mean; the Poisson's grows with the mean.
     """
     return _repeat_and_select_epsilon(epsilon_per_trial, distribution.mean, distribution.shape, delta)
