@@ -130,8 +130,9 @@ def tuning_epsilon(*, epsilon_per_trial: float, distribution: TrialCountDistribu
 
     ``epsilon_per_trial`` must bound every trial a priori (the largest per-trial ε the search
     can reach). δ > 0 is needed to turn RDP into (ε, δ); callers default it to a power of ten
-    at most 1/n² for n training records (``tuner.tuning.default_delta``); a smaller δ costs almost nothing here. For η ≥ 0 the figure tends to the paper's pure-DP
-    (2 + η)ε as δ → 0, whatever the mean; the Poisson's grows with the mean.
+    at most 1/n² for n training records (``tuner.tuning.default_delta``); a smaller δ costs
+    almost nothing here. For η ≥ 0 the figure tends to the paper's pure-DP (2 + η)ε as
+    δ → 0, whatever the mean; the Poisson's grows with the mean.
     """
     return _repeat_and_select_epsilon(epsilon_per_trial, distribution.mean, distribution.shape, delta)
 
