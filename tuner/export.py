@@ -18,6 +18,7 @@ from tuner.config import StudyConfig
 from tuner.outputs import write_atomic
 from tuner.queries import best_feasible, is_feasible, trials_run, violated
 from tuner.record import TrialRecord, named_constraints
+from tuner.search import is_finite
 from tuner.storage import masked_url
 from tuner.study import CAVEATS, definition_digest
 from tuner.tuning import tuning_cost
@@ -183,14 +184,9 @@ def _count(value: object) -> TypeGuard[int]:
 
 
 def _finite(value: object) -> TypeGuard[float]:
-    """Whether ``value`` is a number a float holds, and finite (Python's JSON reads Infinity and integers of any
-    size)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
+    """Whether ``value`` is a JSON number (not a boolean) that a float holds, and finite (Python's JSON reads
+    Infinity and integers of any size)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and is_finite(value)
 
 
 def chosen_from_study(study: optuna.Study, config: StudyConfig) -> Chosen | None:

@@ -128,14 +128,10 @@ class TrialRecord:
         """The record stored in ``attrs``, or None for a trial never judged (crashed, running, pruned early) or whose
         record is not all written yet (``record_outcome`` stores it one attribute at a time; a killed worker may
         leave it half written)."""
-        fields = dataclasses.fields(cls)
-        required = {f.name for f in fields if f.default is dataclasses.MISSING
-                    and f.default_factory is dataclasses.MISSING and f.name != "constraints"}
-        if not required <= attrs.keys():
+        if not _REQUIRED <= attrs.keys():
             return None
-        names = {f.name for f in fields}
         values: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value
-                                  for key, value in attrs.items() if key in names}
+                                  for key, value in attrs.items() if key in _FIELDS}
         constraints = {key[len(_CONSTRAINT_PREFIX):]: value for key, value in attrs.items()
                        if key.startswith(_CONSTRAINT_PREFIX)}
         return cls(**values, constraints=constraints)
@@ -148,3 +144,9 @@ class TrialRecord:
     def epsilon_or_inf(self) -> float:
         """ε for sorting and comparing: infinite when not finite or not measured."""
         return self.epsilon if self.epsilon is not None and math.isfinite(self.epsilon) else math.inf
+
+
+# A record's attribute names, and those a complete record always holds (the rest have defaults).
+_FIELDS = frozenset(f.name for f in dataclasses.fields(TrialRecord))
+_REQUIRED = frozenset(f.name for f in dataclasses.fields(TrialRecord) if f.default is dataclasses.MISSING
+                      and f.default_factory is dataclasses.MISSING and f.name != "constraints")

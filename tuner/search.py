@@ -18,11 +18,12 @@ def check_finite(table: str, settings: object, names: tuple[str, ...]) -> None:
     """A ``ConfigError`` for the first of ``names`` set to inf or NaN (TOML allows both)."""
     for name in names:
         value = getattr(settings, name)
-        check_value(value is None or _finite(value), f"{table}.{name}", value, "a finite number")
+        check_value(value is None or is_finite(value), f"{table}.{name}", value, "a finite number")
 
 
-def _finite(value: float) -> bool:
-    """Whether ``value`` is a finite float, or an integer a float can hold (TOML's integers have no bound)."""
+def is_finite(value: float) -> bool:
+    """Whether ``value`` is a finite float, or an integer a float can hold (TOML's and JSON's integers have no
+    bound, where ``math.isfinite`` raises OverflowError)."""
     try:
         return math.isfinite(value)
     except OverflowError:

@@ -19,6 +19,7 @@ from typing import Any
 from swagppm.config import SWAGPPMConfig
 from swagppm.models.build import public_name
 from swagppm.provenance import versions
+from swagppm.releases.owner import label_names
 from swagppm.statement import (
     CAVEATS,
     MECHANISM,
@@ -104,9 +105,8 @@ def model_card(card: dict[str, Any], *, labels: tuple[str, ...], labels_public: 
     meta = ["---", "library_name: transformers", "pipeline_tag: text-classification",
             "tags:", "- text-classification", "- differential-privacy", "- swag-ppm"]
     meta += [f"base_model: {base}"] if base else []
-    kept = ", ".join(f"LABEL_{k}" for k in range(len(labels)))  # whatever names a caller passed
-    named = (", ".join(labels) if labels_public else
-             f"{kept} (the class names are kept private; the data owner holds the mapping)")
+    named = ", ".join(label_names(labels, public=labels_public))  # LABEL_k, whatever names a caller passed
+    named += "" if labels_public else " (the class names are kept private; the data owner holds the mapping)"
     lines = [
         *meta, "---", "", "# A text classifier released under SWAG-PPM", "",
         "One draw from a SWAG posterior fitted with privacy weights (SWAG-PPM): records whose loss is risky "

@@ -84,7 +84,7 @@ class ReleaseTarget:
     @contextlib.contextmanager
     def staging(self) -> Iterator[Path]:
         """A fresh staging folder beside the target; on a clean exit it replaces the target, else it is removed."""
-        folder = self.path.parent / f".{self.path.name}.staging-{os.getpid()}-{secrets.token_hex(4)}"
+        folder = _hidden_beside(self.path, "staging")
         folder.mkdir(mode=FOLDER_MODE)
         try:
             yield folder
@@ -101,7 +101,7 @@ class ReleaseTarget:
         for path in folder.iterdir():
             path.chmod(OWNER_MODE if path.name == STAGED_REPORT else FILE_MODE)
         folder.chmod(FOLDER_MODE)
-        report = self.path.parent / f".{self.report.name}.staging-{os.getpid()}-{secrets.token_hex(4)}"
+        report = _hidden_beside(self.report, "staging")
         os.replace(folder / STAGED_REPORT, report)
         try:
             if (folder / HIDDEN_CONFIG).exists():
@@ -115,12 +115,17 @@ class ReleaseTarget:
     def _put_in_place(self, folder: Path) -> None:
         """One rename; with ``overwrite`` the old release goes as a whole."""
         if self.path.is_dir() and any(self.path.iterdir()):
-            old = self.path.parent / f".{self.path.name}.replaced-{os.getpid()}-{secrets.token_hex(4)}"
+            old = _hidden_beside(self.path, "replaced")
             os.replace(self.path, old)
             os.replace(folder, self.path)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(folder, self.path)
+
+
+def _hidden_beside(path: Path, kind: str) -> Path:
+    """A fresh hidden name beside ``path`` (``.NAME.KIND-PID-HEX``), which ``claim`` cleans when it is stale."""
+    return path.parent / f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 def claim(out_dir: str | Path, *, overwrite: bool) -> ReleaseTarget:
