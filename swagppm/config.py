@@ -12,7 +12,7 @@ import dataclasses
 import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +31,7 @@ AccumulationDtype = Literal["float32", "float64"]
 DeviationsDevice = Literal["auto", "same", "cpu"]
 
 TINY_MODEL = "tiny"
+SYNTHETIC = "synthetic"  # data.source of the built-in corpus
 # Bounds on the work one input may ask for: each draw is a pass over the data and each epoch one over the training
 # split, so a value past these runs for weeks (a typo such as 1e17), not a setting anyone means.
 MAX_DRAWS = 100_000
@@ -54,6 +55,17 @@ DEFAULT_LEARNING_RATES: dict[str, tuple[float, float]] = {
 }
 
 
+def setting(default: Any, *, public: bool, stage1: bool | Literal["cuda"]) -> Any:
+    """A configuration field with what it says about itself: ``public`` (whether a release card may publish it: a
+    path, a seed, the machine or the declared labels may not) and ``stage1`` (whether it changes stage 1: True,
+    False, or ``"cuda"``, only on CUDA). Every field declares both (a test fails otherwise)."""
+    return field(default=default, metadata=_metadata(public=public, stage1=stage1))
+
+
+def _metadata(*, public: bool, stage1: bool | Literal["cuda"]) -> dict[str, object]:
+    return {"public": public, "stage1": stage1}
+
+
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
     """Where the records come from and how they are prepared (the paper's options).
@@ -64,22 +76,41 @@ class DataConfig:
     name (OSHA's ``nature_title``): a released model then shows those names.
     ``public`` declares the records public (public-proxy tuning: a study on them costs
     the private data nothing, and the chosen configuration is fitted once on it).
+
+    ``labels`` is the *declared label set*: the classes the model outputs, in this
+    order, whatever the records hold (a class with few or no records stays an
+    output, and no class is dropped); a record whose label is not declared is an
+    error. ``labels_file`` names a file of them instead (one label value a line; a
+    tab then a readable title optional), read when the study file is. Only a study
+    with a declared set may release: a class list derived from the data tells
+    whether a record of a rare class was trained on. The synthetic corpus declares
+    its own classes. Without a set, classes under ``min_per_class`` are dropped.
     """
 
-    source: str = "synthetic"
-    text_column: str = "text"
-    label_column: str = "label"
-    title_column: str | None = None
-    split: str = "train"
-    max_per_class: int | None = None
-    min_per_class: int = 2
-    test_size: float = 0.5
-    max_length: int = 128
-    synthetic_size: int = 600
-    synthetic_classes: int = 8
-    public: bool = False
+    source: str = setting("synthetic", public=False, stage1=False)
+    text_column: str = setting("text", public=True, stage1=True)
+    label_column: str = setting("label", public=True, stage1=True)
+    title_column: str | None = setting(None, public=True, stage1=True)
+    split: str = setting("train", public=True, stage1=True)
+    max_per_class: int | None = setting(None, public=True, stage1=True)
+    min_per_class: int = setting(2, public=True, stage1=True)
+    test_size: float = setting(0.5, public=True, stage1=True)
+    max_length: int = setting(128, public=True, stage1=True)
+    synthetic_size: int = setting(600, public=True, stage1=True)
+    synthetic_classes: int = setting(8, public=True, stage1=True)
+    public: bool = setting(False, public=True, stage1=True)
+    labels: tuple[str, ...] | None = setting(None, public=False, stage1=True)
+    labels_file: str | None = setting(None, public=False, stage1=False)
+    label_titles: tuple[str, ...] | None = setting(None, public=False, stage1=False)
 
     def __post_init__(self) -> None:
+        if self.labels is not None:
+            object.__setattr__(self, "labels", tuple(self.labels))
+            check_label_set(self.labels, "data.labels")
+        if self.label_titles is not None:
+            object.__setattr__(self, "label_titles", tuple(self.label_titles))
+            check_value(self.labels is not None and len(self.label_titles) == len(self.labels), "data.label_titles",
+                        self.label_titles, "one title per declared label (data.labels)")
         check_value(0.0 < self.test_size < 1.0, "data.test_size", self.test_size, "a fraction in (0, 1)")
         check_value(self.min_per_class >= 2, "data.min_per_class", self.min_per_class,
                     "at least 2 (a stratified split needs 2)")
@@ -92,6 +123,17 @@ class DataConfig:
                     "between 2 and 12")
         check_value(self.synthetic_size >= 2 * self.synthetic_classes, "data.synthetic_size", self.synthetic_size,
                     f"at least twice data.synthetic_classes ({self.synthetic_classes}): every class appears twice")
+
+    @property
+    def declared_labels(self) -> tuple[str, ...] | None:
+        """The declared label set: ``labels``, or the synthetic corpus's own classes; None when undeclared."""
+        if self.labels is not None:
+            return self.labels
+        if self.source == SYNTHETIC:
+            from swagppm.data.synthetic import synthetic_labels  # no torch: the corpus's word lists
+
+            return synthetic_labels(self.synthetic_classes)
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,17 +153,17 @@ class ModelConfig:
     weights stay public and the release merges the drawn adapters into them.
     """
 
-    name_or_path: str = "distilroberta-base"
-    trainable: Trainable = "all"
-    n_layers: int = 1
-    lora_rank: int = 8
-    lora_alpha: float = 16.0
-    lora_targets: tuple[str, ...] | None = None
-    pooling: Pooling = "auto"
-    tiny_hidden_size: int = 64
-    tiny_layers: int = 2
-    tiny_heads: int = 2
-    tiny_vocab_size: int = 2000
+    name_or_path: str = setting("distilroberta-base", public=True, stage1=False)
+    trainable: Trainable = setting("all", public=True, stage1=True)
+    n_layers: int = setting(1, public=True, stage1=True)
+    lora_rank: int = setting(8, public=True, stage1=True)
+    lora_alpha: float = setting(16.0, public=True, stage1=True)
+    lora_targets: tuple[str, ...] | None = setting(None, public=True, stage1=True)
+    pooling: Pooling = setting("auto", public=True, stage1=True)
+    tiny_hidden_size: int = setting(64, public=True, stage1=True)
+    tiny_layers: int = setting(2, public=True, stage1=True)
+    tiny_heads: int = setting(2, public=True, stage1=True)
+    tiny_vocab_size: int = setting(2000, public=True, stage1=True)
 
     def __post_init__(self) -> None:
         check_choice("model.trainable", self.trainable, Trainable)
@@ -170,31 +212,31 @@ class SWAGPPMConfig:
     memory (``"same"``: always on the device, ``"cpu"``: always on the host).
     """
 
-    data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    seed: int = 0
-    stage1_epochs: int = 7
-    batch_size: int = 8
-    finetune_lr: float | None = None
-    finetune_weight_decay: float = 0.01
-    swag_epochs: int = 20
-    swag_lr: float | None = None
-    swag_momentum: float = 0.0
-    swag_rank: int = 20
-    swag_dtype: AccumulationDtype = "float32"
-    swag_deviations_device: DeviationsDevice = "auto"
-    swag_modules: tuple[str, ...] | None = None
-    draws_risk: int = 500
-    draws_privacy: int = 500
-    draws_utility: int = 30
-    stage2_init: Stage2Init = "base"
-    reweight_k: float | None = None
-    eval_batch_size: int = 1024
-    device: str = "auto"
-    amp: bool = True
-    cuda_graphs: bool = True
-    compile_eval: bool = False
-    cache_dir: str | None = None
+    data: DataConfig = field(default_factory=DataConfig, metadata=_metadata(public=True, stage1=True))
+    model: ModelConfig = field(default_factory=ModelConfig, metadata=_metadata(public=True, stage1=True))
+    seed: int = setting(0, public=False, stage1=True)
+    stage1_epochs: int = setting(7, public=True, stage1=True)
+    batch_size: int = setting(8, public=True, stage1=True)
+    finetune_lr: float | None = setting(None, public=True, stage1=True)
+    finetune_weight_decay: float = setting(0.01, public=True, stage1=True)
+    swag_epochs: int = setting(20, public=True, stage1=True)
+    swag_lr: float | None = setting(None, public=True, stage1=True)
+    swag_momentum: float = setting(0.0, public=True, stage1=True)
+    swag_rank: int = setting(20, public=True, stage1=True)
+    swag_dtype: AccumulationDtype = setting("float32", public=True, stage1=True)
+    swag_deviations_device: DeviationsDevice = setting("auto", public=False, stage1="cuda")
+    swag_modules: tuple[str, ...] | None = setting(None, public=True, stage1=True)
+    draws_risk: int = setting(500, public=True, stage1=True)
+    draws_privacy: int = setting(500, public=True, stage1=False)
+    draws_utility: int = setting(30, public=True, stage1=False)
+    stage2_init: Stage2Init = setting("base", public=True, stage1=False)
+    reweight_k: float | None = setting(None, public=True, stage1=False)
+    eval_batch_size: int = setting(1024, public=False, stage1="cuda")
+    device: str = setting("auto", public=False, stage1=False)
+    amp: bool = setting(True, public=False, stage1="cuda")
+    cuda_graphs: bool = setting(True, public=False, stage1="cuda")
+    compile_eval: bool = setting(False, public=False, stage1="cuda")
+    cache_dir: str | None = setting(None, public=False, stage1=False)
 
     def __post_init__(self) -> None:
         check_value(0 <= self.seed < 2**32, "swagppm.seed", self.seed, "an integer in [0, 2**32)")
@@ -262,10 +304,53 @@ class SWAGPPMConfig:
         source = data.get("source")
         if isinstance(source, str) and _looks_like_relative_file(source, path.parent):
             data["source"] = str((path.parent / source).resolve())
+        data |= _declared_from_file(data, path)
         swag = dict(document.get("swagppm", {}))
         if isinstance(swag.get("cache_dir"), str) and not Path(swag["cache_dir"]).expanduser().is_absolute():
             swag["cache_dir"] = str((path.parent / swag["cache_dir"]).resolve())
         return cls.from_dict({**swag, "data": data, "model": document.get("model", {})}, where=str(path))
+
+
+def _declared_from_file(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """``[data] labels_file`` read into ``labels`` (and ``label_titles``), its path resolved against the study file."""
+    name = data.get("labels_file")
+    if name is None:
+        return {}
+    where = f"{path} [data] labels_file"
+    if not isinstance(name, str):
+        raise ConfigError(f"{where} = {name!r} has the wrong type (expected a file name)")
+    if data.get("labels") is not None or data.get("label_titles") is not None:
+        raise ConfigError(f"{where}: give the declared labels once, in labels_file or in labels, not both")
+    file = (path.parent / name).expanduser().resolve()
+    labels, titles = read_label_file(file, where=where)
+    return {"labels_file": str(file), "labels": labels, "label_titles": titles}
+
+
+def read_label_file(file: Path, *, where: str) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    """The declared labels of a file: one label value a line, optionally a tab and its readable title."""
+    try:
+        lines = [line.rstrip("\r") for line in _utf8_text(file.read_bytes(), file).split("\n")]
+    except FileNotFoundError:
+        raise ConfigError(f"{where} {file}: file not found") from None
+    except OSError as error:
+        raise ConfigError(f"{where} {file}: cannot be read ({error.strerror or error})") from None
+    rows = [line.split("\t", 1) for line in lines if line.strip()]
+    labels = tuple(row[0].strip() for row in rows)
+    check_label_set(labels, f"{where} {file}")
+    if not any(len(row) == 2 for row in rows):
+        return labels, None
+    return labels, tuple(row[1].strip() if len(row) == 2 and row[1].strip() else row[0].strip() for row in rows)
+
+
+def check_label_set(labels: tuple[str, ...], where: str) -> None:
+    """A declared label set: at least two distinct, non-empty label values written as text."""
+    if not all(isinstance(label, str) and label.strip() for label in labels):
+        raise ConfigError(f"{where}: every declared label must be a non-empty text (write numbers as \"1\")")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ConfigError(f"{where}: the label {repeated[0]!r} is declared twice")
+    if len(labels) < 2:
+        raise ConfigError(f"{where}: declare at least 2 labels (a classifier needs 2 classes)")
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
@@ -296,6 +381,26 @@ def _utf8_text(raw: bytes, path: Path) -> str:
 def _looks_like_relative_file(source: str, folder: Path) -> bool:
     candidate = Path(source).expanduser()
     return not candidate.is_absolute() and (source.startswith(".") or (folder / candidate).exists())
+
+
+def public_settings(config: Any) -> dict[str, Any]:
+    """The fields of a configuration dataclass that a card may publish (``setting(public=True)``), tables nested."""
+    return _settings(config, lambda declared: bool(declared["public"]))
+
+
+def stage1_settings(config: Any, *, on_cpu: bool) -> dict[str, Any]:
+    """The fields that change stage 1 (on a CPU, not those that act only on CUDA), tables nested."""
+    return _settings(config, lambda declared: declared["stage1"] is True or declared["stage1"] == "cuda" and not on_cpu)
+
+
+def _settings(config: Any, keep: Callable[[Mapping[str, object]], bool]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for declared in dataclasses.fields(config):
+        if keep(declared.metadata):
+            value = getattr(config, declared.name)
+            values[declared.name] = _settings(value, keep) if dataclasses.is_dataclass(value) else (
+                list(value) if isinstance(value, tuple) else value)
+    return values
 
 
 def check_value(ok: bool, name: str, value: object, expected: str) -> None:

@@ -61,9 +61,10 @@ class Resources:
         prepared = prepare_data(config.data, seed=config.seed)
         self.cache = PrivateCache(config.cache_dir)
         self.fingerprint_key = fingerprint_key(self.cache.directory)
-        # the bare digest stays here: results, studies and exports carry the keyed one
+        # the bare digests stay here: results, studies and exports carry keyed ones
+        self._records_hash = prepared.records_hash
         self.data: PreparedData = dataclasses.replace(
-            prepared, data_hash=keyed_fingerprint(self.fingerprint_key, prepared.data_hash))
+            prepared, data_hash=keyed_fingerprint(self.fingerprint_key, prepared.data_hash), records_hash="")
         self.bundle: ModelBundle = build_model(config, self.data, self.device)
         tokenizer, max_length = self.bundle.tokenizer, config.data.max_length
         self.tokens = (
@@ -90,6 +91,11 @@ class Resources:
             self.__dict__.pop(name, None)
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
+
+    def records_fingerprint(self, key: bytes) -> str:
+        """An HMAC under ``key`` of the records read, whatever their order and preparation: names a data set
+        (the privacy ledger's) without telling anything of it to anyone without the key."""
+        return keyed_fingerprint(key, self._records_hash)
 
     def result_settings(self) -> dict[str, Any]:
         """What changes a computed result on this device besides the data and the weights (part of cache keys)."""

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from swagppm.cache import cache_key
+from swagppm.config import stage1_settings
 from swagppm.data.prepare import PreparedData
 from swagppm.errors import TrainingFailure
 from swagppm.provenance import stage1_fingerprint
@@ -25,11 +26,6 @@ from swagppm.train.engine import sweep_draws
 from swagppm.train.finetune import fine_tune_and_swag
 from swagppm.train.timing import StageTimer
 from swagppm.utility import f1_pair
-
-# Settings that never change stage 1 (they act on stage 2, or on where things are kept).
-_NOT_STAGE1 = ("draws_privacy", "draws_utility", "stage2_init", "reweight_k", "cache_dir", "device")
-# Settings that change results only on CUDA (bf16 kernels, batch shapes, graphed steps, where D lives).
-_CUDA_ONLY = ("amp", "cuda_graphs", "compile_eval", "eval_batch_size", "swag_deviations_device")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -94,11 +90,8 @@ class Preparation:
 
 def stage1_key(resources: Resources) -> str:
     """The cache key of ``resources``' stage 1: the data, the settings that change it, weights, versions, code."""
-    config, on_cpu = resources.config, resources.device.type == "cpu"
-    settings = {k: v for k, v in config.to_dict().items()
-                if k not in _NOT_STAGE1 and not (on_cpu and k in _CUDA_ONLY)}
-    settings["data"] = {k: v for k, v in settings["data"].items() if k != "source"}
-    settings["model"] = {k: v for k, v in settings["model"].items() if k != "name_or_path"}
+    config = resources.config
+    settings = stage1_settings(config, on_cpu=resources.device.type == "cpu")  # each field says (swagppm.config)
     return cache_key("stage1", resources.data.data_hash, resources.bundle.fingerprint, settings,
                      config.learning_rates, resources.result_settings())
 

@@ -10,8 +10,10 @@ from sklearn.metrics import classification_report, confusion_matrix, f1_score
 
 
 def f1_pair(y_true: np.ndarray, y_pred: np.ndarray, num_classes: int) -> tuple[float, float]:
-    """(macro F1, weighted F1) over all ``num_classes`` classes; absent predictions score 0."""
-    labels = list(range(num_classes))
+    """(macro F1, weighted F1) over the classes ``0..num_classes-1`` that occur in the test labels or the predictions
+    (a declared class absent from both has no F1; one predicted but absent, or present but never predicted, scores
+    0)."""
+    labels = [k for k in range(num_classes) if np.any(y_true == k) or np.any(y_pred == k)]
     macro = f1_score(y_true, y_pred, labels=labels, average="macro", zero_division=0)
     weighted = f1_score(y_true, y_pred, labels=labels, average="weighted", zero_division=0)
     return float(macro), float(weighted)

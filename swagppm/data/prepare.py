@@ -1,4 +1,12 @@
-"""Preparing read records for training: rare classes dropped, classes capped, a stratified split, a hash."""
+"""Preparing read records for training: the classes (declared, or those with enough records), a cap per class, a
+stratified split and a digest.
+
+With a declared label set (``DataConfig.declared_labels``) the classes are exactly the
+declared ones, in their order, whatever the records hold: no class is dropped, a class
+with one record is split at random, and a record whose label is not declared is refused.
+Without one, classes under ``min_per_class`` are dropped (a tuning-only study: the
+resulting class list depends on the data, so such a study cannot release).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +31,10 @@ class PreparedData:
     ``class_names[k]`` is the original label value of class ``k``; ``data_hash``
     identifies the exact prepared records (texts, labels and split).
     ``class_titles[k]`` is its human-readable name from ``data.title_column``
-    (e.g. OSHA's ``nature_title``), when one is given.
+    (e.g. OSHA's ``nature_title``) or ``data.label_titles``, when one is given.
+    ``declared``: the classes are a declared label set, not the ones found in the data.
+    ``records_hash`` identifies the records read, whatever their order and preparation
+    (the privacy ledger's data set).
     """
 
     train_texts: tuple[str, ...]
@@ -33,10 +44,21 @@ class PreparedData:
     class_names: tuple[str, ...]
     data_hash: str
     class_titles: tuple[str, ...] | None = None
+    declared: bool = False
+    declared_titles: tuple[str, ...] | None = None
+    records_hash: str = ""
 
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
+
+    @property
+    def public_names(self) -> tuple[str, ...] | None:
+        """The declared class names a release may publish (never titles read from the records, which exist only for
+        the classes present); None without a declared label set."""
+        if not self.declared:
+            return None
+        return self.declared_titles or self.class_names
 
     @property
     def label_names(self) -> tuple[str, ...]:
@@ -55,41 +77,81 @@ class PreparedData:
 
 
 def prepare_data(config: DataConfig, *, seed: int = 0) -> PreparedData:
-    """Load, cap each class at ``max_per_class``, drop rare classes, split stratified by ``test_size``."""
+    """Load, cap each class at ``max_per_class``, fix the classes, split stratified by ``test_size``."""
     records = read_records(config, seed=seed)
     texts, labels = records.texts, records.labels
-    keep = _kept(labels, config, seed=seed)
-    kept_classes = sorted({labels[i] for i in keep})
-    if len(kept_classes) < 2:
-        detail = ", ".join(str(count) for _, count in Counter(labels).most_common(5))  # counts only: names are labels
-        raise DataError(
-            f"{config.source}: column {config.label_column!r} has {len(kept_classes)} class(es) with at least "
-            f"{config.min_per_class} records (largest class sizes: {detail}); a classifier needs at least 2"
-        )
-    class_index = {name: k for k, name in enumerate(kept_classes)}
-    n_test = int(np.ceil(len(keep) * config.test_size))  # as train_test_split rounds it
-    if min(n_test, len(keep) - n_test) < len(kept_classes):
-        raise DataError(
-            f"{config.source}: {len(keep)} records cannot be split stratified into train and test with "
-            f"{len(kept_classes)} classes each; use more records or fewer classes"
-        )
-    train_idx, test_idx = train_test_split(
-        np.asarray(keep), test_size=config.test_size, stratify=[labels[i] for i in keep], random_state=seed
-    )
-    train_idx, test_idx = np.sort(train_idx), np.sort(test_idx)
+    declared = config.declared_labels
+    if declared is None:
+        keep = _kept(labels, config, seed=seed, minimum=config.min_per_class)
+        classes = sorted({labels[i] for i in keep})
+        _check_classes(classes, labels, config)
+    else:
+        _check_declared(labels, declared, config)
+        keep, classes = _kept(labels, config, seed=seed, minimum=1), list(declared)  # no class dropped
+    class_index = {name: k for k, name in enumerate(classes)}
+    train_idx, test_idx = _split(keep, labels, config, seed=seed)
     prepared: dict[str, Any] = {
         "train_texts": tuple(texts[i] for i in train_idx),
         "train_labels": np.asarray([class_index[labels[i]] for i in train_idx], dtype=np.int64),
         "test_texts": tuple(texts[i] for i in test_idx),
         "test_labels": np.asarray([class_index[labels[i]] for i in test_idx], dtype=np.int64),
-        "class_names": tuple(kept_classes),
+        "class_names": tuple(classes),
     }
-    return PreparedData(**prepared, data_hash=_hash_prepared(**prepared),
-                        class_titles=_display_names(kept_classes, records.titles))
+    titles = config.label_titles or _display_names(classes, records.titles)
+    return PreparedData(**prepared, data_hash=_hash_prepared(**prepared), class_titles=titles,
+                        declared=declared is not None, declared_titles=config.label_titles,
+                        records_hash=_hash_prepared(records=sorted(zip(texts, labels))))
 
 
-def _kept(labels: list[str], config: DataConfig, *, seed: int) -> list[int]:
-    """Indices of the records kept, in record order: classes under ``min_per_class`` dropped, the rest capped."""
+def _check_classes(classes: list[str], labels: list[str], config: DataConfig) -> None:
+    """An undeclared study needs two classes with at least ``min_per_class`` records."""
+    if len(classes) < 2:
+        detail = ", ".join(str(count) for _, count in Counter(labels).most_common(5))  # counts only: names are labels
+        raise DataError(
+            f"{config.source}: column {config.label_column!r} has {len(classes)} class(es) with at least "
+            f"{config.min_per_class} records (largest class sizes: {detail}); a classifier needs at least 2"
+        )
+
+
+def _check_declared(labels: list[str], declared: tuple[str, ...], config: DataConfig) -> None:
+    """Every record's label is one of the declared set; else one line with the count and the first row (never the
+    label itself: it is a record's value)."""
+    allowed = set(declared)
+    outside = [row for row, label in enumerate(labels, start=1) if label not in allowed]
+    if outside:
+        raise DataError(
+            f"{config.source}: column {config.label_column!r}: {len(outside)} record(s) (the first at row "
+            f"{outside[0]}) have a label outside the declared label set ({len(declared)} labels in "
+            "[data] labels or labels_file); declare it, or remove those records")
+
+
+def _split(keep: list[int], labels: list[str], config: DataConfig, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Train and test indices: stratified over the classes with at least 2 kept records, each record of a class with
+    one record to the test split with probability ``test_size`` (a declared class may have one)."""
+    sizes = Counter(labels[i] for i in keep)
+    paired = [i for i in keep if sizes[labels[i]] >= 2]
+    single = np.asarray([i for i in keep if sizes[labels[i]] < 2], dtype=np.int64)
+    n_classes = len({labels[i] for i in paired})
+    n_test = int(np.ceil(len(paired) * config.test_size))  # as train_test_split rounds it
+    if paired and min(n_test, len(paired) - n_test) < n_classes:
+        raise DataError(
+            f"{config.source}: {len(paired)} records cannot be split stratified into train and test with "
+            f"{n_classes} classes each; use more records or fewer classes"
+        )
+    train_idx, test_idx = (train_test_split(np.asarray(paired), test_size=config.test_size,
+                                            stratify=[labels[i] for i in paired], random_state=seed)
+                           if paired else (np.empty(0, np.int64), np.empty(0, np.int64)))
+    to_test = np.random.default_rng([seed, 1]).random(len(single)) < config.test_size
+    train_idx, test_idx = np.concatenate([train_idx, single[~to_test]]), np.concatenate([test_idx, single[to_test]])
+    if not len(train_idx) or not len(test_idx):
+        raise DataError(f"{config.source}: {len(keep)} records leave the train or the test split empty; use more "
+                        "records")
+    return np.sort(train_idx), np.sort(test_idx)
+
+
+def _kept(labels: list[str], config: DataConfig, *, seed: int, minimum: int) -> list[int]:
+    """Indices of the records kept, in record order: classes under ``minimum`` records dropped, the rest capped at
+    ``max_per_class``."""
     rng = np.random.default_rng(seed)
     by_class: dict[str, list[int]] = {}
     for index, label in enumerate(labels):
@@ -97,7 +159,7 @@ def _kept(labels: list[str], config: DataConfig, *, seed: int) -> list[int]:
     keep: list[int] = []
     for label in sorted(by_class):
         members = by_class[label]
-        if len(members) < config.min_per_class:
+        if len(members) < minimum:
             continue
         if config.max_per_class is not None and len(members) > config.max_per_class:
             members = sorted(rng.choice(members, size=config.max_per_class, replace=False).tolist())

@@ -60,3 +60,9 @@ def synthetic_corpus(size: int = 600, *, num_classes: int = 8, seed: int = 0) ->
 
 def _pick(rng: np.random.Generator, options: tuple[str, ...]) -> str:
     return options[int(rng.integers(len(options)))]
+
+
+def synthetic_labels(num_classes: int) -> tuple[str, ...]:
+    """The classes of ``synthetic_corpus(num_classes=...)``, sorted: its declared label set (fixed by the setting,
+    whatever records the seed draws)."""
+    return tuple(sorted(name for name, _verbs, _parts in _INJURIES[:num_classes]))

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from swagppm.config import SWAGPPMConfig
+from swagppm.config import SWAGPPMConfig, public_settings
 from swagppm.models.build import public_name
 from swagppm.provenance import versions
 from swagppm.releases.owner import label_names
@@ -32,9 +32,6 @@ from swagppm.statement import (
 )
 
 FORMAT = "swagppm-release-card/2"
-# settings that describe the machine or the private side, not the method: never on the card
-_PRIVATE_SETTINGS = ("cache_dir", "seed", "device", "amp", "cuda_graphs", "compile_eval", "eval_batch_size",
-                     "swag_deviations_device")
 # why the usage snippet passes trust_remote_code=True, in one line
 REMOTE_CODE = ("`trust_remote_code=True`: the classifier's head ships as code in this folder "
                "(`modeling_*.py`, read it first), which transformers runs only when asked to")
@@ -81,11 +78,9 @@ def release_card(config: SWAGPPMConfig, *, hyperparameters: Mapping[str, float],
 
 
 def public_config(config: SWAGPPMConfig) -> dict[str, Any]:
-    """The settings without what only the private side or the machine knows: paths, seeds, devices."""
-    values = config.to_dict()
-    for key in _PRIVATE_SETTINGS:
-        values.pop(key, None)
-    values["data"].pop("source")
+    """The settings each field declares publishable (``swagppm.config.setting``): never a path, a seed, the machine
+    or the declared labels; a local base model is named only as such."""
+    values = public_settings(config)
     values["model"]["name_or_path"] = _public_base(values["model"]["name_or_path"]) or "a local folder"
     return values
 

@@ -55,16 +55,17 @@ def _named(name: str, tmp_path: Path) -> Any:
     return public_config(small_config(tmp_path / "cache", model={"name_or_path": name}))["model"]["name_or_path"]
 
 
-def test_public_tuning_keeps_only_the_mode_the_total_its_delta_and_the_statement() -> None:
+def test_public_tuning_keeps_only_the_mode_the_total_its_delta_the_statement_and_what_it_leaves_out() -> None:
     assert public_tuning(COST) == {"mode": "accounted", "total_epsilon": 9.25, "delta": 1e-6,
-                                   "statement": "accounted: random search over a random, hidden number of trials"}
-    assert list(public_tuning(COST) or {}) == ["mode", "total_epsilon", "delta", "statement"]
+                                   "statement": "accounted: random search over a random, hidden number of trials",
+                                   "outside_the_total": None}
+    assert list(public_tuning(COST) or {}) == ["mode", "total_epsilon", "delta", "statement", "outside_the_total"]
 
 
 def test_public_tuning_of_no_cost_is_none_and_a_missing_key_is_published_as_none() -> None:
     assert public_tuning(None) is None
     assert public_tuning({"mode": "unaccounted", "trials_run": 3}) == {
-        "mode": "unaccounted", "total_epsilon": None, "delta": None, "statement": None}
+        "mode": "unaccounted", "total_epsilon": None, "delta": None, "statement": None, "outside_the_total": None}
 
 
 def test_public_config_drops_the_machine_the_seed_the_cache_and_the_data_source() -> None:
