@@ -4,24 +4,24 @@ A ``Session`` is the ``Resources`` of one configuration (data, tokenisation, the
 model, cached encoder features) for an explicit lifetime (``with Session(config)
 as session``); every ``session.fit`` reads stage 1 from the private disk cache or
 computes it once (``stage1.compute_or_load``), then runs ``stage2.fit``. The
-evaluation probes and the release act on its parts. ``run_fit``, ``prepare`` and
-``release`` do one thing in a session of their own.
+evaluation probes act on its parts, and so does a release (``swagppm.releases.stage``
+takes the session as the resources it reads). ``run_fit``, ``prepare`` and ``release``
+do one thing in a session of their own.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from swagppm.config import SWAGPPMConfig
 from swagppm.evaluate import probes
 from swagppm.evaluate.probes import RecordLosses
-from swagppm.releases.selection import Selection, check_public_set
-from swagppm.releases.staging import ReleaseTarget, claim
-from swagppm.releases.writer import AuditCheck, check_release_dir, write_release
+from swagppm.releases.selection import check_public_set
+from swagppm.releases.staging import claim
+from swagppm.releases.writer import ReleaseSpec, check_release, stage
 from swagppm.resources import Resources
 from swagppm.stage1 import Preparation, Stage1, compute_or_load, stage1_key
 from swagppm.stage2 import Fit, SWAGPPMResult, fit
@@ -120,24 +120,6 @@ class Session(Resources):
         with probes.secret_draw(_posterior(fit), self.bundle.model):
             return self.test_scores()
 
-    def release(self, fit: Fit, out_dir: str | Path | ReleaseTarget, *, epsilon_cap: float, force: bool = False,
-                overwrite: bool = False, public_labels: bool = False, public_eval: str | None = None,
-                trials_run: int | None = None, audit: AuditCheck | None = None,
-                tuning: Mapping[str, Any] | None = None, selection: Selection | None = None,
-                owner: Mapping[str, Any] | None = None) -> Path:
-        """Draw once from the fit's SWAG 2 with secret noise and save it as a Hugging Face model directory.
-
-        See ``write_release``: ``epsilon_cap`` is the ε* the card claims, declared
-        before the fit (a measured ε above it is refused); the noise comes from
-        fresh OS entropy and is never recorded; ``selection`` chooses the released
-        draw by its utility on a selection set. Check the folder before the fit
-        with ``swagppm.releases.writer.check_release_dir`` (or claim it with
-        ``swagppm.releases.staging.claim`` and pass the target).
-        """
-        return write_release(self, fit, out_dir, epsilon_cap=epsilon_cap, force=force, overwrite=overwrite,
-                             public_labels=public_labels, public_eval=public_eval, trials_run=trials_run,
-                             audit=audit, tuning=tuning, selection=selection, owner=owner)
-
     # --- pieces ------------------------------------------------------------------------------------
 
     def _new_timer(self) -> StageTimer:
@@ -199,23 +181,26 @@ def release(
     epsilon_cap: float,
     g: float = 0.0,
     seed: int | None = None,
-    trials_run: int | None = None,
     force: bool = False,
     overwrite: bool = False,
     public_labels: bool = False,
     public_eval: str | None = None,
     progress: bool | None = None,
 ) -> Path:
-    """Fit (c, g, ft_epochs) and release one draw of it to ``out_dir`` (see ``write_release``).
+    """Fit (c, g, ft_epochs) and release one draw of it to ``out_dir``, with no audit (see ``swagppm.releases``).
 
-    ``epsilon_cap`` is the claim ε* declared before the fit. The output folder, a
-    data-derived tokenizer and ``public_eval`` are checked, and the folder claimed
-    (locked), before the fit, so a refused release costs nothing.
+    ``epsilon_cap`` is the claim ε* declared before the fit. The output folder, the
+    declared label set, a data-derived tokenizer and ``public_eval`` are checked, and
+    the folder claimed (locked), before the fit, so a refused release costs nothing.
+    The release is committed with ``audit=None``: its card says that no audit was run
+    (``swagppm-tune release`` audits before it commits).
     """
-    check_release_dir(out_dir, overwrite=overwrite, data_derived=config.model.is_tiny, force=force)
+    spec = ReleaseSpec(epsilon_cap=epsilon_cap, public_labels=public_labels, public_eval=public_eval, force=force,
+                       overwrite=overwrite)
+    check_release(out_dir, spec, config)
     with claim(out_dir, overwrite=overwrite) as target, Session(config) as session:
         if public_eval is not None:
             check_public_set(session, public_eval)
         fit = session.fit(c=c, ft_epochs=ft_epochs, g=g, seed=seed, progress=progress)
-        return session.release(fit, target, epsilon_cap=epsilon_cap, force=force, overwrite=overwrite,
-                               public_labels=public_labels, public_eval=public_eval, trials_run=trials_run)
+        with stage(session, fit, target, spec) as staged:
+            return staged.commit(audit=None)

@@ -24,7 +24,9 @@ MECHANISM = ("SWAG-PPM: records with a risky loss were down-weighted (w = clip(c
 
 RELEASE_NOISE_PENDING = "drawn at release time from fresh operating-system entropy and never recorded"
 
-PUBLIC_TUNING_KEYS = ("mode", "total_epsilon", "delta", "statement")  # the rest of a tuning cost is private
+# what a card may carry of a tuning cost (the rest is private); "outside_the_total" lists the data-dependent steps
+# that no total covers, in plain words
+PUBLIC_TUNING_KEYS = ("mode", "total_epsilon", "delta", "statement", "outside_the_total")
 PUBLIC_HYPERPARAMETERS = ("c", "g", "ft_epochs")  # chosen before the fit; a trial's seed is private
 # what a card may say of a private selection of the released draw (its candidates and private score are not)
 PUBLIC_SELECTION_KEYS = ("procedure", "metric", "threshold", "stop_probability", "selection_set",
@@ -72,6 +74,9 @@ def _tuning(tuning: Mapping[str, Any] | None) -> str:
     total, delta = tuning.get("total_epsilon"), tuning.get("delta")
     if total is not None and str(total) not in text:
         text += f" (accounted total epsilon {_number(total)} at delta {_number(delta)})"
+    outside = tuning.get("outside_the_total")
+    if outside:
+        text += "; outside that total, read from the private data without noise: " + "; ".join(outside)
     return text
 
 
@@ -114,6 +119,8 @@ def _selection(selection: Mapping[str, Any] | None) -> str:
     cost = selection.get("cost")
     if not selection["accounted"] or not cost:
         return f"{rule}; unaccounted: {selection.get('unaccounted_because') or 'no cost was computed'}"
+    if cost.get("composed_into_total"):
+        return f"{rule}; its cost is composed into the one total stated under Tuning ({cost['accountant']})"
     return (f"{rule}; selecting and releasing it cost epsilon {cost['epsilon']:.4g} at delta {cost['delta']:.3g} in "
             f"total ({cost['accountant']}), conditional on each draw's local epsilon")
 

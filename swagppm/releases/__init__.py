@@ -1,7 +1,15 @@
-"""Releasing one fit: the secret draw and its files (``writer``), the public card (``card``), the owner-only report
-(``owner``), the all-or-nothing folder (``staging``) and private selection (``selection``).
+"""Releasing one fit: staging the secret draw and its files and committing them (``writer``), the public card
+(``card``), the owner-only report (``owner``), the all-or-nothing folder (``staging``) and private selection
+(``selection``).
 
-``check_release_dir`` (check a release folder before a fit) loads on first use: ``staging`` needs no torch.
+A release is staged, then committed by its caller::
+
+    spec = ReleaseSpec(epsilon_cap=1.0)
+    check_release("released/", spec, config)            # before the fit: the folder, the label set, the tokenizer
+    with stage(session, fit, "released/", spec) as staged:
+        staged.commit(audit=None)                        # in the open: no audit was run (the card says so)
+
+The names load on first use (``writer`` needs torch).
 """
 
 from __future__ import annotations
@@ -9,10 +17,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["check_release_dir"]
+__all__ = ["AuditRefuted", "ReleaseSpec", "StagedRelease", "check_release", "stage"]
 
 
 def __getattr__(name: str) -> Any:
-    if name != "check_release_dir":
+    if name not in __all__:
         raise AttributeError(f"module 'swagppm.releases' has no attribute {name!r}")
-    return importlib.import_module("swagppm.releases.writer").check_release_dir
+    return getattr(importlib.import_module("swagppm.releases.writer"), name)

@@ -23,9 +23,8 @@ def label_names(names: tuple[str, ...], *, public: bool) -> tuple[str, ...]:
 
 
 def owner_report(result: SWAGPPMResult, *, stage1_seed: int, epsilon_cap: float, names: tuple[str, ...],
-                 published_names: tuple[str, ...], evaluation: dict[str, Any], trials_run: int | None,
-                 tuning: Mapping[str, Any] | None, selection: Mapping[str, Any] | None,
-                 extra: Mapping[str, Any] | None) -> dict[str, Any]:
+                 published_names: tuple[str, ...], evaluation: dict[str, Any], tuning: Mapping[str, Any] | None,
+                 selection: Mapping[str, Any] | None, extra: Mapping[str, Any] | None) -> dict[str, Any]:
     """The owner's report of one release (``evaluation``: the released draw's class report on the test split)."""
     series = result.max_delta
     return {
@@ -44,7 +43,7 @@ def owner_report(result: SWAGPPMResult, *, stage1_seed: int, epsilon_cap: float,
                  "stage1_fingerprint": result.stage1_fingerprint, "num_train": result.num_train,
                  "num_test": result.num_test, "num_classes": result.num_classes},
         "labels": dict(zip(published_names, names, strict=True)),
-        "trials_run": trials_run,
+        "trials_run": (tuning or {}).get("trials_run"),
         "tuning": dict(tuning) if tuning is not None else None,
         "selection": dict(selection) if selection is not None else None,
         **dict(extra or {}),

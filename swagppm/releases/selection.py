@@ -123,7 +123,8 @@ def _scores(resources: Resources, chosen: _SelectionSet) -> dict[str, float]:
 
 def _public_description(selection: Selection, chosen: _SelectionSet, score: float) -> dict[str, Any]:
     """What the card says of the selection: the rule, the selection set, and its score and cost when public."""
-    cost = {key: selection.cost[key] for key in ("epsilon", "delta", "accountant") if key in selection.cost}
+    cost = {key: selection.cost[key] for key in ("epsilon", "delta", "accountant", "composed_into_total")
+            if key in selection.cost}
     return {
         "procedure": "threshold selection with random (geometric) stopping (Liu & Talwar 2019)",
         "metric": selection.metric, "threshold": selection.threshold,

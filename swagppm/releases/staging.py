@@ -70,8 +70,10 @@ class ReleaseTarget:
         return owner_report_path(self.path)
 
     def close(self) -> None:
-        """Let the lock go (the lock file stays: removing it would race with a process opening it)."""
+        """Remove the lock file and let the lock go: nothing of a release attempt stays beside the target (a process
+        that opened the file meanwhile finds it unlinked once it holds the lock, and opens it again: ``claim``)."""
         if self.lock_fd is not None:
+            Path(_lock_path(self.path)).unlink(missing_ok=True)
             os.close(self.lock_fd)
             self.lock_fd = None
 
@@ -83,20 +85,24 @@ class ReleaseTarget:
 
     @contextlib.contextmanager
     def staging(self) -> Iterator[Path]:
-        """A fresh staging folder beside the target; on a clean exit it replaces the target, else it is removed."""
+        """A fresh staging folder beside the target, removed at the end of the block unless ``commit`` moved it."""
         folder = _hidden_beside(self.path, "staging")
         folder.mkdir(mode=FOLDER_MODE)
         try:
             yield folder
-            self._commit(folder)
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)  # after a commit the name is gone: nothing to remove
 
-    def _commit(self, folder: Path) -> None:
-        """Permissions, the owner report out to a hidden name beside the folder, ``config.json`` back, the folder's
-        rename, then the report's: a folder that cannot be put in place leaves no report of a release that never
-        happened (and, with ``overwrite``, the live release's report untouched)."""
+    def commit(self, folder: Path, document: dict[str, object]) -> Path:
+        """Put the staged ``folder`` in place with its owner-only report ``document`` beside it; its path.
+
+        The report is written (0600), the files' permissions set, the report moved to
+        a hidden name beside the folder, ``config.json`` back, the folder renamed into
+        place, then the report: a folder that cannot be put in place leaves no report
+        of a release that never happened (and, with ``overwrite``, the live release's
+        report untouched).
+        """
+        write_owner_report(folder, document)
         check_target(self.path, overwrite=self.overwrite)  # still true: nothing else writes under our lock
         for path in folder.iterdir():
             path.chmod(OWNER_MODE if path.name == STAGED_REPORT else FILE_MODE)
@@ -111,6 +117,7 @@ class ReleaseTarget:
             report.unlink(missing_ok=True)
             raise
         os.replace(report, self.report)
+        return self.path
 
     def _put_in_place(self, folder: Path) -> None:
         """One rename; with ``overwrite`` the old release goes as a whole."""
@@ -132,18 +139,7 @@ def claim(out_dir: str | Path, *, overwrite: bool) -> ReleaseTarget:
     """Check the target, take its lock (a second release into it fails here) and remove stale staging folders."""
     out = Path(out_dir)
     check_target(out, overwrite=overwrite)
-    lock = out.parent / f".{out.name}.lock"
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR, FILE_MODE)
-    except OSError as error:
-        raise ConfigError(f"{out}: cannot write beside the release folder ({error.strerror or error})") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise ConfigError(f"{out}: another release into this folder is running (it holds {lock.name}); wait for it "
-                          "or name another folder") from None
+    fd = _locked(out)
     for stale in out.parent.glob(f".{glob.escape(out.name)}.staging-*"):
         shutil.rmtree(stale, ignore_errors=True)
     for stale in out.parent.glob(f".{glob.escape(out.name)}.replaced-*"):
@@ -151,6 +147,33 @@ def claim(out_dir: str | Path, *, overwrite: bool) -> ReleaseTarget:
     for stale in out.parent.glob(f".{glob.escape(owner_report_path(out).name)}.staging-*"):
         stale.unlink(missing_ok=True)
     return ReleaseTarget(path=out, overwrite=overwrite, lock_fd=fd)
+
+
+def _lock_path(out: Path) -> Path:
+    return out.parent / f".{out.name}.lock"
+
+
+def _locked(out: Path) -> int:
+    """The target's lock file, open and exclusively locked; a file its holder unlinked on release is opened again."""
+    lock = _lock_path(out)
+    while True:
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_CREAT | os.O_RDWR, OWNER_MODE)
+        except OSError as error:
+            raise ConfigError(f"{out}: cannot write beside the release folder ({error.strerror or error})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ConfigError(f"{out}: another release into this folder is running (it holds {lock.name}); wait "
+                              "for it or name another folder") from None
+        try:
+            if os.fstat(fd).st_ino == os.stat(lock).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # unlinked by the holder we waited for: lock the file that is there now
 
 
 def hide_config(folder: Path) -> None:

@@ -1,14 +1,16 @@
-"""Release: one SWAG-2 draw with secret noise, saved as a normal Hugging Face model directory plus a card.
+"""Release: one SWAG-2 draw with secret noise, staged as a normal Hugging Face model directory, then committed.
 
-The draw's noise (z₁, z₂) comes from fresh operating-system entropy
-(``rng.secret_normal``) and is never recorded: whoever could regenerate it could
-subtract it and recover parameters that are a deterministic function of the
-private data. Before anything is written, every parameter the posterior does not
-cover is checked to be bit-identical to its public pretrained value. A release is
-all or nothing (``staging``): the folder appears, under a lock, only once the
-model, the public card (``card``), the README and the owner-only report (``owner``)
-are all written, and only when the measured ε is within the declared cap ε* and the
-caller's audit (if any) does not refute ε ≤ ε*.
+A release is staged below and decided above (Optuna's ask and tell, applied to a
+release): ``stage`` checks the claim (the measured ε within the cap ε*), draws once
+with noise from fresh operating-system entropy (``rng.secret_normal``, never
+recorded: whoever could regenerate it could subtract it), checks that every
+parameter the posterior does not cover is bit-identical to its public pretrained
+value, and writes the model and tokenizer into a hidden staging folder. The
+``StagedRelease`` it yields exposes the released draw's per-record losses for an
+audit (``losses``); the caller then either commits it, saying in the open
+whether and how it was audited (the card states it), or leaves the block, which
+discards it. The folder appears only at the commit, all or nothing (``staging``),
+with its public card (``card``), README and the owner-only report (``owner``).
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ import copy
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from safetensors import SafetensorError
 
+from swagppm.config import SWAGPPMConfig
 from swagppm.errors import ConfigError, ReleaseRefused
 from swagppm.evaluate.probes import RecordLosses, record_losses
 from swagppm.models.pooled import PooledClassifier, PooledClassifierConfig
@@ -31,36 +35,74 @@ from swagppm.provenance import tensor_digest
 from swagppm.releases.card import model_card, release_card
 from swagppm.releases.owner import label_names, owner_report
 from swagppm.releases.selection import Selection, choose_draw, public_scores
-from swagppm.releases.staging import ReleaseTarget, check_target, claim, hide_config, write_owner_report
+from swagppm.releases.staging import ReleaseTarget, check_target, claim, hide_config
 from swagppm.resources import Resources
 from swagppm.stage2 import Fit, SWAGPPMResult
 from swagppm.train.engine import Net
 from swagppm.utility import class_report
 
-AuditCheck = Callable[[RecordLosses], Mapping[str, Any]]
-"""Sees the released draw's per-record losses before the folder is moved into place; returns the owner report's
-audit section (aggregates; ``"forced": True`` when it refuted the claim and the owner released anyway), or raises
-``AuditRefuted`` to refuse the release."""
+AuditOutcome = Literal["passed", "forced"]
+"""What the caller's audit of a staged release found: ``"passed"`` (it did not refute the claim) or ``"forced"`` (it
+refuted the claim and the owner released anyway); ``None`` at the commit says that no audit was run."""
 
-NO_AUDIT = "none was run before this release"
-AUDIT_PASSED = ("a membership-inference audit of the released draw (training records against held-out records) was "
-                "run before release and did not refute the claim")
-AUDIT_FORCED = ("a membership-inference audit of the released draw refuted the claim, and the data owner released "
-                "it anyway (forced)")
+AUDIT_SENTENCES: dict[AuditOutcome | None, str] = {
+    None: "none was run before this release",
+    "passed": "a membership-inference audit of the released draw (training records against held-out records) was "
+              "run before release and did not refute the claim",
+    "forced": "a membership-inference audit of the released draw refuted the claim, and the data owner released it "
+              "anyway (forced)",
+}
+UNDECLARED = ("the study has no declared label set, and a class list derived from the data tells whether a record "
+              "of a rare class was trained on (a class is kept or dropped by its count); declare the classes the "
+              "model outputs in the study file ([data] labels = [\"a\", \"b\", ...] or labels_file = \"FILE\", "
+              "one label a line) and run the study again")
 
 
 class AuditRefuted(ReleaseRefused):
-    """The empirical audit refutes the claim ε ≤ ε*: nothing was released."""
+    """The empirical audit refutes the claim ε ≤ ε*: nothing was released. ``epsilon_lower_bound`` is the
+    audit's bound (an aggregate, for the owner)."""
+
+    def __init__(self, message: str, *, epsilon_lower_bound: float | None = None) -> None:
+        super().__init__(message)
+        self.epsilon_lower_bound = epsilon_lower_bound
 
 
-def check_release_dir(out_dir: str | Path, *, overwrite: bool, data_derived: bool, force: bool) -> Path:
-    """Refuse what would leak or destroy, before any work: a data-derived tokenizer, a target that is a file or a
-    folder that is not empty, an owner report the tool did not write, no write access beside the target.
+@dataclass(frozen=True, kw_only=True)
+class ReleaseSpec:
+    """What one release claims and may publish, everything it reads besides the fit and the resources.
 
-    Call it before ``Session.fit`` (nothing is created but the target's parent
-    folder); ``write_release`` and ``swagppm.release`` check again under the lock.
+    ``epsilon_cap`` is ε*, the cap the card claims, fixed before any fit (a measured
+    ε above it is refused). Class names are ``LABEL_k`` unless ``public_labels``
+    (then the declared names); ``public_eval`` (records the owner declares public)
+    adds the released draw's F1 on them to the card; ``tuning`` is what choosing the
+    configuration cost (its public keys go to the card, all of it to the owner
+    report); ``selection`` chooses the released draw by its utility; ``force``
+    releases a data-derived tokenizer (demos only); ``overwrite`` replaces a folder
+    that is not empty, as a whole.
     """
-    if data_derived and not force:
+
+    epsilon_cap: float
+    public_labels: bool = False
+    public_eval: str | None = None
+    tuning: Mapping[str, Any] | None = None
+    selection: Selection | None = None
+    force: bool = False
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.epsilon_cap, (int, float)) and self.epsilon_cap > 0):
+            raise ConfigError(f"epsilon_cap = {self.epsilon_cap!r}: the declared cap must be a positive number")
+
+
+def check_release(out_dir: str | Path, spec: ReleaseSpec, config: SWAGPPMConfig) -> Path:
+    """Refuse what would leak or destroy, before any work: no declared label set, a data-derived tokenizer, a target
+    that is a file or a folder that is not empty, an owner report the tool did not write, no write access beside it.
+
+    Call it before ``Session.fit`` (nothing is created but the target's parent folder); ``stage`` checks again.
+    """
+    if config.data.declared_labels is None:
+        raise ReleaseRefused(f"nothing released: {UNDECLARED}")
+    if config.model.is_tiny and not spec.force:
         raise ReleaseRefused(
             "model.name_or_path = 'tiny' builds its tokenizer from the training texts: its vocabulary lists words "
             "(names, places, rare terms) that occur in the private records, so releasing it leaks them whatever "
@@ -68,7 +110,7 @@ def check_release_dir(out_dir: str | Path, *, overwrite: bool, data_derived: boo
             "for demos."
         )
     out = Path(out_dir)
-    check_target(out, overwrite=overwrite)
+    check_target(out, overwrite=spec.overwrite)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         probe = out.parent / f".{out.name}.write-check"
@@ -81,14 +123,86 @@ def check_release_dir(out_dir: str | Path, *, overwrite: bool, data_derived: boo
 
 def check_claim(result: SWAGPPMResult, epsilon_cap: float) -> None:
     """Refuse a fit whose measured ε is not within the declared cap ε* (the claim the card makes)."""
-    if not epsilon_cap > 0:
-        raise ConfigError(f"epsilon_cap = {epsilon_cap!r}: the declared cap must be a positive number")
     if result.failure:
         raise ReleaseRefused(f"the fit failed, nothing to release: {result.failure}")
     if result.epsilon_is_lower_bound or not result.epsilon <= epsilon_cap:
         raise ReleaseRefused(f"the fit's measured epsilon is above the declared cap {epsilon_cap:g}: the card's claim "
                              "epsilon <= cap would be false, so nothing was released (the measured value is in no "
                              "output; choose another configuration)")
+
+
+@dataclass(kw_only=True)
+class StagedRelease:
+    """A release written into its hidden staging folder, not yet in place; the released draw is in the model.
+
+    ``losses()`` gives the draw's per-record losses (private, for an audit in this
+    process); ``commit`` writes the card, the README and the owner report and puts
+    the folder in place; leaving ``stage``'s block without a commit discards it.
+    """
+
+    resources: Resources
+    fit: Fit
+    spec: ReleaseSpec
+    target: ReleaseTarget
+    folder: Path
+    drawn: tuple[str, ...]
+    evaluation: dict[str, Any]
+    selection: dict[str, Any] | None = None
+    selection_private: dict[str, Any] | None = None
+    committed: Path | None = field(default=None, init=False)
+
+    def losses(self) -> RecordLosses:
+        """Every training and test record's NLL under the released draw, at float32 (PRIVATE: in memory only)."""
+        resources = self.resources
+        return record_losses(resources.bundle, resources.train, resources.test, resources.data,
+                             batch_size=resources.config.eval_batch_size, label="audit of the released draw")
+
+    def commit(self, *, audit: AuditOutcome | None, owner: Mapping[str, Any] | None = None) -> Path:
+        """Write the public card (its audit sentence from ``audit``: None says no audit was run), the README and the
+        owner-only report (``owner`` adds sections), then put the folder in place; returns its path."""
+        resources, result, spec = self.resources, self.fit.result, self.spec
+        scored = public_scores(resources, spec.public_eval) if spec.public_eval is not None else None
+        card = release_card(resources.config, hyperparameters={"c": result.c, "g": result.g,
+                                                               "ft_epochs": result.ft_epochs},
+                            drawn=self.drawn, data_derived=resources.bundle.data_derived,
+                            epsilon_cap=spec.epsilon_cap, tuning=spec.tuning, selection=self.selection,
+                            public_evaluation=scored, audit=AUDIT_SENTENCES[audit])
+        published = published_names(resources, public=spec.public_labels)
+        (self.folder / "release_card.json").write_text(json.dumps(card, indent=2, allow_nan=True))
+        (self.folder / "README.md").write_text(model_card(card, labels=published, labels_public=spec.public_labels))
+        report = owner_report(result, stage1_seed=resources.config.seed, epsilon_cap=spec.epsilon_cap,
+                              names=resources.data.label_names, published_names=published,
+                              evaluation=self.evaluation, tuning=spec.tuning, selection=self.selection_private,
+                              extra={"audited": audit is not None, **dict(owner or {})})
+        self.committed = self.target.commit(self.folder, report)
+        return self.committed
+
+
+@contextlib.contextmanager
+def stage(resources: Resources, fit: Fit, out_dir: str | Path | ReleaseTarget,
+          spec: ReleaseSpec) -> Iterator[StagedRelease]:
+    """Check the claim, draw once with secret noise (or select a draw), and write the model into a staging folder.
+
+    ``out_dir`` is a folder (claimed here) or a ``ReleaseTarget`` the caller claimed
+    before its fit. The staged release is discarded unless committed inside the
+    block; the model holds the SWAG mean again afterwards either way.
+    """
+    check_release(_path(out_dir), spec, resources.config)
+    if not resources.data.declared:
+        raise ReleaseRefused(f"nothing released: {UNDECLARED}")
+    check_claim(fit.result, spec.epsilon_cap)
+    try:
+        with _claimed(out_dir, overwrite=spec.overwrite) as target, target.staging() as folder:
+            yield _staged(resources, fit, spec, target, folder)
+    finally:
+        if fit.posterior is not None:
+            fit.posterior.restore_mean(resources.bundle.model)
+
+
+def published_names(resources: Resources, *, public: bool) -> tuple[str, ...]:
+    """What the released model calls its classes: the declared names when published, else ``LABEL_k``."""
+    data = resources.data
+    return label_names(data.public_names or data.class_names, public=public)
 
 
 @contextlib.contextmanager
@@ -101,79 +215,24 @@ def _claimed(out_dir: str | Path | ReleaseTarget, *, overwrite: bool) -> Iterato
         yield target
 
 
-def write_release(resources: Resources, fit: Fit, out_dir: str | Path | ReleaseTarget, *, epsilon_cap: float,
-                  force: bool = False, overwrite: bool = False, public_labels: bool = False,
-                  public_eval: str | None = None, trials_run: int | None = None,
-                  tuning: Mapping[str, Any] | None = None, selection: Selection | None = None,
-                  audit: AuditCheck | None = None, owner: Mapping[str, Any] | None = None) -> Path:
-    """Draw once from ``fit``'s SWAG 2 with secret noise, check the undrawn parameters, and save model and card.
-
-    ``out_dir`` is a folder (claimed here) or a ``ReleaseTarget`` the caller
-    claimed before its fit. The folder holds the weights, config and tokenizer
-    (loadable with ``AutoModelForSequenceClassification.from_pretrained(out_dir,
-    trust_remote_code=True)``), ``release_card.json`` and ``README.md``: only
-    what may be published. Class names are ``LABEL_k`` unless ``public_labels``;
-    ``public_eval`` (a file of records the owner declares public) adds the
-    released draw's F1 on it. Everything else goes to the owner-only report beside
-    the folder; ``owner`` adds sections to it. ``audit`` may refuse the release
-    (``AuditRefuted``). The model holds the SWAG mean again afterwards.
-    """
-    check_release_dir(_path(out_dir), overwrite=overwrite, data_derived=resources.bundle.data_derived, force=force)
-    check_claim(fit.result, epsilon_cap)
-    try:
-        with _claimed(out_dir, overwrite=overwrite) as target, target.staging() as folder:
-            _write_folder(resources, fit, folder, epsilon_cap=epsilon_cap, public_labels=public_labels,
-                          public_eval=public_eval, trials_run=trials_run, tuning=tuning, selection=selection,
-                          audit=audit, owner=owner)
-            return target.path
-    finally:
-        if fit.posterior is not None:
-            fit.posterior.restore_mean(resources.bundle.model)
-
-
-def _write_folder(resources: Resources, fit: Fit, folder: Path, *, epsilon_cap: float, public_labels: bool,
-                  public_eval: str | None, trials_run: int | None, tuning: Mapping[str, Any] | None,
-                  selection: Selection | None, audit: AuditCheck | None, owner: Mapping[str, Any] | None) -> None:
-    """Everything of one release into the staging ``folder``: model, card, README, owner report."""
-    drawn, private = _write_draw(resources, fit, folder, public_labels=public_labels, selection=selection)
-    scored = public_scores(resources, public_eval) if public_eval is not None else None
-    audited = None if audit is None else audit(record_losses(
-        resources.bundle, resources.train, resources.test, resources.data,
-        batch_size=resources.config.eval_batch_size, label="audit of the released draw"))
-    verdict = NO_AUDIT if audited is None else AUDIT_FORCED if audited.get("forced") else AUDIT_PASSED
-    result = fit.result
-    card = release_card(resources.config, hyperparameters={"c": result.c, "g": result.g, "ft_epochs": result.ft_epochs},
-                        drawn=drawn, data_derived=resources.bundle.data_derived, epsilon_cap=epsilon_cap,
-                        tuning=tuning, selection=private["selection"], public_evaluation=scored, audit=verdict)
-    names = resources.data.label_names
-    published = label_names(names, public=public_labels)
-    (folder / "release_card.json").write_text(json.dumps(card, indent=2, allow_nan=True))
-    (folder / "README.md").write_text(model_card(card, labels=published, labels_public=public_labels))
-    extra = {**({"audit": dict(audited)} if audited else {}), **dict(owner or {})}
-    write_owner_report(folder, owner_report(
-        result, stage1_seed=resources.config.seed, epsilon_cap=epsilon_cap, names=names, published_names=published,
-        evaluation=private["evaluation"], trials_run=trials_run, tuning=tuning,
-        selection=private["selection_private"], extra=extra))
-
-
 def _path(out_dir: str | Path | ReleaseTarget) -> Path:
     return out_dir.path if isinstance(out_dir, ReleaseTarget) else Path(out_dir)
 
 
-def _write_draw(resources: Resources, fit: Fit, folder: Path, *, public_labels: bool,
-                selection: Selection | None) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """Draw (or select) the released parameters, evaluate them on the test split and save the model into
-    ``folder``; the model keeps the draw (for the audit and the public scores) until ``write_release`` ends."""
+def _staged(resources: Resources, fit: Fit, spec: ReleaseSpec, target: ReleaseTarget,
+            folder: Path) -> StagedRelease:
+    """Draw (or select) the released parameters, evaluate them on the test split and save the model and tokenizer
+    into ``folder``; the model keeps the draw (for the audit and the public scores) until ``stage`` ends."""
     config, bundle, data = resources.config, resources.bundle, resources.data
     posterior = fit.posterior
     if posterior is None:
         raise ReleaseRefused(f"the fit failed, nothing to release: {fit.result.failure}")
     model = bundle.model
     public, chosen = None, None
-    if selection is None:
+    if spec.selection is None:
         posterior.load_into(model, posterior.sample_secret())
     else:
-        public, chosen = choose_draw(resources, posterior, selection)
+        public, chosen = choose_draw(resources, posterior, spec.selection)
     _check_undrawn_are_public(model, set(posterior.parameter_names), bundle.public_digests)
     preds = Net(model, None, device=resources.device, amp=False).predict(  # on tokens: what users will run
         resources.tokens[1], config.eval_batch_size).cpu().numpy()
@@ -181,13 +240,14 @@ def _write_draw(resources: Resources, fit: Fit, folder: Path, *, public_labels: 
         PooledClassifierConfig.register_for_auto_class()
         PooledClassifier.register_for_auto_class("AutoModelForSequenceClassification")
     releasable = _releasable(model)
-    with _labelled(releasable.config, label_names(data.label_names, public=public_labels)), _as_os_error():
+    with _labelled(releasable.config, published_names(resources, public=spec.public_labels)), _as_os_error():
         releasable.save_pretrained(folder)
     hide_config(folder)
     _save_tokenizer(bundle.tokenizer, folder, max_length=config.data.max_length)
     evaluation = class_report(data.test_labels, preds, class_names=data.label_names, train_counts=data.train_counts)
-    return tuple(posterior.parameter_names), {"evaluation": evaluation, "selection": public,
-                                              "selection_private": chosen}
+    return StagedRelease(resources=resources, fit=fit, spec=spec, target=target, folder=folder,
+                         drawn=tuple(posterior.parameter_names), evaluation=evaluation, selection=public,
+                         selection_private=chosen)
 
 
 @contextlib.contextmanager

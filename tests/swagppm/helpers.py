@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,3 +36,11 @@ def error_naming(error: type[Exception], path: Path, action: Callable[[], object
     message = str(info.value)
     assert str(path) in message
     return message
+
+
+def release_now(session: swagppm.Session, fit: swagppm.Fit, out: Path, **spec: Any) -> Path:
+    """Stage one release of ``fit`` and commit it with no audit, as ``swagppm.release`` does (the card says so)."""
+    from swagppm.releases.writer import ReleaseSpec, stage
+
+    with stage(session, fit, out, ReleaseSpec(**spec)) as staged:
+        return staged.commit(audit=None)

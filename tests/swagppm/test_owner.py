@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from swagppm.releases.owner import label_names, owner_report
-from swagppm.releases.staging import ReleaseTarget, owner_report_path, write_owner_report
+from swagppm.releases.staging import ReleaseTarget, owner_report_path
 from swagppm.stage2 import SWAGPPMResult
 
 NAMES = ("burn", "fracture", "amputation")
@@ -34,7 +34,7 @@ def _result(**fields: Any) -> SWAGPPMResult:
 
 def _report(result: SWAGPPMResult | None = None, **overrides: Any) -> dict[str, Any]:
     arguments: dict[str, Any] = dict(stage1_seed=11, epsilon_cap=2.0, names=NAMES, published_names=PUBLISHED,
-                                     evaluation=EVALUATION, trials_run=17, tuning=TUNING, selection=None, extra=None)
+                                     evaluation=EVALUATION, tuning=TUNING, selection=None, extra=None)
     arguments.update(overrides)
     return owner_report(result or _result(), **arguments)
 
@@ -80,7 +80,7 @@ def test_extra_sections_are_added_beside_the_fixed_ones() -> None:
 
 def test_a_fit_stopped_above_the_cap_reports_its_lower_bound_and_no_utility_summary() -> None:
     stopped = _result(epsilon=math.inf, epsilon_is_lower_bound=True, max_delta=[], f1_macro=[], f1_weighted=[])
-    report = _report(stopped, trials_run=None, tuning=None)
+    report = _report(stopped, tuning=None)
     assert report["epsilon"] == {"measured": math.inf, "is_lower_bound": True, "cap": 2.0}
     assert report["max_delta"] == {"draws": 0, "median": None, "min": None, "max": None}
     split = report["private_test_split"]
@@ -107,7 +107,7 @@ def test_a_committed_release_leaves_the_report_beside_it_owner_only_and_as_built
     out = tmp_path / "model"
     with ReleaseTarget(path=out, overwrite=False, lock_fd=None) as target, target.staging() as folder:
         (folder / "release_card.json").write_text("{}")
-        write_owner_report(folder, document)
+        target.commit(folder, document)
     path = tmp_path / "model.owner-report.json"
     assert target.report == path and sorted(p.name for p in out.iterdir()) == ["release_card.json"]
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -14,6 +14,7 @@ import swagppm
 from swagppm.models.partial import HiddenSplit
 from swagppm.provenance import tensor_digest
 from swagppm.train.engine import Net
+from tests.swagppm.helpers import release_now
 
 pytestmark = pytest.mark.fits
 
@@ -49,7 +50,7 @@ def test_a_fit_trains_only_the_top_and_keeps_the_rest_public(partial_config: swa
         for name, parameter in session.bundle.model.named_parameters():
             if name not in private:
                 assert tensor_digest(parameter) == session.bundle.public_digests[name], name
-        out = session.release(fit, tmp_path / "released", epsilon_cap=1e6)
+        out = release_now(session, fit, tmp_path / "released", epsilon_cap=1e6)
     model = AutoModelForSequenceClassification.from_pretrained(out)
     assert model.config.num_labels == fit.result.num_classes
 
@@ -66,7 +67,7 @@ def test_lora_trains_adapters_only_and_releases_a_merged_model(local_pretrained:
         for name, parameter in session.bundle.model.named_parameters():
             if name not in private:
                 assert tensor_digest(parameter) == session.bundle.public_digests[name], name
-        out = session.release(fit, tmp_path / "released", epsilon_cap=1e6)
+        out = release_now(session, fit, tmp_path / "released", epsilon_cap=1e6)
         assert not any("lora_" in n for n, _ in session.bundle.model.named_parameters() if n not in private)
     model, info = AutoModelForSequenceClassification.from_pretrained(out, output_loading_info=True)
     assert not info["missing_keys"] and not any("lora" in n for n, _ in model.named_parameters())

@@ -19,7 +19,7 @@ import torch
 
 import swagppm
 from swagppm.data.prepare import prepare_data
-from tests.swagppm.helpers import small_config
+from tests.swagppm.helpers import release_now, small_config
 
 pytestmark = pytest.mark.fits
 
@@ -53,7 +53,7 @@ def candidates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, 
                               model={"name_or_path": str(base), "trainable": "head"})
         with swagppm.Session(config) as session:
             fit = session.fit(c=1.0, ft_epochs=2)
-            out = session.release(fit, folder / f"release-{label}", epsilon_cap=1e6)
+            out = release_now(session, fit, folder / f"release-{label}", epsilon_cap=1e6)
         found[label] = {"out": out, "result": fit.result, "bare_hash": prepare_data(config.data).data_hash}
     return found
 

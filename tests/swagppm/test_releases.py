@@ -21,7 +21,7 @@ from swagppm.data.prepare import prepare_data
 from swagppm.releases.staging import owner_report_path
 from swagppm.train import rng
 from tests import PATIENCE
-from tests.swagppm.helpers import small_config
+from tests.swagppm.helpers import release_now, small_config
 
 pytestmark = pytest.mark.fits
 
@@ -47,13 +47,13 @@ def release_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     config = small_config(folder / "cache")
     with swagppm.Session(config) as session:
         fit = session.fit(c=0.9, ft_epochs=2)
-        out = session.release(fit, folder / "model", epsilon_cap=CAP, force=True, trials_run=3, tuning=TUNING)
-        again = session.release(fit, folder / "again", epsilon_cap=CAP, force=True, public_labels=True)
+        out = release_now(session, fit, folder / "model", epsilon_cap=CAP, force=True, tuning=TUNING)
+        again = release_now(session, fit, folder / "again", epsilon_cap=CAP, force=True, public_labels=True)
         data = session.data
         public_eval = folder / "public.csv"  # reworded test texts: records the owner may declare public
         pd.DataFrame({"text": [f"Reported publicly: {text}" for text in data.test_texts[:40]],
                       "label": [data.class_names[k] for k in data.test_labels[:40]]}).to_csv(public_eval, index=False)
-        scored = session.release(fit, folder / "scored", epsilon_cap=CAP, force=True, public_eval=str(public_eval))
+        scored = release_now(session, fit, folder / "scored", epsilon_cap=CAP, force=True, public_eval=str(public_eval))
         model = session.bundle.model
         mean = model.classifier.weight.detach().clone()
         assert fit.posterior is not None
@@ -108,7 +108,7 @@ def test_the_card_holds_only_what_may_be_published(release_run: dict[str, Any]) 
     assert card["hyperparameters"] == {"c": 0.9, "g": 0.0, "ft_epochs": 2}
     assert card["privacy_claim"]["epsilon_at_most"] == CAP
     assert card["tuning"] == {"mode": "unaccounted", "total_epsilon": None, "delta": None,
-                              "statement": "unaccounted: adaptive search"}
+                              "statement": "unaccounted: adaptive search", "outside_the_total": None}
     assert card["utility"] is None and card["audit"] == "none was run before this release"
     assert card["tokenizer_data_derived"] is True and card["private_parameters"]["trainable"] == "all"
     assert not {"seed", "device", "cache_dir", "eval_batch_size"} & set(card["config"])
@@ -186,7 +186,7 @@ def test_a_measured_epsilon_above_the_declared_cap_is_refused_and_leaves_nothing
         fit = session.fit(c=0.9, ft_epochs=2)
         cap = fit.result.epsilon / 2
         with pytest.raises(swagppm.ReleaseRefused, match=f"above the declared cap {cap:g}"):
-            session.release(fit, tmp_path / "out", epsilon_cap=cap, force=True)
+            release_now(session, fit, tmp_path / "out", epsilon_cap=cap, force=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
@@ -228,7 +228,7 @@ def test_a_changed_undrawn_parameter_is_refused(make_config: Any, tmp_path: Path
         with torch.no_grad():
             frozen.add_(1e-3)
         with pytest.raises(swagppm.ReleaseRefused, match="differ from their public pretrained values"):
-            session.release(fit, tmp_path / "out", force=True, epsilon_cap=CAP)
+            release_now(session, fit, tmp_path / "out", force=True, epsilon_cap=CAP)
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.staging-*"))
 
 

@@ -15,7 +15,7 @@ import swagppm
 from swagppm.config import PRIVATE_TEST
 from swagppm.releases.selection import Selection, SelectionFailed, check_selection
 from swagppm.releases.staging import owner_report_path
-from tests.swagppm.helpers import small_config
+from tests.swagppm.helpers import release_now, small_config
 
 pytestmark = pytest.mark.fits
 
@@ -42,7 +42,7 @@ def public_file(session: swagppm.Session, path: Path, *, copy_private: int = 0, 
 
 
 def release(session: swagppm.Session, fit: swagppm.Fit, out: Path, selection: Selection) -> dict[str, Any]:
-    session.release(fit, out, epsilon_cap=100.0, force=True, selection=selection)
+    release_now(session, fit, out, epsilon_cap=100.0, force=True, selection=selection)
     return dict(json.loads((out / "release_card.json").read_text()))
 
 
@@ -102,7 +102,7 @@ def test_no_candidate_reaching_the_threshold_releases_nothing_after_exactly_the_
     source = public_file(session, folder / "shuffled.csv", shuffle=True)
     out = folder / "refused"
     with pytest.raises(SelectionFailed, match="nothing was released"):
-        session.release(fit, out, epsilon_cap=100.0, force=True,
+        release_now(session, fit, out, epsilon_cap=100.0, force=True,
                         selection=Selection(source=source, threshold=1.0, rounds=4, stop_probability=0.25))
     assert len(drawn) == 4 and not out.exists() and not list(folder.glob(".refused.staging-*"))
     flat = torch.cat([p.detach().flatten() for n, p in session.bundle.model.named_parameters()

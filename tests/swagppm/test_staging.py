@@ -45,13 +45,13 @@ def _not_empty(out: Path) -> str:
             "Python) to replace it as a whole")
 
 
-def _stage(target: ReleaseTarget, files: dict[str, str], *, report: bool = True) -> Path:
-    """Write ``files`` and (unless not) an owner report through ``target.staging()``; the staging folder's path."""
+def _stage(target: ReleaseTarget, files: dict[str, str]) -> Path:
+    """Write ``files`` through ``target.staging()`` and commit them with an owner report; the staging folder's
+    path."""
     with target.staging() as folder:
         for name, text in files.items():
             (folder / name).write_text(text)
-        if report:
-            write_owner_report(folder, {"epsilon": {"measured": 1.5}})
+        target.commit(folder, {"epsilon": {"measured": 1.5}})
     return folder
 
 
@@ -119,7 +119,7 @@ def test_claim_takes_the_lock_beside_the_target_and_a_second_claim_fails_at_once
     assert first.lock_fd is None
     with claim(out, overwrite=False) as second:
         assert second.lock_fd is not None
-    assert _listing(out.parent) == [".model.lock"]  # the lock file stays
+    assert _listing(out.parent) == []  # the lock file goes with the lock: nothing of an attempt stays beside it
 
 
 def test_a_refused_claim_leaves_the_running_releases_staging_folder_alone(tmp_path: Path) -> None:
@@ -129,7 +129,7 @@ def test_a_refused_claim_leaves_the_running_releases_staging_folder_alone(tmp_pa
         with pytest.raises(ConfigError, match="another release into this folder is running"):
             claim(out, overwrite=False)
         assert (folder / "model.safetensors").read_text() == "weights"
-        write_owner_report(folder, {})
+        running.commit(folder, {})
     assert _listing(out) == ["model.safetensors"]
 
 
@@ -197,8 +197,7 @@ def test_a_staging_folder_never_holds_config_json_until_the_commit(tmp_path: Pat
         (folder / "config.json").write_text('{"model_type": "bert"}')
         hide_config(folder)
         assert _listing(folder) == [HIDDEN_CONFIG]
-        write_owner_report(folder, {})
-        assert _listing(folder) == sorted([STAGED_REPORT, HIDDEN_CONFIG])
+        target.commit(folder, {})
     assert _listing(tmp_path / "model") == ["config.json"]
     assert (tmp_path / "model" / "config.json").read_text() == '{"model_type": "bert"}'
 
@@ -238,10 +237,10 @@ def test_a_failed_release_removes_its_staging_folder_and_leaves_nothing(error: B
     assert info.value is error and _listing(tmp_path) == []
 
 
-def test_a_commit_without_an_owner_report_fails_and_leaves_nothing(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
-        _stage(ReleaseTarget(path=tmp_path / "model", overwrite=False, lock_fd=None), {"README.md": "x"},
-               report=False)
+def test_a_staging_folder_left_without_a_commit_is_discarded_and_leaves_nothing(tmp_path: Path) -> None:
+    target = ReleaseTarget(path=tmp_path / "model", overwrite=False, lock_fd=None)
+    with target.staging() as folder:
+        (folder / "README.md").write_text("x")
     assert _listing(tmp_path) == []
 
 
@@ -249,9 +248,9 @@ def test_a_target_filled_by_someone_else_while_staging_is_not_overwritten(tmp_pa
     out = tmp_path / "model"
     with pytest.raises(ConfigError) as info, \
             ReleaseTarget(path=out, overwrite=False, lock_fd=None).staging() as folder:
-        write_owner_report(folder, {})
         out.mkdir()
         (out / "notes.txt").write_text("mine")
+        ReleaseTarget(path=out, overwrite=False, lock_fd=None).commit(folder, {})
     assert str(info.value) == _not_empty(out)
     assert _listing(tmp_path) == ["model"] and (out / "notes.txt").read_text() == "mine"
 
@@ -260,8 +259,8 @@ def test_a_report_written_by_someone_else_while_staging_is_not_overwritten(tmp_p
     out, report = tmp_path / "model", owner_report_path(tmp_path / "model")
     with pytest.raises(ConfigError, match="was not written by swagppm"), \
             ReleaseTarget(path=out, overwrite=False, lock_fd=None).staging() as folder:
-        write_owner_report(folder, {})
         report.write_text("my notes")
+        ReleaseTarget(path=out, overwrite=False, lock_fd=None).commit(folder, {})
     assert _listing(tmp_path) == ["model.owner-report.json"] and report.read_text() == "my notes"
 
 
