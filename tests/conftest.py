@@ -9,7 +9,10 @@ everything else is ``unit`` and must stay fast (``pytest -m unit``).
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
+import tempfile
 from typing import Any
 
 import pytest
@@ -17,6 +20,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 SLOW_LANES = ("slow", "fits", "services", "gpu")
+LEDGER_ENV = "SWAGPPM_TUNE_LEDGER"  # tuner.ledger.LEDGER_ENV: the privacy ledgers' folder
 SERVICE_FIXTURES = {"postgres", "browser"}  # the local PostgreSQL, Chromium through selenium
 
 
@@ -35,3 +39,23 @@ def _sqlite_without_fsync(connection: Any, record: Any) -> None:
     lose it), and the tests that kill processes run them as subprocesses, with SQLite's defaults."""
     if isinstance(connection, sqlite3.Connection):
         connection.execute("PRAGMA synchronous=OFF")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every test's privacy ledgers (and their key) in a folder of this test session, never in the user's home, set
+    before any test module is imported (modules seal export claims at import); the processes the tests start inherit
+    it. A test that counts a ledger's entries sets a folder of its own."""
+    config.stash[_SAVED_LEDGER] = os.environ.get(LEDGER_ENV)
+    os.environ[LEDGER_ENV] = tempfile.mkdtemp(prefix="swagppm-test-ledgers-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ[LEDGER_ENV], ignore_errors=True)
+    saved = config.stash.get(_SAVED_LEDGER, None)
+    if saved is None:
+        os.environ.pop(LEDGER_ENV, None)
+    else:
+        os.environ[LEDGER_ENV] = saved
+
+
+_SAVED_LEDGER = pytest.StashKey[str | None]()

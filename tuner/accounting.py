@@ -7,7 +7,9 @@ Two procedures release one SWAG-PPM draw after several ε-DP runs:
 * private selection of the released draw (Liu & Talwar 2019): draw candidates until one
   reaches a utility threshold, stopping at random after each miss (``selection_epsilon``);
 * both in turn, an accounted study then the release of its choice (``composed_epsilon``),
-  composed in one accountant into one total.
+  composed in one accountant into one total;
+* a data set's whole ledger, every accounted study and every release attempt on it
+  (``ledger_epsilon``, ``tuner.ledger``).
 
 Every ε here comes from ``dp_accounting.rdp.RdpAccountant`` over a ``RepeatAndSelectDpEvent``.
 dp-accounting has no pure-DP event, so one ε-DP run is entered as its worst case: binary
@@ -21,6 +23,7 @@ whichever neighbouring relation the per-run ε was stated for.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from importlib.metadata import version
@@ -129,8 +132,9 @@ def tuning_epsilon(*, epsilon_per_trial: float, distribution: TrialCountDistribu
     """ε (at ``delta``) of releasing the best of K ~ ``distribution`` trials, each ``epsilon_per_trial``-DP.
 
     ``epsilon_per_trial`` must bound every trial a priori (the largest per-trial ε the search
-    can reach). δ > 0 is needed to turn RDP into (ε, δ); callers default it to a power of ten
-    at most 1/n² for n training records (``tuner.tuning.default_delta``); a smaller δ costs
+    can reach). δ > 0 is needed to turn RDP into (ε, δ); callers take a power of ten at most
+    1/N² for a declared public bound N on the training records (``tuner.tuning.default_delta``),
+    never the private count itself; a smaller δ costs
     almost nothing here. For η ≥ 0 the figure tends to the paper's pure-DP (2 + η)ε as
     δ → 0, whatever the mean; the Poisson's grows with the mean.
     """
@@ -164,6 +168,25 @@ def composed_epsilon(*, epsilon_per_run: float, trials: TrialCountDistribution, 
     accountant = _accountant()
     accountant.compose(RepeatAndSelectDpEvent(event=run, mean=trials.mean, shape=trials.shape))
     accountant.compose(run if release is None else RepeatAndSelectDpEvent(event=run, mean=release.mean, shape=1.0))
+    return float(accountant.get_epsilon(delta))
+
+
+def ledger_epsilon(*, studies: Sequence[tuple[float, TrialCountDistribution]],
+                   releases: Sequence[tuple[float, GeometricStopping | None]], delta: float) -> float:
+    """ε (at ``delta``) of a data set's whole ledger, from one accountant: every accounted study, as the best of its
+    K ~ distribution runs at its cap, and every release attempt, one run at its cap or a private selection with
+    geometric stopping (``composed_epsilon`` is the case of one study and one release)."""
+    from dp_accounting.dp_event import RepeatAndSelectDpEvent
+
+    accountant = _accountant()
+    for cap, trials in studies:
+        _check_run(cap, delta)
+        accountant.compose(RepeatAndSelectDpEvent(event=_pure_dp_event(cap), mean=trials.mean, shape=trials.shape))
+    for cap, stopping in releases:
+        _check_run(cap, delta)
+        run = _pure_dp_event(cap)
+        accountant.compose(run if stopping is None else RepeatAndSelectDpEvent(event=run, mean=stopping.mean,
+                                                                                shape=1.0))
     return float(accountant.get_epsilon(delta))
 
 

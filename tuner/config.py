@@ -41,15 +41,19 @@ class StudySettings:
     minimises ε under the constraints; ``"pareto"`` also maximises macro-F1.
 
     ``accounted = true`` makes the cost of tuning computable (Papernot & Steinke):
-    random search (``sampler = "random"``, no start point or probe), no ε early stop,
-    and a number of trials K drawn once, from fresh OS entropy, from a truncated
-    negative binomial with shape ``trials_shape`` (η: 1 geometric, 0 logarithmic,
-    ``inf`` Poisson) and mean ``trials_mean``; ``n_trials`` is then ignored. Each
-    trial is scored by one secret draw on ``public_eval`` (a file of records the
-    owner declares public, required), ε* (``[targets] epsilon``) is binding, and the
-    total ε of tuning and release is computed with dp-accounting at
-    ``accounting_delta`` (default: a power of ten at most 1/n², n training records). Whether a study is
-    accounted is fixed when it is created (``tuner.tuning.ACCOUNTING``).
+    random search (``sampler = "random"``, no start point or probe) whose proposals
+    come from fresh OS entropy (never a recorded seed), no ε early stop and no
+    data-dependent stop (``stop_on_first_feasible``, ``timeout``), and a number of
+    trials K drawn once, from fresh OS entropy, from a truncated negative binomial
+    with shape ``trials_shape`` (η: 1 geometric, 0 logarithmic, ``inf`` Poisson) and
+    mean ``trials_mean``; ``n_trials`` is then ignored. Each trial is scored by one
+    secret draw on ``public_eval`` (a file of records the owner declares public,
+    required), ε* (``[targets] epsilon``) is binding, and the total ε of tuning and
+    release is computed with dp-accounting at ``accounting_delta``, or at a power of
+    ten at most 1/N² for ``max_records`` = N, a public upper bound on the number of
+    training records (never the private count itself: one of the two is required).
+    The cap, the mode and whether the data are public are fixed when a study is
+    created (``tuner.tuning.CLAIM``).
     """
 
     name: str
@@ -72,6 +76,7 @@ class StudySettings:
     trials_mean: float = 10.0
     trials_shape: float = 1.0
     accounting_delta: float | None = None
+    max_records: int | None = None
     public_eval: str | None = None
 
     def __post_init__(self) -> None:
@@ -97,17 +102,36 @@ class StudySettings:
         check_value(self.trials_shape >= 0, "study.trials_shape", self.trials_shape, "0 or more (or inf for Poisson)")
         delta = self.accounting_delta
         check_value(delta is None or 0 < delta < 1, "study.accounting_delta", delta, "in (0, 1)")
+        check_value(self.max_records is None or self.max_records >= 2, "study.max_records", self.max_records,
+                    "a public upper bound on the number of training records, at least 2")
+        if self.accounted:
+            self._check_accounted()
         traits = sampler_traits(self.sampler)
-        if self.accounted and not traits.accountable:
-            raise ConfigError(f"study.accounted = true needs study.sampler = {_names(accountable=True)} (got "
-                              f"{self.sampler!r}): the tuning cost can be accounted for random search only; adaptive "
-                              "samplers are reported as unaccounted")
-        if self.accounted and self.public_eval is None:
-            raise ConfigError("study.accounted = true needs study.public_eval = \"FILE\": each trial is scored by one "
-                              "secret draw on records you declare public, never on the private test split")
         if traits.single_objective and self.objective == "pareto":
             raise ConfigError(f"study.sampler = {self.sampler!r} follows one objective and cannot run "
                               f"study.objective = 'pareto'; use {_names(single_objective=False)}")
+
+
+    def _check_accounted(self) -> None:
+        """What an accounted study's total assumes: random search, public scores, every one of the K trials, a δ
+        that does not come from the private record count."""
+        if not sampler_traits(self.sampler).accountable:
+            raise ConfigError(f"study.accounted = true needs study.sampler = {_names(accountable=True)} (got "
+                              f"{self.sampler!r}): the tuning cost can be accounted for random search only; adaptive "
+                              "samplers are reported as unaccounted")
+        if self.public_eval is None:
+            raise ConfigError("study.accounted = true needs study.public_eval = \"FILE\": each trial is scored by one "
+                              "secret draw on records you declare public, never on the private test split")
+        for key, value in (("stop_on_first_feasible", self.stop_on_first_feasible), ("timeout", self.timeout)):
+            if value:
+                raise ConfigError(f"study.{key} = {value!r} cannot be used with study.accounted = true: the total "
+                                  "holds for a study that runs all of its hidden number of trials, and a stop that "
+                                  "depends on the results is a release of information it does not count; remove it")
+        if self.accounting_delta is None and self.max_records is None:
+            raise ConfigError("study.accounted = true needs study.max_records = N (a public upper bound on the number "
+                              "of training records; delta is then a power of ten at most 1/N^2) or "
+                              "study.accounting_delta: delta must not come from the private count itself, which would "
+                              "tell neighbouring data sets apart")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import json
 import math
 from dataclasses import dataclass
@@ -15,13 +16,14 @@ import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
 from swagppm.statement import privacy_statement
 from tuner.config import StudyConfig
+from tuner.ledger import seal
 from tuner.outputs import write_atomic
 from tuner.queries import best_feasible, is_feasible, trials_run, violated
 from tuner.record import TrialRecord, named_constraints
 from tuner.search import is_finite
 from tuner.storage import masked_url
 from tuner.study import CAVEATS, definition_digest
-from tuner.tuning import tuning_cost
+from tuner.tuning import check_all_trials, claim_of, tuning_cost
 
 FORMAT = "swagppm-tuner/export-1"
 
@@ -46,6 +48,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "max_robust_z", "spike_count", "draws_privacy", "draws_skipped")}
     counts = trials_run(study)
     tuning = tuning_cost(study, config)
+    claim = claim_of(study)
     return {
         "format": FORMAT,
         "study": {"name": study.study_name, "storage": masked_url(config.storage_url), "file": str(config.path),
@@ -56,6 +59,8 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "params": params,
         "swagppm": config.fit.to_dict(),
         "targets": config.to_dict()["targets"],
+        "claim": claim,
+        "claim_seal": seal(claim),
         "metrics": metrics,
         "constraints": named_constraints(trial),
         "violated": violated(trial),
@@ -108,7 +113,18 @@ class Chosen:
     stage1_fingerprint: str | None = None
     versions: dict[str, str] | None = None
     tuning: dict[str, Any] | None = None  # what choosing it cost (tuner.tuning.tuning_cost)
-    epsilon_cap: float | None = None  # the study's epsilon target: the cap a release of it claims
+    claim: dict[str, Any] | None = None  # the study's claim, fixed at its creation (tuner.tuning.study_claim)
+    trial: int | None = None  # its trial's number in the study
+
+    @property
+    def epsilon_cap(self) -> float | None:
+        """The cap a release of it claims: the one fixed when its study was created."""
+        return None if self.claim is None else float(self.claim["epsilon_cap"])
+
+    @property
+    def delta(self) -> float | None:
+        """δ of the study's totals, from its declared public record bound or ``accounting_delta``."""
+        return None if self.claim is None else self.claim.get("delta")
 
 
 def read_export(path: str | Path) -> Chosen:
@@ -134,17 +150,25 @@ def read_export(path: str | Path) -> Chosen:
                   cpu_kernels=kernels if isinstance(kernels, str) and kernels else None,
                   stage1_fingerprint=stage1 if isinstance(stage1, str) and stage1 else None,
                   versions=document.get("versions"), tuning=document.get("tuning"),
-                  epsilon_cap=_epsilon_cap(path, document))
+                  claim=_sealed_claim(path, document),
+                  trial=document["trial"] if _count(document.get("trial")) else None)
 
 
-def _epsilon_cap(path: Path, document: dict[str, Any]) -> float | None:
-    """The export's ``targets.epsilon`` (the cap a release claims), None when absent; malformed: named."""
-    value = (document.get("targets") or {}).get("epsilon") if isinstance(document.get("targets"), dict) else None
-    if value is None:
-        return None
+def _sealed_claim(path: Path, document: dict[str, Any]) -> dict[str, Any]:
+    """The export's claim, checked against its seal: an edited cap, mode or public flag is refused in one line."""
+    claim = document.get("claim")
+    if not isinstance(claim, dict):
+        raise ConfigError(f"{path}: field claim is missing (an export of an older swagppm-tune, or edited): export the "
+                          "study again")
+    value = claim.get("epsilon_cap")
     if not (_finite(value) and value > 0):
-        raise ConfigError(f"{path}: field targets.epsilon = {value!r} is not a positive number")
-    return float(value)
+        raise ConfigError(f"{path}: field claim.epsilon_cap = {value!r} is not a positive number")
+    if not isinstance(document.get("claim_seal"), str) or not hmac.compare_digest(document["claim_seal"],
+                                                                                 seal(claim)):
+        raise ConfigError(f"{path}: the claim (cap, mode, public flag) does not match its seal: it was edited after "
+                          "the study fixed it, or the export was made with another privacy ledger key (see "
+                          "docs/privacy.md); export the study again")
+    return claim
 
 
 def check_export_fields(document: dict[str, Any], path: Path) -> None:
@@ -189,8 +213,11 @@ def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and is_finite(value)
 
 
-def chosen_from_study(study: optuna.Study, config: StudyConfig) -> Chosen | None:
-    """The study's best feasible trial as a ``Chosen`` configuration, with what choosing it cost (None: none)."""
+def chosen_from_study(study: optuna.Study, config: StudyConfig, what: str) -> Chosen | None:
+    """The study's best feasible trial as a ``Chosen`` configuration, with what choosing it cost and the claim fixed
+    at the study's creation (None: no feasible trial); an accounted study that did not run exactly its K trials is
+    refused."""
+    check_all_trials(study, what)
     best = best_feasible(study)
     if best is None:
         return None
@@ -198,7 +225,7 @@ def chosen_from_study(study: optuna.Study, config: StudyConfig) -> Chosen | None
     return Chosen(config=config.fit, c=best.params["c"], ft_epochs=best.params["ft_epochs"],
                   g=best.params.get("g", config.search.g), epsilon=record.epsilon if record else None,
                   trials_run=len(study.get_trials(deepcopy=False)), path=config.path,
-                  tuning=tuning_cost(study, config), epsilon_cap=config.targets.epsilon)
+                  tuning=tuning_cost(study, config), claim=claim_of(study), trial=best.number)
 
 
 def refit_suspects(result: swagppm.SWAGPPMResult, chosen: Chosen) -> str:

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 import scorers
 from scorers import MIN_DRAWS
 from tuner.config import Targets
-from tuner.record import CONSTRAINT_KEYS, TrialRecord, measured_violations
+from tuner.record import CONSTRAINT_KEYS, TrialRecord, measured_violations, refuted_note
 from tuner.search import SearchSpace
 
 if TYPE_CHECKING:
     from swagppm import SWAGPPMResult
 
+AUDIT_TARGET = "epsilon (the audit)"  # a violated ε target that only the audit's bound violates
 NOT_JUDGED = "not_judged"  # the label of a fit whose series was not judged: an early stop, or too few draws
 # The constraint value of a required target an ε early stop did not measure: missed by a whole target (an F1 of
 # about zero, a band twice the spread threshold), not by the cap, which would distort the constraint models of GP.
@@ -82,18 +83,26 @@ class Outcome:
     recommendation: scorers.Recommendation
     unmeasured: tuple[str, ...] = ()
     checks: DrawChecks = DrawChecks()
+    cap: float = math.inf  # the ε target it was judged against
 
     @property
     def catastrophic(self) -> bool:
         return self.label == "catastrophic"
 
     @property
+    def audit_refutes_the_cap(self) -> bool:
+        """Whether the ε target is violated by the audit's bound while the measured ε meets it."""
+        bound = self.checks.audit_epsilon_bound
+        return bound is not None and self.constraints["epsilon"] > 0 and self.result.epsilon <= self.cap
+
+    @property
     def feasible(self) -> bool:
         return scorers.is_feasible(self.constraints)
 
     def objective_values(self, objective: str) -> float | tuple[float, float]:
-        """ε (minimised) and, for ``"pareto"``, the macro-F1 statistic (maximised; 0 when not measured)."""
-        epsilon = min(self.result.epsilon, 1e12)
+        """ε (minimised: the larger of the measured ε and the audit's bound when an audit ran) and, for
+        ``"pareto"``, the macro-F1 statistic (maximised; 0 when not measured)."""
+        epsilon = min(max(self.result.epsilon, self.checks.audit_epsilon_bound or 0.0), 1e12)
         if objective == "epsilon":
             return epsilon
         macro = self.utility.macro if self.utility is not None and math.isfinite(self.utility.macro) else 0.0
@@ -140,13 +149,15 @@ class Outcome:
             return f"{head}  catastrophic: {result.failure}  {result.timings.get('total', 0.0):.1f}s"
         bound = ">=" if result.epsilon_is_lower_bound else "="
         text = f"{head}  eps{bound}{result.epsilon:7.3f}"
+        text += refuted_note(result.epsilon, self.checks.audit_epsilon_bound)
         if self.utility is not None and result.f1_macro:
             text += (f"  F1 macro {self.utility.statistic} {self.utility.macro:.3f} (baseline "
                      f"{result.baseline_f1_macro:.3f}), weighted {self.utility.weighted:.3f} (baseline "
                      f"{result.baseline_f1_weighted:.3f})")
         else:
             text += f"  F1 not measured ({result.draws_skipped} privacy draws skipped)"
-        missed = measured_violations(self.constraints, self.unmeasured)
+        missed = [AUDIT_TARGET if key == "epsilon" and self.audit_refutes_the_cap else key
+                  for key in measured_violations(self.constraints, self.unmeasured)]
         text += f"  {self.label:<12}  " + ("FEASIBLE" if self.feasible else f"infeasible ({', '.join(missed)})")
         text += f"  {result.timings.get('total', 0.0):.1f}s"
         return text + ("  [stage 1 cached]" if result.stage1_cache_hit else "")
@@ -180,8 +191,8 @@ def judge(result: SWAGPPMResult, *, targets: Targets, search: SearchSpace, accou
     if accounted and not outcome.catastrophic:
         outcome = _accounted(outcome)
     if checks.audit_epsilon_bound is not None:
-        outcome = _audited(outcome, checks.audit_epsilon_bound, targets.epsilon)
-    return dataclasses.replace(outcome, checks=checks)
+        outcome = _audited(outcome, checks.audit_epsilon_bound, targets.epsilon, search)
+    return dataclasses.replace(outcome, checks=checks, cap=targets.epsilon)
 
 
 def _accounted(outcome: Outcome) -> Outcome:
@@ -193,15 +204,22 @@ def _accounted(outcome: Outcome) -> Outcome:
     return dataclasses.replace(outcome, constraints={**outcome.constraints, **waived}, reasons=(*outcome.reasons, why))
 
 
-def _audited(outcome: Outcome, bound: float, epsilon_target: float) -> Outcome:
-    """The audit as a constraint: its ε lower bound above ε* violates the ε constraint."""
+def _audited(outcome: Outcome, bound: float, epsilon_target: float, search: SearchSpace) -> Outcome:
+    """The audit as a constraint: the trial is judged by the larger of its measured ε and the audit's ε lower bound,
+    so a bound above ε* violates the ε constraint, and the guide's next move says so (never "every target met")."""
     refuted = bound / epsilon_target - 1.0
     constraints = {**outcome.constraints,
                    "epsilon": min(scorers.CONSTRAINT_CAP, max(outcome.constraints["epsilon"], refuted))}
     verdict = "refutes" if refuted > 0 else "does not refute"
     why = (f"membership audit of one secret draw: epsilon lower bound {bound:.3g} (95% family-wise, delta = 0) "
            f"{verdict} epsilon* = {epsilon_target:g}")
-    return dataclasses.replace(outcome, constraints=constraints, reasons=(*outcome.reasons, why))
+    recommendation = outcome.recommendation
+    if refuted > 0 and not outcome.catastrophic:
+        recommendation = scorers.recommend_lower_c(
+            f"the audit shows epsilon >= {bound:.3g}, above the target", c=outcome.result.c,
+            epochs=outcome.result.ft_epochs, c_step=search.c_step, restart_epochs=search.restart_epochs)
+    return dataclasses.replace(outcome, constraints=constraints, reasons=(*outcome.reasons, why),
+                               recommendation=recommendation)
 
 
 def _judged(result: SWAGPPMResult, *, targets: Targets, search: SearchSpace) -> Outcome:

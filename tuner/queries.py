@@ -79,11 +79,12 @@ def pareto_front(study: optuna.Study) -> list[FrozenTrial]:
 
 
 def _point(trial: FrozenTrial) -> tuple[float, float]:
-    """(ε, −macro-F1 median) for ordering; an unjudged or unmeasured trial sorts last."""
+    """(ε, −macro-F1 median) for ordering, ε the larger of the measured one and the audit's bound; an unjudged or
+    unmeasured trial sorts last."""
     record = TrialRecord.of(trial)
     if record is None:
         return math.inf, 0.0
-    return record.epsilon_or_inf, -(record.f1_macro_median or 0.0)
+    return record.ranking_epsilon, -(record.f1_macro_median or 0.0)
 
 
 def violated(trial: FrozenTrial) -> dict[str, float]:

@@ -28,6 +28,7 @@ FIGURES_ERROR = "figures_error"  # why its figures could not be written (the rec
 RETRY_OF = "retry_of"  # the trial whose parameters it re-runs after that one's worker died
 NEEDS_REFIT = "needs_refit"  # rejudged: stopped early at an ε below the new target, so it cannot be judged
 BASELINE_F1_MACRO = "baseline_f1_macro"  # study attribute: stage 1's non-private macro-F1, the F1 threshold's reference
+AUDITED = "audited"  # study attribute: {trial number: the ε lower bound of its audit by `audit` or `release`}
 
 _CONSTRAINT_PREFIX = "constraint_"
 
@@ -144,6 +145,28 @@ class TrialRecord:
     def epsilon_or_inf(self) -> float:
         """ε for sorting and comparing: infinite when not finite or not measured."""
         return self.epsilon if self.epsilon is not None and math.isfinite(self.epsilon) else math.inf
+
+    @property
+    def ranking_epsilon(self) -> float:
+        """What a trial is ranked and judged by: the larger of its measured ε and its audit's ε lower bound
+        (``require_audit``), so that a measured ε the audit refutes never ranks as the answer."""
+        return max(self.epsilon_or_inf, self.audit_epsilon_bound or 0.0)
+
+
+def refuted_note(epsilon: float | None, bound: float | None) -> str:
+    """What stands beside a measured ε that an audit refutes: ``, refuted: the audit shows epsilon >= B`` (empty
+    when no audit ran or it does not refute it)."""
+    if epsilon is None or bound is None or not bound > epsilon:
+        return ""
+    return f", refuted: the audit shows epsilon >= {bound:.3g}"
+
+
+def audit_bounds(study_attrs: Mapping[str, Any], number: int, record: TrialRecord | None) -> float | None:
+    """The largest ε lower bound any audit found for trial ``number``: its own (``require_audit``) or one run later
+    by `audit` or `release` on it (the study attribute ``AUDITED``)."""
+    bounds = [bound for bound in ((record.audit_epsilon_bound if record else None),
+                                  (study_attrs.get(AUDITED) or {}).get(str(number))) if bound is not None]
+    return max(bounds, default=None)
 
 
 # A record's attribute names, and those a complete record always holds (the rest have defaults).

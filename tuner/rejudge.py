@@ -3,11 +3,13 @@
 Every judged trial's stored aggregates (the max-delta series, F1 per draw, the
 baselines, the secret draw's checks) are judged again with ``judge`` under the new
 ``[targets]`` and added, with their parameters, to a new study in the same storage;
-nothing is refitted. The new study keeps the source's accounting (its terms and K),
-so new targets that would change it (ε* of an accounted study) are refused, and it
-records its targets (``REJUDGED``) so that every verb opens it with
-``--study-name`` (``named_study``). A trial whose privacy draws stopped early at an ε
-now below the target needs a refit to be judged (``NEEDS_REFIT``).
+nothing is refitted. The new study keeps the source's claim (the cap fixed when the
+source was created, its mode and accounting, and K): a new ε target ranks and reports
+(``ranked_at``), but a release of the rejudged study still claims the source's cap, never
+one chosen after the results were seen, and an accounted source's ε* cannot change. It
+records its targets (``REJUDGED``) so that every verb opens it with ``--study-name``
+(``named_study``). A trial whose privacy draws stopped early at an ε now below the
+target needs a refit to be judged (``NEEDS_REFIT``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from tuner.queries import FINISHED
 from tuner.record import BASELINE_F1_MACRO, NEEDS_REFIT, TrialRecord, constraint_attrs
 from tuner.storage import masked_url
 from tuner.study import open_storage, open_study
-from tuner.tuning import ACCOUNTED_TRIALS, ACCOUNTING, NUM_TRAIN
+from tuner.tuning import ACCOUNTED_TRIALS, NUM_TRAIN, claim_of, is_accounted
 
 REJUDGED = "rejudged"  # study attribute of a rejudged study: {"source": name, "targets": its targets}
 
@@ -63,13 +65,14 @@ def rejudge(config: StudyConfig, targets: Targets, *, name: str) -> optuna.Study
     """
     source = open_study(config, create=False)
     check_new_name(config, name)
-    accounting = source.user_attrs.get(ACCOUNTING)
-    if accounting is not None and targets.epsilon != config.targets.epsilon:
+    accounted = is_accounted(source)
+    if accounted and targets.epsilon != config.targets.epsilon:
         raise ConfigError(f"rejudge --epsilon {targets.epsilon:g}: the study {config.study.name!r} is accounted at "
                           f"epsilon* = {config.targets.epsilon:g}, and its total holds for that cap only; rejudge it "
                           "with the same epsilon, or run a new accounted study")
     new = dataclasses.replace(config, targets=targets, study=dataclasses.replace(config.study, name=name))
-    study = open_study(new)
+    claim = claim_of(source) | {"ranked_at": targets.epsilon}
+    study = open_study(new, claim=claim)
     for key in (ACCOUNTED_TRIALS, NUM_TRAIN, BASELINE_F1_MACRO):  # the baseline: the new F1 threshold's reference
         if key in source.user_attrs:
             study.set_user_attr(key, source.user_attrs[key])
@@ -77,7 +80,7 @@ def rejudge(config: StudyConfig, targets: Targets, *, name: str) -> optuna.Study
     for trial in source.get_trials(deepcopy=False, states=FINISHED):
         record = TrialRecord.of(trial)
         if record is not None:
-            study.add_trial(rejudged_trial(trial, record, new, accounted=accounting is not None))
+            study.add_trial(rejudged_trial(trial, record, new, accounted=accounted))
     return study
 
 

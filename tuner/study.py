@@ -15,11 +15,12 @@ import dataclasses
 import fcntl
 import hashlib
 import json
+import secrets
 import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,18 +33,30 @@ from swagppm import ConfigError, statement
 from tuner.config import StudyConfig
 from tuner.faults import WORKER, quiet_heartbeat_errors, recover_stale_trials
 from tuner.figures import study_figures
+from tuner.ledger import FingerprintsRecords, Ledger
 from tuner.objective import FitCrashed, Objective
 from tuner.outcome import TRIAL_LEGEND
 from tuner.queries import FINISHED, best_feasible, closest_trial, finished_count
 from tuner.record import BASELINE_F1_MACRO, FAILURE, RAN_BY
 from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
 from tuner.storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
-from tuner.tuning import ACCOUNTED_TRIALS, NUM_TRAIN, check_accounting, is_accounted, store_accounting
+from tuner.tuning import (
+    ACCOUNTED_TRIALS,
+    NUM_TRAIN,
+    PUBLIC_PROXY,
+    claim_of,
+    is_accounted,
+    store_claim,
+    study_claim,
+    verify_claim,
+)
 
 if TYPE_CHECKING:
+    from optuna.samplers import BaseSampler
     from optuna.storages import BaseStorage
 
 DEFINITION_ATTR = "definition"
+LEDGER_ID = "ledger_id"  # study attribute: the study's entry in its data set's privacy ledger
 STAGE1_FINGERPRINT = "stage1_fingerprint"  # study attribute: the stage 1 every trial of the study used
 CAVEATS = (*statement.CAVEATS,
            "The released model is one draw from the SWAG posterior; its own F1 varies around the medians reported "
@@ -75,50 +88,63 @@ def open_storage(config: StudyConfig) -> BaseStorage:
 
 
 def open_study(config: StudyConfig, *, create: bool = True, worker: str | None = None,
-               storage: BaseStorage | None = None) -> optuna.Study:
-    """Create the study or resume it; refuses to resume one defined by a different search, targets or fit.
+               storage: BaseStorage | None = None, claim: Mapping[str, Any] | None = None) -> optuna.Study:
+    """Create the study or resume it; refuses one whose claim (cap, mode, public flag) or definition differs.
 
     A ``worker`` (its name) seeds its sampler from the study seed and the name, so
-    parallel workers do not propose the same configurations. ``storage`` (from
-    ``open_storage``) is opened here when not given; a run passes its own, which
-    records the trials' constraints.
+    parallel workers do not propose the same configurations; an accounted study's
+    sampler is seeded from fresh OS entropy instead, never recorded (a published c
+    must not name the trial that proposed it). ``storage`` (from ``open_storage``) is
+    opened here when not given; a run passes its own, which records the trials'
+    constraints. ``claim`` is a new study's claim when it is not the file's (a
+    rejudged study keeps its source's).
     """
     storage = open_storage(config) if storage is None else storage
-    directions: list[Literal["minimize", "maximize"]] = (
-        ["minimize"] if config.study.objective == "epsilon" else ["minimize", "maximize"])
-    seed = config.study.seed
-    if worker is not None:
-        seed = int.from_bytes(hashlib.sha256(f"{seed}:{worker}".encode()).digest()[:4], "little") % 2**31
-    sampler = make_sampler(config.study.sampler, seed=seed, search=config.search,
-                           n_startup_trials=config.study.startup_trials)
     name = config.study.name
     if not create:
         try:
-            loaded = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+            loaded = optuna.load_study(study_name=name, storage=storage, sampler=_sampler(config, worker, None))
         except KeyError:
             raise ConfigError(f"{config.path}: no study named {name!r} in {masked_url(config.storage_url)}; "
                               f"run `swagppm-tune run {config.path}` first") from None
-        check_accounting(loaded, config)
+        verify_claim(loaded, config)
+        loaded.sampler = _sampler(config, worker, loaded)
         return loaded
-    study = optuna.create_study(study_name=name, storage=storage, sampler=sampler, directions=directions,
-                                load_if_exists=True)
+    directions: list[Literal["minimize", "maximize"]] = (
+        ["minimize"] if config.study.objective == "epsilon" else ["minimize", "maximize"])
+    study = optuna.create_study(study_name=name, storage=storage, sampler=_sampler(config, worker, None),
+                                directions=directions, load_if_exists=True)
     if [d.name.lower() for d in study.directions] != directions:
         raise ConfigError(f"{config.path} [study]: objective = {config.study.objective!r}, but the stored study "
                           f"{name!r} has {len(study.directions)} objective(s); use a new study name")
-    _keep_definition(study, config, directions)
-    check_accounting(study, config)
+    _keep_definition(study, config, directions, claim=claim)
+    verify_claim(study, config)
+    study.sampler = _sampler(config, worker, study)
     return study
 
 
-def _keep_definition(study: optuna.Study, config: StudyConfig, directions: Sequence[str]) -> None:
-    """Store a new study's definition, caveats, accounting and metric names; refuse a stored study defined
-    otherwise."""
+def _sampler(config: StudyConfig, worker: str | None, study: optuna.Study | None) -> BaseSampler:
+    """The study's sampler: seeded from the study seed (and the worker's name), or, for a study created accounted,
+    from fresh OS entropy."""
+    seed = config.study.seed
+    if study is not None and is_accounted(study):
+        seed = secrets.randbits(31)
+    elif worker is not None:
+        seed = int.from_bytes(hashlib.sha256(f"{seed}:{worker}".encode()).digest()[:4], "little") % 2**31
+    return make_sampler(config.study.sampler, seed=seed, search=config.search,
+                        n_startup_trials=config.study.startup_trials)
+
+
+def _keep_definition(study: optuna.Study, config: StudyConfig, directions: Sequence[str], *,
+                     claim: Mapping[str, Any] | None) -> None:
+    """Store a new study's definition, caveats, claim and metric names; refuse a stored study defined otherwise."""
     definition = study_definition(config)
     stored = study.user_attrs.get(DEFINITION_ATTR)
     if stored is None:
         study.set_user_attr(DEFINITION_ATTR, definition)
         study.set_user_attr("caveats", list(CAVEATS))
-        store_accounting(study, config)
+        store_claim(study, study_claim(config) if claim is None else claim)
+        study.set_user_attr(LEDGER_ID, secrets.token_hex(16))
         with warnings.catch_warnings():  # set_metric_names is still marked experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(["epsilon"] if len(directions) == 1 else ["epsilon", "f1_macro"])
@@ -279,6 +305,10 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
         return RunSummary(finished_before=0, finished_now=0, best=None, closest=None,
                           stopped_because="the accounted study drew 0 trials (Poisson): nothing runs, nothing is "
                                           "released")
+    if timeout is not None and is_accounted(study):
+        raise ConfigError(f"--timeout {timeout:g} cannot be used on the accounted study {settings.name!r}: its total "
+                          "holds for a study that runs all of its hidden number of trials (a run stopped early is "
+                          "resumed to the end)")
     timeout = settings.timeout if timeout is None else timeout
     before = finished_count(study)
 
@@ -335,6 +365,25 @@ def check_data(study: optuna.Study, data_hash: str, config: StudyConfig) -> None
                           "use a new [study] name, or the cache_dir the study began with")
 
 
+def check_record_bound(study: optuna.Study, num_train: int, config: StudyConfig) -> None:
+    """Refuse records beyond the declared public bound ``max_records``: δ was set from it."""
+    bound = claim_of(study).get("max_records")
+    if bound is not None and num_train > bound:
+        raise ConfigError(f"{config.path} [study] max_records = {bound}: the data hold more training records than "
+                          "the declared public bound that delta is set from; declare a larger bound in a new study")
+
+
+def enter_in_ledger(study: optuna.Study, records: FingerprintsRecords, config: StudyConfig) -> None:
+    """A study on private records enters their ledger once (its mode, and an accounted study's terms)."""
+    claim = claim_of(study)
+    if claim["mode"] == PUBLIC_PROXY:
+        return  # its records are declared public: no private data set to account for
+    terms = claim.get("accounting") or {}
+    Ledger.of(records).record_study({"id": study.user_attrs[LEDGER_ID], "study": study.study_name,
+                                     "storage": masked_url(config.storage_url), "mode": claim["mode"],
+                                     "epsilon_cap": claim["epsilon_cap"], **terms})
+
+
 def check_stage1(study: optuna.Study, fingerprint: str, config: StudyConfig) -> None:
     """Refuse a stage 1 other than the one the study's earlier trials used: their ε and F1 would not compare."""
     if (stored := keep_first(study, STAGE1_FINGERPRINT, fingerprint)) is not None:
@@ -345,10 +394,14 @@ def check_stage1(study: optuna.Study, fingerprint: str, config: StudyConfig) -> 
 
 
 def _prepare(study: optuna.Study, objective: Objective, config: StudyConfig, *, echo: Callable[[str], None]) -> None:
-    """Stage 1, once, under the cache lock: checked against the study's data and stage 1, its baseline stored."""
-    check_data(study, objective.session.data.data_hash, config)
-    prep = objective.session.prepare()  # stage 1 can run for minutes: progress as the command line set it
+    """Stage 1, once, under the cache lock: checked against the study's data, its record bound and stage 1, entered
+    in the data set's ledger, its baseline stored."""
+    session = objective.session
+    check_data(study, session.data.data_hash, config)
+    check_record_bound(study, len(session.data.train_texts), config)
+    prep = session.prepare()  # stage 1 can run for minutes: progress as the command line set it
     check_stage1(study, prep.stage1_fingerprint, config)
+    enter_in_ledger(study, session, config)
     study.set_user_attr(NUM_TRAIN, prep.num_train)
     study.set_user_attr(BASELINE_F1_MACRO, prep.baseline_f1_macro)
     study.set_user_attr("baseline_f1_weighted", prep.baseline_f1_weighted)

@@ -24,11 +24,11 @@ from tuner.cli import main
 from tuner.outcome import DrawChecks, judge
 from tuner.record import TrialRecord, constraint_attrs, named_constraints
 from tuner.study import open_study
-from tuner.tuning import ACCOUNTED_TRIALS, ACCOUNTING, NUM_TRAIN, PUBLIC_KEYS, default_delta, tuning_cost
+from tuner.tuning import ACCOUNTED_TRIALS, CLAIM, NUM_TRAIN, PUBLIC_KEYS, default_delta, tuning_cost
 
 pytestmark = pytest.mark.fits
 
-ACCOUNTED = {"accounted": True, "sampler": "random", "public_eval": "public.jsonl"}
+ACCOUNTED = {"accounted": True, "sampler": "random", "public_eval": "public.jsonl", "max_records": 1000}
 
 
 def write_records(path: Path, *, size: int, seed: int) -> Path:
@@ -64,7 +64,7 @@ def add_judged(study: optuna.Study, config: StudyConfig, fit: swagppm.SWAGPPMRes
 def test_an_accounted_study_needs_random_search_public_eval_and_no_audit_constraint(
         study_file: Callable[..., Path], tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"accounted = true needs study.public_eval"):
-        StudyConfig.from_toml(study_file(study={"accounted": True, "sampler": "random"}))
+        StudyConfig.from_toml(study_file(study={"accounted": True, "sampler": "random", "max_records": 1000}))
     with pytest.raises(ConfigError, match=r"accounted = true needs study.sampler = 'random' \(got 'tpe'\)"):
         StudyConfig.from_toml(study_file(study={**ACCOUNTED, "sampler": "tpe"}))
     with pytest.raises(ConfigError, match="require_audit = true cannot be used with study.accounted"):
@@ -82,8 +82,10 @@ def test_a_missing_public_eval_file_is_refused_before_any_fit(study_file: Callab
 
 
 @pytest.mark.parametrize(("created", "edited", "says"), [
-    ({}, ACCOUNTED, "was created unaccounted, but the file now says accounted"),
-    (ACCOUNTED, {"accounted": False}, "but the file now says unaccounted"),
+    ({}, ACCOUNTED, "was created with mode = unaccounted, delta = none, [study] max_records = none, accounting = "
+                    "none, but the file now says mode = accounted, delta = 1e-06, [study] max_records = 1000, "
+                    "accounting = (trials_shape = 1.0, trials_mean = 10.0)"),
+    (ACCOUNTED, {"accounted": False}, "but the file now says mode = unaccounted, accounting = none"),
     (ACCOUNTED, {**ACCOUNTED, "trials_mean": 3.0}, "trials_mean = 3.0"),
 ])
 def test_an_edited_study_file_cannot_change_the_accounting(
@@ -91,16 +93,17 @@ def test_an_edited_study_file_cannot_change_the_accounting(
         created: dict[str, object], edited: dict[str, object], says: str) -> None:
     write_records(tmp_path / "public.jsonl", size=40, seed=7)
     study = open_study(StudyConfig.from_toml(study_file(study=created)))
-    stored = study.user_attrs[ACCOUNTING]
+    stored = study.user_attrs[CLAIM]
     path = study_file(study=edited)
     for verb in (["status"], ["export", "-o", str(tmp_path / "best.json")]):
         assert main([verb[0], str(path), *verb[1:]]) == 2
         err = capsys.readouterr().err
-        assert says in err and "accounting is fixed when a study is created" in err and len(err.splitlines()) == 1
-    with pytest.raises(ConfigError, match="accounting is fixed"):
+        assert says in err and "and the accounting are fixed when a study is created" in err
+        assert len(err.splitlines()) == 1
+    with pytest.raises(ConfigError, match="are fixed when a study is created"):
         tuning_cost(open_study(StudyConfig.from_toml(path), create=False), StudyConfig.from_toml(path))
     assert optuna.load_study(study_name="small", storage=f"sqlite:///{tmp_path / 'small.db'}").user_attrs[
-        ACCOUNTING] == stored
+        CLAIM] == stored
 
 
 def test_an_accounted_study_runs_random_draws_scored_on_public_data_and_composes_one_total(
@@ -120,13 +123,14 @@ def test_an_accounted_study_runs_random_draws_scored_on_public_data_and_composes
     assert set(named_constraints(trial)) - {"epsilon"} == {"f1_macro", "f1_weighted", "fit_spread", "fit_spikes"}
     assert all(value == 0.0 for key, value in named_constraints(trial).items() if key != "epsilon")
     cost = tuning_cost(study, config)
-    n = study.user_attrs[NUM_TRAIN]
-    assert cost["mode"] == "accounted" and cost["delta"] == default_delta(n) and set(PUBLIC_KEYS) <= set(cost)
-    expected = hand_composed(50.0, mean=1.0, shape=1.0, delta=default_delta(n))
+    delta = default_delta(1000)  # from the declared public bound max_records, never from the private count
+    assert study.user_attrs[NUM_TRAIN] < 1000
+    assert cost["mode"] == "accounted" and cost["delta"] == delta == 1e-6 and set(PUBLIC_KEYS) <= set(cost)
+    expected = hand_composed(50.0, mean=1.0, shape=1.0, delta=delta)
     assert cost["total_epsilon"] == pytest.approx(expected, rel=1e-9)
     assert cost["total_epsilon"] >= cost["tuning_epsilon"] >= 50.0
     assert cost["tuning_epsilon"] == pytest.approx(tuning_epsilon(
-        epsilon_per_trial=50.0, distribution=TrialCountDistribution(shape=1.0, mean=1.0), delta=default_delta(n)))
+        epsilon_per_trial=50.0, distribution=TrialCountDistribution(shape=1.0, mean=1.0), delta=delta))
     statement = cost["statement"]
     assert "hidden number of trials" in statement and f"{expected:.4g}" in statement
     assert "trials run" not in statement and "planned" not in statement and "largest" not in statement
@@ -140,6 +144,7 @@ def test_accounted_trials_rank_by_public_score_and_a_trial_above_epsilon_star_is
     add_judged(study, config, result(tight(3.0), c=0.5), DrawChecks(public_score=0.6))
     add_judged(study, config, result(tight(4.0), c=0.7), DrawChecks(public_score=0.7))
     add_judged(study, config, result(tight(40.0), c=0.9), DrawChecks(public_score=0.9))  # epsilon about 80 > 50
+    study.set_user_attr(ACCOUNTED_TRIALS, 3)  # all of its K trials finished: it may export
     capsys.readouterr()
     assert main(["export", str(path), "-o", str(tmp_path / "best.json")]) == 0
     document = json.loads((tmp_path / "best.json").read_text())
@@ -260,7 +265,8 @@ def test_rejudge_keeps_the_accounting_or_refuses_a_new_epsilon_star(study_file: 
     assert main(["rejudge", str(path), "--name", "kept", "--max-f1-degradation", "0.2"]) == 0
     kept = dataclasses.replace(config, study=dataclasses.replace(config.study, name="kept"))
     study = open_study(kept, create=False)
-    for key in (ACCOUNTING, ACCOUNTED_TRIALS, NUM_TRAIN):
+    assert study.user_attrs[CLAIM] == {**source.user_attrs[CLAIM], "ranked_at": 10.0}
+    for key in (ACCOUNTED_TRIALS, NUM_TRAIN):
         assert study.user_attrs[key] == source.user_attrs[key]
     assert tuning_cost(study, kept)["total_epsilon"] == tuning_cost(source, config)["total_epsilon"]
     assert main(["status", str(path), "--study-name", "kept"]) == 0

@@ -24,10 +24,14 @@ from tuner.export import (
     read_export,
     refit_suspects,
 )
+from tuner.ledger import seal
 from tuner.study import open_storage, open_study
 
 FIT = SWAGPPMConfig.from_dict({"data": {"source": "synthetic", "synthetic_size": 240}, "device": "cpu"})
-MINIMAL: dict[str, Any] = {"format": FORMAT, "params": {"c": 1.0, "ft_epochs": 7}, "swagppm": FIT.to_dict()}
+CLAIM: dict[str, Any] = {"epsilon_cap": 5.0, "mode": "unaccounted", "data_public": False, "delta": None,
+                         "max_records": None, "accounting": None}
+MINIMAL: dict[str, Any] = {"format": FORMAT, "params": {"c": 1.0, "ft_epochs": 7}, "swagppm": FIT.to_dict(),
+                           "claim": CLAIM, "claim_seal": seal(CLAIM)}
 
 
 def exported(tmp_path: Path, document: object = None, *, text: str | None = None) -> Path:
@@ -49,20 +53,20 @@ def refused(path: Path) -> str:
 def test_a_minimal_export_reads_with_every_optional_field_unset(tmp_path: Path) -> None:
     path = exported(tmp_path)
     assert read_export(path) == Chosen(config=FIT, c=1.0, ft_epochs=7, g=0.0, epsilon=None, trials_run=None,
-                                       path=path)
+                                       path=path, claim=CLAIM)
 
 
 def test_every_field_of_a_full_export_is_read_back(tmp_path: Path) -> None:
     document = MINIMAL | {
         "params": {"c": 0.75, "ft_epochs": 9, "g": -0.25}, "metrics": {"epsilon": 3.5}, "trials_run": {"total": 12},
         "device": "cpu", "threads": 4, "cpu_kernels": "AVX2", "stage1_fingerprint": "0123456789abcdef",
-        "versions": {"torch": "2.13.0"}, "tuning": {"mode": "unaccounted"}, "targets": {"epsilon": 5}}
+        "versions": {"torch": "2.13.0"}, "tuning": {"mode": "unaccounted"}, "targets": {"epsilon": 5}, "trial": 4}
     path = exported(tmp_path, document)
     assert read_export(path) == Chosen(
         config=FIT, c=0.75, ft_epochs=9, g=-0.25, epsilon=3.5, trials_run=12, path=path, device="cpu", threads=4,
         cpu_kernels="AVX2", stage1_fingerprint="0123456789abcdef", versions={"torch": "2.13.0"},
-        tuning={"mode": "unaccounted"}, epsilon_cap=5.0)
-    assert isinstance(read_export(path).epsilon_cap, float)
+        tuning={"mode": "unaccounted"}, claim=CLAIM, trial=4)
+    assert read_export(path).epsilon_cap == 5.0 and isinstance(read_export(path).epsilon_cap, float)
 
 
 def test_integer_parameters_are_read_as_numbers_of_their_kind(tmp_path: Path) -> None:
@@ -83,15 +87,25 @@ def test_a_boolean_thread_count_is_not_recorded(tmp_path: Path) -> None:
     assert read_export(exported(tmp_path, MINIMAL | {"threads": True})).threads is None
 
 
-@pytest.mark.parametrize("targets", [None, [50.0], "50", {}, {"epsilon": None}])
-def test_no_usable_targets_table_means_no_cap(tmp_path: Path, targets: object) -> None:
-    assert read_export(exported(tmp_path, MINIMAL | {"targets": targets})).epsilon_cap is None
+@pytest.mark.parametrize("claim", [None, [50.0], "50"])
+def test_an_export_without_its_claim_is_refused(tmp_path: Path, claim: object) -> None:
+    path = exported(tmp_path, MINIMAL | {"claim": claim})
+    assert refused(path) == (f"{path}: field claim is missing (an export of an older swagppm-tune, or edited): export "
+                             "the study again")
+
+
+@pytest.mark.parametrize("edit", [{"epsilon_cap": 5.5}, {"mode": "public-proxy"}, {"data_public": True}])
+def test_a_claim_edited_after_the_study_fixed_it_is_refused(tmp_path: Path, edit: dict[str, object]) -> None:
+    """The cap, mode and public flag a release claims are the study's as created; an edited export does not pass."""
+    path = exported(tmp_path, MINIMAL | {"claim": CLAIM | edit})
+    assert refused(path).startswith(f"{path}: the claim (cap, mode, public flag) does not match its seal")
 
 
 @pytest.mark.parametrize(("value", "shown"), [(0, "0"), (-1.5, "-1.5"), (float("inf"), "inf"), (True, "True")])
 def test_a_cap_that_is_not_a_positive_number_is_refused(tmp_path: Path, value: object, shown: str) -> None:
-    path = exported(tmp_path, MINIMAL | {"targets": {"epsilon": value}})
-    assert refused(path) == f"{path}: field targets.epsilon = {shown} is not a positive number"
+    claim = CLAIM | {"epsilon_cap": value}
+    path = exported(tmp_path, MINIMAL | {"claim": claim, "claim_seal": seal(claim)})
+    assert refused(path) == f"{path}: field claim.epsilon_cap = {shown} is not a positive number"
 
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
@@ -266,7 +280,7 @@ def test_an_empty_versions_table_is_not_recorded() -> None:
 
 def test_a_study_without_a_feasible_trial_chooses_nothing(study_file: Callable[..., Path], tmp_path: Path) -> None:
     config = StudyConfig.from_toml(study_file()).with_storage(f"journal:{tmp_path / 'study.log'}")
-    assert chosen_from_study(open_study(config, storage=open_storage(config)), config) is None
+    assert chosen_from_study(open_study(config, storage=open_storage(config)), config, "chosen") is None
 
 
 def test_the_best_feasible_trial_is_chosen_with_what_it_cost(study_file: Callable[..., Path], tmp_path: Path) -> None:
@@ -275,7 +289,7 @@ def test_the_best_feasible_trial_is_chosen_with_what_it_cost(study_file: Callabl
     study = with_a_feasible_trial(path, storage=storage)
     config = StudyConfig.from_toml(path).with_storage(storage)
     [trial] = study.get_trials()
-    picked = chosen_from_study(study, config)
+    picked = chosen_from_study(study, config, "chosen")
     assert picked is not None
     assert (picked.c, picked.ft_epochs, picked.g) == (trial.params["c"], trial.params["ft_epochs"], 0.0)
     assert picked.epsilon == 2 * max(tight())  # the made-up result's epsilon

@@ -42,7 +42,7 @@ from tuner.tuning import NUM_TRAIN
 
 NO_CHECKS = DrawChecks()
 DISTRIBUTIONS = {"c": FloatDistribution(0.3, 1.2), "ft_epochs": IntDistribution(4, 8)}
-ACCOUNTED = {"accounted": True, "sampler": "random", "public_eval": "public.jsonl"}
+ACCOUNTED = {"accounted": True, "sampler": "random", "public_eval": "public.jsonl", "max_records": 1000}
 SERIES = tight(3.0)
 EPSILON = 2 * max(SERIES)  # the made-up fit's ε: about 6.19
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.fits
 
 
 def test_accounting_needs_random_search_and_no_early_stop(study_file: Callable[..., Path]) -> None:
-    accounted = {"accounted": True, "public_eval": "public.jsonl"}
+    accounted = {"accounted": True, "public_eval": "public.jsonl", "max_records": 1000}
     with pytest.raises(ConfigError, match="accounted = true needs study.sampler = 'random'"):
         StudyConfig.from_toml(study_file(study=accounted))
     with pytest.raises(ConfigError, match="early_stop = true cannot be used with study.accounted"):

@@ -148,8 +148,8 @@ def add_release_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--selection-stop-probability", type=stop_probability, default=0.1,
                         help="chance of giving up after each draw that misses (default 0.1: 10 draws on average)")
     parser.add_argument("--selection-delta", type=probability, default=None,
-                        help="delta of the selection's total epsilon (default: a power of ten at most 1/n² for n "
-                             "training records)")
+                        help="delta of the selection's total epsilon (default: the study's, from [study] "
+                             "accounting_delta or the public bound max_records; never from the private record count)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a release folder that is not empty, as a whole, once the new one is complete, "
                              "and existing --json or --figures files (never an input of the run)")

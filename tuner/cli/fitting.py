@@ -7,10 +7,10 @@ import contextlib
 import json
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import optuna
 
@@ -18,7 +18,7 @@ import swagppm
 from scorers import GUIDE
 from swagppm import ConfigError
 from swagppm.config import check_value
-from tuner.audit import audit_document, audit_fit, audit_text, count_audit, write_audit
+from tuner.audit import RELEASE, audit_document, audit_fit, audit_text, write_audit
 from tuner.cli.arguments import (
     add_data,
     add_data_override,
@@ -61,11 +61,14 @@ from tuner.compare import (
 from tuner.config import StudyConfig
 from tuner.export import Chosen, chosen_from_study, refit_suspects
 from tuner.figures import figures_html
+from tuner.ledger import AUDIT_ENTRY, Ledger
 from tuner.outcome import counted, judge, result_line
 from tuner.outputs import write_atomic
-from tuner.release import ReleaseOptions, release_draw, selection_sentence
+from tuner.record import AUDITED
+from tuner.release import ReleaseRequest, audit_count, measured_line, measured_text, release, selection_sentence
 from tuner.search import StartPoint
 from tuner.study import open_existing_study
+from tuner.tuning import claim_of, study_claim
 
 if TYPE_CHECKING:
     from swagppm.releases.selection import Selection
@@ -119,11 +122,9 @@ class FitCommand(Command):
                            overwrite=args.overwrite or args.figures is None)
         if args.json is not None:
             checked_output(args, args.json, "--json", config=request.study or request.config)
-        options = None
-        if args.release is not None:
-            cap = request.study.targets.epsilon if request.study is not None else None
-            options = release_options(args, request.chosen, epsilon_cap=cap)
         chosen_selection = selection(args, releasing=args.release is not None)
+        wanted = None if args.release is None else release_request(
+            args, args.release, request.config, chosen_selection, claim=fit_claim(request), chosen=request.chosen)
         if request.chosen is not None and request.chosen.threads:
             import torch  # only here: the command line starts without the training stack
 
@@ -131,10 +132,9 @@ class FitCommand(Command):
             print(f"using {request.chosen.threads} CPU thread(s), as the exported trial did (on a CPU, epsilon "
                   "depends on the thread count in its last digits)")
         with contextlib.ExitStack() as stack:
-            target = None if options is None else stack.enter_context(
-                claim_release_dir(args.release, args=args, data_derived=request.config.model.is_tiny))
+            target = None if wanted is None else stack.enter_context(claim_release_dir(args.release, wanted))
             session = stack.enter_context(swagppm.Session(request.config))
-            check_release_inputs(session, chosen_selection, options)
+            check_release_inputs(session, wanted)
             fit = session.fit(c=request.c, ft_epochs=request.ft_epochs, g=request.g,
                               stop_above_epsilon=args.stop_above_epsilon)
             page = print_fit(fit.result, request)
@@ -143,12 +143,8 @@ class FitCommand(Command):
                 codes.append(write_output(figures, page, "figures"))
             if args.json is not None:
                 codes.append(write_output(args.json, json.dumps(fit.result.to_dict(), indent=2), "result JSON"))
-            if target is not None and options is not None:
-                chosen = request.chosen
-                codes.append(write_release(session, fit, target, args=args, options=options,
-                                           trials_run=chosen.trials_run if chosen is not None else None,
-                                           tuning=chosen.tuning if chosen is not None else None,
-                                           selection=chosen_selection))
+            if target is not None and wanted is not None:
+                codes.append(release_fit(session, fit, target, wanted))
         return next((code for code in codes if code), EXIT_OK)
 
 
@@ -228,21 +224,41 @@ def add_publication_flags(parser: argparse.ArgumentParser) -> None:
                              "study's target (the card then says so); without it such a release exits 7")
 
 
-def release_options(args: argparse.Namespace, chosen: Chosen | None, *,
-                    epsilon_cap: float | None = None) -> ReleaseOptions:
+def fit_claim(request: FitRequest) -> dict[str, object]:
+    """The claim a ``fit --release`` makes: the export's, else the study's as stored at its creation, else (a study
+    file never run) the file's, declared before this fit."""
+    if request.chosen is not None:
+        assert request.chosen.claim is not None  # read_export refuses an export without one
+        return request.chosen.claim
+    assert request.study is not None
+    study = existing_study(request.study)
+    return study_claim(request.study) if study is None else claim_of(study)
+
+
+def release_request(args: argparse.Namespace, out: Path, config: swagppm.SWAGPPMConfig,
+                    chosen_selection: Selection | None, *, claim: Mapping[str, Any],
+                    chosen: Chosen | None) -> ReleaseRequest:
     """The release's claim and publication flags, every input checked now (before any fit): the export's fields,
-    the cap ε*, the public evaluation file."""
+    the cap fixed at the study's creation, δ for a selection, the public evaluation file, the folder, the labels."""
+    from swagppm.releases.writer import ReleaseSpec, check_release
+
     if chosen is not None:
         check_release_fields(chosen)
-        epsilon_cap = chosen.epsilon_cap
-    if epsilon_cap is None:
-        where = chosen.path if chosen is not None else "the study"
-        raise ConfigError(f"{where}: no targets.epsilon: a release claims epsilon <= the cap declared before the fit")
     public_eval = args.public_eval
     if public_eval is not None and not Path(public_eval).expanduser().is_file():
         raise ConfigError(f"--public-eval {public_eval}: no such file")
-    return ReleaseOptions(epsilon_cap=epsilon_cap, public_labels=args.public_labels, public_eval=public_eval,
-                          force_audit=args.force_audit)
+    delta = args.selection_delta or claim.get("delta")
+    if chosen_selection is not None and delta is None:
+        raise ConfigError("--min-utility: the selection's total epsilon needs a delta that does not come from the "
+                          "private record count: pass --selection-delta, or declare [study] max_records (a public "
+                          "upper bound on the training records) in a new study")
+    spec = ReleaseSpec(epsilon_cap=float(claim["epsilon_cap"]),
+                       public_labels=args.public_labels, public_eval=public_eval,
+                       tuning=chosen.tuning if chosen is not None else None, selection=chosen_selection,
+                       force=args.force, overwrite=args.overwrite)
+    check_release(out, spec, config)
+    source = str(chosen.path) if chosen is not None else str(args.study)
+    return ReleaseRequest(spec=spec, force_audit=args.force_audit, delta=delta, source=source)
 
 
 def check_release_fields(chosen: Chosen) -> None:
@@ -255,30 +271,30 @@ def check_release_fields(chosen: Chosen) -> None:
 
 
 @contextlib.contextmanager
-def claim_release_dir(out: Path, *, args: argparse.Namespace, data_derived: bool) -> Iterator[ReleaseTarget]:
-    """The release folder checked and locked before the fit (``swagppm.releases``: imported here, it needs torch)."""
+def claim_release_dir(out: Path, request: ReleaseRequest) -> Iterator[ReleaseTarget]:
+    """The release folder locked before the fit (``swagppm.releases``: imported here, it needs torch)."""
     from swagppm.releases.staging import claim
-    from swagppm.releases.writer import check_release_dir
 
-    check_release_dir(out, overwrite=args.overwrite, data_derived=data_derived, force=args.force)
-    with claim(out, overwrite=args.overwrite) as target:
+    with claim(out, overwrite=request.spec.overwrite) as target:
         yield target
 
 
-def check_release_inputs(session: swagppm.Session, chosen: Selection | None, options: ReleaseOptions | None) -> None:
+def check_release_inputs(session: swagppm.Session, request: ReleaseRequest | None) -> None:
     """The selection and public evaluation files read and checked against the session's data, before the fit."""
     from swagppm.releases.selection import check_public_set, check_selection
 
-    if chosen is not None:
-        check_selection(session, chosen)
-    if options is not None and options.public_eval is not None:
-        check_public_set(session, options.public_eval)
+    if request is None:
+        return
+    if request.spec.selection is not None:
+        check_selection(session, request.spec.selection)
+    if request.spec.public_eval is not None:
+        check_public_set(session, request.spec.public_eval)
 
 
-def write_release(session: swagppm.Session, fit: swagppm.Fit, target: ReleaseTarget, *, args: argparse.Namespace,
-                  options: ReleaseOptions, trials_run: int | None, tuning: dict[str, object] | None = None,
-                  selection: Selection | None = None) -> int:
-    """One secret draw of ``fit`` written to ``target`` unless its audit refutes the claim (then exit 7)."""
+def release_fit(session: swagppm.Session, fit: swagppm.Fit, target: ReleaseTarget, request: ReleaseRequest,
+                study: optuna.Study | None = None, trial: int | None = None) -> int:
+    """One secret draw of ``fit`` written to ``target`` unless its audit refutes the claim (then exit 7); the audit's
+    bound is remembered on the released ``trial`` of ``study`` (status shows it beside the measured ε)."""
     if fit.result.failure:
         print(f"nothing released: the fit failed ({fit.result.failure})", file=sys.stderr)
         return EXIT_FIT_FAILED
@@ -286,37 +302,50 @@ def write_release(session: swagppm.Session, fit: swagppm.Fit, target: ReleaseTar
     from swagppm.releases.writer import AuditRefuted
 
     try:
-        released = release_draw(session, fit, target, options=options, force=args.force, overwrite=args.overwrite,
-                                trials_run=trials_run, tuning=tuning, selection=selection,
-                                selection_delta=args.selection_delta, count_audit=lambda: count_audit(study_of(args)))
+        released = release(session, fit, target, request)
     except SelectionFailed as error:
         print(f"nothing released: {error}", file=sys.stderr)
         return EXIT_INFEASIBLE
     except AuditRefuted as error:
+        remember_audit(study, trial, error.epsilon_lower_bound)
         print(f"swagppm-tune: error: {error}", file=sys.stderr)
         return EXIT_AUDIT_REFUTED
     except OSError as error:  # the staging folder is gone with it: nothing is left at the target
         print(f"swagppm-tune: error: could not write the release {target.path} ({error.strerror or error}); "
               "nothing was released", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"released one draw of c = {fit.result.c:.4g}, {counted(fit.result.ft_epochs, 'epoch')} to {released.path}")
-    if selection is not None:
+    remember_audit(study, trial, released.audit[RELEASE].epsilon_lower_bound)
+    cap = request.spec.epsilon_cap
+    print(f"released one draw of c = {fit.result.c:.4g}, {counted(fit.result.ft_epochs, 'epoch')} to {released.path} "
+          f"under the claim epsilon <= {cap:g}")
+    if request.spec.selection is not None:
         print(selection_sentence(released.path))
     print("membership-inference audit (members: training records, non-members: test records):")
-    print(audit_text(released.audit, epsilon=options.epsilon_cap))
+    print(audit_text(released.audit, epsilon=cap))
+    print(measured_line(released, fit.result.epsilon))
     print(f"owner-only report (not for publication): {target.report}")
     return EXIT_OK
 
 
-def study_of(args: argparse.Namespace) -> optuna.Study | None:
-    """The study whose private data the verb audits, where it exists (not for --from EXPORT.json, nor for a ``fit``
-    of a study file never run): its audits are counted."""
-    if args.study is None:
-        return None
+def remember_audit(study: optuna.Study | None, trial: int | None, bound: float | None) -> None:
+    """Keep an audit's ε lower bound of a study's trial (the largest seen), so that every later line showing its
+    measured ε shows the audit beside it."""
+    if study is None or trial is None or bound is None:
+        return
+    audited = dict(study.user_attrs.get(AUDITED) or {})
+    audited[str(trial)] = max(bound, audited.get(str(trial), 0.0))
+    study.set_user_attr(AUDITED, audited)
+
+
+def existing_study(config: StudyConfig) -> optuna.Study | None:
+    """The stored study of a study file, or None when it was never run (a SQLite or journal file not there yet, or
+    no study of that name)."""
     try:
-        return open_existing_study(study_config(args))
-    except ConfigError:
-        return None
+        return open_existing_study(config)
+    except ConfigError as error:
+        if "no study" in str(error):
+            return None
+        raise
 
 
 def chosen_configuration(args: argparse.Namespace, what: str) -> Chosen | None:
@@ -326,7 +355,7 @@ def chosen_configuration(args: argparse.Namespace, what: str) -> Chosen | None:
         return exported(args)
     config = study_config(args, data=False)
     study = open_existing_study(config)
-    chosen = chosen_from_study(study, config)
+    chosen = chosen_from_study(study, config, what)
     if chosen is None:
         print_closest(study)
         print(f"nothing {what}: the study has no feasible trial", file=sys.stderr)
@@ -354,14 +383,14 @@ class ReleaseCommand(Command):
         chosen = chosen_configuration(args, "released")
         if chosen is None:
             return EXIT_INFEASIBLE
-        options = release_options(args, chosen)
-        chosen_selection = selection(args, releasing=True)
-        with (claim_release_dir(args.output, args=args, data_derived=chosen.config.model.is_tiny) as target,
-              swagppm.Session(chosen.config) as session):
-            check_release_inputs(session, chosen_selection, options)
+        assert chosen.claim is not None  # from the study, or a sealed export
+        wanted = release_request(args, args.output, chosen.config, selection(args, releasing=True),
+                                 claim=chosen.claim, chosen=chosen)
+        study = None if args.study is None else open_existing_study(study_config(args, data=False))
+        with claim_release_dir(args.output, wanted) as target, swagppm.Session(chosen.config) as session:
+            check_release_inputs(session, wanted)
             fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g)
-            return write_release(session, fit, target, args=args, options=options, trials_run=chosen.trials_run,
-                                 tuning=chosen.tuning, selection=chosen_selection)
+            return release_fit(session, fit, target, wanted, study, chosen.trial)
 
 
 class CompareCommand(Command):
@@ -426,19 +455,30 @@ class AuditCommand(Command):
         if chosen is None:
             return EXIT_INFEASIBLE
         cap = chosen.epsilon_cap
-        if cap is None:
-            raise ConfigError(f"{chosen.path}: no targets.epsilon: the audit judges the claim epsilon <= that cap")
+        assert cap is not None  # from the study, or a sealed export
         with swagppm.Session(chosen.config) as session:
             fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g)
             if fit.result.failure:
                 print(f"nothing audited: the fit failed ({fit.result.failure})", file=sys.stderr)
                 return EXIT_FIT_FAILED
             audit = audit_fit(session, fit)
-        document = audit_document(audit, epsilon_cap=cap, audits_run=count_audit(study_of(args)))
+            refuted = audit[RELEASE].refutation(cap) is not None
+            ledger = Ledger.of(session)
+            ledger.append({"kind": AUDIT_ENTRY, "outcome": "refuted" if refuted else "passed",
+                           "source": str(chosen.path)})
+        if args.study is not None:
+            remember_audit(open_existing_study(study_config(args, data=False)), chosen.trial,
+                           audit[RELEASE].epsilon_lower_bound)
+        document = audit_document(audit, epsilon_cap=cap, audits_run=audit_count(ledger))
         print(f"membership-inference audit of c = {chosen.c:.4g}, {counted(chosen.ft_epochs, 'epoch')} against the "
               f"claim epsilon <= {cap:g} (members: training records, non-members: test records):")
         print(audit_text(audit, epsilon=cap))
+        print(measured_text(audit[RELEASE], fit.result.epsilon))
         if args.output is not None:
             write_audit(args.output, document, c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g)
             print(f"wrote {args.output}")
+        if refuted:
+            print(f"swagppm-tune: the audit refutes the claim epsilon <= {cap:g} (exit {EXIT_AUDIT_REFUTED}): a "
+                  "release of this configuration would be refused", file=sys.stderr)
+            return EXIT_AUDIT_REFUTED
         return EXIT_OK

@@ -9,16 +9,20 @@ import optuna
 from tuner.config import StudyConfig
 from tuner.outcome import counted
 from tuner.queries import closest_trial, describe_violations, range_edges, stage1_runs
-from tuner.record import TrialRecord
+from tuner.record import TrialRecord, audit_bounds, refuted_note
 
 
-def best_line(best: optuna.trial.FrozenTrial) -> str:
+def best_line(best: optuna.trial.FrozenTrial, study: optuna.Study | None = None) -> str:
+    """The best feasible trial in one line; its measured ε with the audit beside it when one refutes it."""
     record = TrialRecord.of(best)
     assert record is not None and record.f1_macro_median is not None and record.f1_weighted_median is not None
+    bound = audit_bounds(study.user_attrs if study is not None else {}, best.number, record)
+    note = refuted_note(record.epsilon, bound)
     return (f"best feasible: trial {best.number}: c = {best.params['c']:.4g}, "
             f"{counted(best.params['ft_epochs'], 'epoch')}, "
             f"epsilon = {record.epsilon_or_inf:.3f} (a local estimate from "
-            f"{counted(record.draws_privacy, 'privacy draw')}; swagppm-tune audit checks it), "
+            f"{counted(record.draws_privacy, 'privacy draw')}"
+            f"{note or '; swagppm-tune audit checks it'}), "
             f"F1 macro median {record.f1_macro_median:.3f} (baseline "
             f"{record.baseline_f1_macro:.3f}), weighted {record.f1_weighted_median:.3f} (baseline "
             f"{record.baseline_f1_weighted:.3f})")
@@ -55,3 +59,14 @@ def warn_mixed_stage1(study: optuna.Study) -> None:
         print(f"warning: the trials used {len(runs)} different stage 1s ({listed}), so their epsilon and F1 do not "
               "compare; give every worker one cache_dir and thread count, and rerun the choice in a new study",
               file=sys.stderr)
+
+
+def print_refuted(study: optuna.Study) -> None:
+    """Each trial whose measured ε an audit refutes, with the audit's bound beside it."""
+    for trial in study.get_trials(deepcopy=False):
+        record = TrialRecord.of(trial)
+        if record is None:
+            continue
+        note = refuted_note(record.epsilon, audit_bounds(study.user_attrs, trial.number, record))
+        if note:
+            print(f"trial {trial.number}: measured epsilon {record.epsilon_or_inf:.3g}{note}")

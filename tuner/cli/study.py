@@ -27,7 +27,7 @@ from tuner.cli.arguments import (
     study_config,
 )
 from tuner.cli.base import EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_OK, Command
-from tuner.cli.messages import best_line, print_closest, warn_at_edge, warn_mixed_stage1
+from tuner.cli.messages import best_line, print_closest, print_refuted, warn_at_edge, warn_mixed_stage1
 from tuner.compare import read_comparison
 from tuner.config import StudyConfig
 from tuner.executors import make_executor
@@ -41,7 +41,7 @@ from tuner.rejudge import needs_refit, rejudge, retarget
 from tuner.report import write_report
 from tuner.storage import make_storage, masked_url
 from tuner.study import open_existing_study, open_study, run_study
-from tuner.tuning import is_accounted, tuning_cost, tuning_line
+from tuner.tuning import check_all_trials, is_accounted, tuning_cost, tuning_line
 
 EXPOSE_HELP = ("listen on a --host other than this machine. optuna-dashboard has no login: anyone who can reach the "
                "port can read and modify or delete the study (trials, notes, figures). Prefer an SSH tunnel: "
@@ -157,7 +157,7 @@ def run_summary(config: StudyConfig, path: Path) -> int:
     if best is None:
         print_closest(study)
         return EXIT_INFEASIBLE
-    print(best_line(best))
+    print(best_line(best, study))
     warn_at_edge(best, config)
     force = " --force" if config.fit.model.is_tiny else ""
     print(f"next: swagppm-tune export {path} -o best.json; swagppm-tune release --from best.json -o released/{force}")
@@ -180,6 +180,7 @@ class StatusCommand(Command):
         config = study_config(args)
         study = open_existing_study(config)
         print(format_table(trial_rows(study), statistic=config.targets.statistic))
+        print_refuted(study)
         print_needs_refit(study, config)
         counts = trials_run(study)
         print(f"\n{counts['total']} trials: {counts['complete']} complete, {counts['pruned']} pruned, "
@@ -190,7 +191,7 @@ class StatusCommand(Command):
         if best is None:
             print_closest(study)
             return EXIT_INFEASIBLE
-        print(best_line(best))
+        print(best_line(best, study))
         warn_at_edge(best, config)
         if config.study.objective == "pareto":
             front = ", ".join(f"#{t.number} (eps {r.epsilon_or_inf:.2f}, F1 {r.f1_macro_median or 0.0:.3f})"
@@ -222,10 +223,12 @@ class ExportCommand(Command):
                 raise ConfigError(f"--trial {args.trial}: no finished trial with that number in study "
                                   f"{config.study.name!r}")
             trial = matching[0]
+            check_all_trials(study, "exported")
             if is_accounted(study) and named_constraints(trial).get("epsilon", 1.0) > 0:
                 raise ConfigError(f"--trial {args.trial}: its epsilon exceeds the accounted study's binding cap "
                                   f"epsilon* = {config.targets.epsilon:g}, so it is not releasable")
         else:
+            check_all_trials(study, "exported")
             best = best_feasible(study)
             if best is None:
                 print_closest(study)
@@ -384,5 +387,5 @@ class RejudgeCommand(Command):
         if best is None:
             print_closest(study)
             return EXIT_INFEASIBLE
-        print(best_line(best))
+        print(best_line(best, study))
         return EXIT_OK
