@@ -59,7 +59,8 @@ class DataConfig:
     """Where the records come from and how they are prepared (the paper's options).
 
     ``source`` is a CSV, JSONL/JSON or Parquet file, a Hugging Face ``datasets``
-    name or directory, or ``"synthetic"`` for the built-in offline corpus.
+    name or directory, or ``"synthetic"`` for the built-in offline corpus;
+    ``revision`` is a Hub dataset's branch, tag or commit (default: its main branch).
     ``title_column`` optionally names a column with each label's human-readable
     name (OSHA's ``nature_title``): a released model then shows those names.
     ``public`` declares the records public (public-proxy tuning: a study on them costs
@@ -67,6 +68,7 @@ class DataConfig:
     """
 
     source: str = "synthetic"
+    revision: str | None = None
     text_column: str = "text"
     label_column: str = "label"
     title_column: str | None = None
@@ -80,6 +82,8 @@ class DataConfig:
     public: bool = False
 
     def __post_init__(self) -> None:
+        check_value(self.revision is None or bool(str(self.revision).strip()), "data.revision", self.revision,
+                    "a branch, tag or commit of the Hugging Face dataset")
         check_value(0.0 < self.test_size < 1.0, "data.test_size", self.test_size, "a fraction in (0, 1)")
         check_value(self.min_per_class >= 2, "data.min_per_class", self.min_per_class,
                     "at least 2 (a stratified split needs 2)")
