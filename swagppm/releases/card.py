@@ -85,7 +85,8 @@ def public_config(config: SWAGPPMConfig) -> dict[str, Any]:
     values = config.to_dict()
     for key in _PRIVATE_SETTINGS:
         values.pop(key, None)
-    values["data"].pop("source")
+    for key in ("source", "revision"):  # where the records are, and which version of them
+        values["data"].pop(key)
     values["model"]["name_or_path"] = _public_base(values["model"]["name_or_path"]) or "a local folder"
     return values
 

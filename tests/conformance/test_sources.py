@@ -17,7 +17,7 @@ import pytest
 from swagppm import DataConfig
 from swagppm.data import sources
 from swagppm.data.sources import Records, source_for
-from tests.swagppm.test_sources import local_hub_dataset, offline_hub, parquet_bytes
+from tests.swagppm.helpers import local_hub_dataset, offline_hub, parquet_bytes
 
 ROWS = [{"text": f"worker {i} hurt a {'hand' if i % 2 else 'foot'} on a ladder", "label": f"k{i % 3}"}
         for i in range(30)]

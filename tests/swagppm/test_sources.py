@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +12,7 @@ import pytest
 from swagppm import ConfigError, DataConfig, DataError, load_records, prepare_data
 from swagppm.data import sources
 from swagppm.data.sources import Records, records_from_frames, register_source, source_for
+from tests.swagppm.helpers import local_hub_dataset, offline_hub, parquet_bytes
 
 
 class Parity:
@@ -147,43 +145,6 @@ def test_load_dataset_caches_in_an_owner_only_folder_deleted_once_read(tmp_path:
 # --- Hugging Face dataset names at a revision, from a local hub cache (offline) --------------------
 
 MAIN, TAGGED = "a" * 40, "b" * 40
-
-
-def local_hub_dataset(cache: Path, repo: str, snapshots: dict[str, dict[str, bytes]], refs: dict[str, str]) -> Path:
-    """A dataset repository in a Hugging Face hub cache, laid out as ``snapshot_download`` leaves it.
-
-    Each file's content is a blob named by its hash; ``snapshots/<commit>/<file>`` links
-    to it; ``refs/<branch or tag>`` holds the commit it points at.
-    """
-    storage = cache / f"datasets--{repo.replace('/', '--')}"
-    for commit, files in snapshots.items():
-        for name, content in files.items():
-            blob = storage / "blobs" / hashlib.sha256(content).hexdigest()
-            blob.parent.mkdir(parents=True, exist_ok=True)
-            blob.write_bytes(content)
-            link = storage / "snapshots" / commit / name
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(os.path.relpath(blob, link.parent))
-    for ref, commit in refs.items():
-        (storage / "refs").mkdir(parents=True, exist_ok=True)
-        (storage / "refs" / ref).write_text(commit)
-    return storage
-
-
-def offline_hub(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Point huggingface_hub at ``cache`` and take it offline (as HF_HUB_OFFLINE=1 does at import)."""
-    import datasets
-    import huggingface_hub
-
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-
-
-def parquet_bytes(rows: list[dict[str, object]]) -> bytes:
-    buffer = io.BytesIO()
-    pd.DataFrame(rows).to_parquet(buffer, index=False)
-    return buffer.getvalue()
 
 
 CARD = b"""---
