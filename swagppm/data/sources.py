@@ -14,7 +14,7 @@ folder. No copy of the private records may land in the shared Hugging Face cache
 ``load_dataset`` writes its Arrow copy to an owner-only temporary folder, deleted
 once read. Every problem with the input is raised as one ``DataError`` naming the
 file, the column, the first offending row and the kind of problem, never the
-records' content.
+records' content; records that repeat an earlier record's text are refused too.
 """
 
 from __future__ import annotations
@@ -109,17 +109,55 @@ def load_records(config: DataConfig, *, seed: int = 0) -> tuple[list[str], list[
 
 
 def records_from_frames(parts: list[tuple[pd.DataFrame, str]], config: DataConfig) -> Records:
-    """The checked text, label and title columns of (frame, origin) parts, one per file where there are several."""
+    """The checked text, label and title columns of (frame, origin) parts, one per file where there are several.
+
+    Records that repeat an earlier record's text are refused (``_refuse_repeats``).
+    """
     texts: list[str] = []
     labels: list[str] = []
     titles: dict[str, str] = {}
+    places: list[tuple[str, int]] = []
     kinds = LabelKinds(column=config.label_column)
     for frame, origin in parts:
         part_texts, part_labels = _checked_records(frame, origin, config)
         texts += part_texts
         labels += kinds.names(part_labels, origin)
+        places += [(origin, row) for row in range(1, len(part_texts) + 1)]
         titles |= _titles(frame, origin, config, labels[-len(part_labels):] if part_labels else [])
+    _refuse_repeats(texts, labels, places, column=config.text_column)
     return Records(texts=texts, labels=labels, titles=titles)
+
+
+def _refuse_repeats(texts: list[str], labels: list[str], places: list[tuple[str, int]], *, column: str) -> None:
+    """Refuse records whose text repeats an earlier record's (white space aside), saying how many and where first.
+
+    With the same label, a repeat can fall in both the training and the test split,
+    and the test scores then count records the model was trained on; with another
+    label, the text's class is contradictory. ``places`` gives each record's (file, row).
+    """
+    first: dict[str, int] = {}
+    same: list[tuple[int, int]] = []
+    other: list[tuple[int, int]] = []
+    for index, text in enumerate(texts):
+        earlier = first.setdefault(" ".join(text.split()), index)
+        if earlier != index:
+            (same if labels[earlier] == labels[index] else other).append((earlier, index))
+    if other:
+        origin, pair = _pair(other[0], places)
+        raise DataError(f"{origin}: column {column!r}: {len(other)} record(s) repeat an earlier record's text with "
+                        f"another label (the first: {pair}); a text must have one label: correct or remove them")
+    if same:
+        origin, pair = _pair(same[0], places)
+        raise DataError(f"{origin}: column {column!r}: {len(same)} record(s) repeat an earlier record, text and "
+                        f"label (the first: {pair}); a repeat in both the training and the test split inflates the "
+                        "test scores: remove the repeats")
+
+
+def _pair(pair: tuple[int, int], places: list[tuple[str, int]]) -> tuple[str, str]:
+    """The file of a repeat, and "row R repeats row E" (naming the earlier record's file when it is another)."""
+    (first_origin, first_row), (origin, row) = places[pair[0]], places[pair[1]]
+    earlier = f"row {first_row}" if first_origin == origin else f"{first_origin} row {first_row}"
+    return origin, f"row {row} repeats {earlier}"
 
 
 class LabelKinds:

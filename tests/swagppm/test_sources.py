@@ -101,6 +101,9 @@ def test_words_beside_numbers_are_two_kinds_of_class(tmp_path: Path) -> None:
     assert load_records(DataConfig(source=str(path)))[1] == ["1", "cat", "2"]
 
 
+# --- Repeated records: refused where they are read, before any preparation ----------------------
+
+
 SECRET = "Zq7-SECRET-name-of-a-patient"
 
 
@@ -117,6 +120,54 @@ def _write(path: Path, rows: list[dict[str, object]]) -> Path:
     else:
         path.write_text(frame.to_json(orient="records", lines=True))
     return path
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_a_file_with_every_record_twice_is_refused_naming_how_many_and_where(tmp_path: Path, suffix: str) -> None:
+    path = _write(tmp_path / f"records{suffix}", _rows(6) * 2)
+    with pytest.raises(DataError) as info:
+        load_records(DataConfig(source=str(path)))
+    message = str(info.value)
+    assert message == (f"{path}: column 'text': 6 record(s) repeat an earlier record, text and label (the first: row 7 "
+                       "repeats row 1); a repeat in both the training and the test split inflates the test scores: "
+                       "remove the repeats")
+    assert SECRET not in message
+
+
+def test_a_text_repeated_with_another_label_has_its_own_line(tmp_path: Path) -> None:
+    rows = _rows(6)
+    path = _write(tmp_path / "records.jsonl", [*rows, {"text": rows[2]["text"], "label": "k1"}, rows[4]])
+    with pytest.raises(DataError) as info:
+        load_records(DataConfig(source=str(path)))
+    message = str(info.value)
+    assert "1 record(s) repeat an earlier record's text with another label (the first: row 7 repeats row 3)" in message
+    assert SECRET not in message
+
+
+def test_a_repeat_differing_only_in_white_space_is_a_repeat(tmp_path: Path) -> None:
+    rows = _rows(4)
+    path = _write(tmp_path / "records.csv", [*rows, {"text": f"  {rows[1]['text']}".replace(" ", "  "), "label": "k1"}])
+    with pytest.raises(DataError, match=r"1 record\(s\) repeat an earlier record, text and label \(the first: row 5 "
+                                        r"repeats row 2\)"):
+        load_records(DataConfig(source=str(path)))
+
+
+def test_a_repeat_across_the_files_of_a_folder_names_both_files(tmp_path: Path) -> None:
+    folder = tmp_path / "records"
+    folder.mkdir()
+    rows = _rows(8)
+    _write(folder / "train-0.csv", rows[:4])
+    _write(folder / "train-1.csv", [*rows[4:], rows[1]])
+    with pytest.raises(DataError) as info:
+        load_records(DataConfig(source=str(folder)))
+    assert str(info.value).startswith(f"{folder}/train-1.csv: column 'text': 1 record(s) repeat an earlier record, "
+                                      f"text and label (the first: row 5 repeats {folder}/train-0.csv row 2)")
+
+
+def test_repeats_are_refused_before_preparation(tmp_path: Path) -> None:
+    path = _write(tmp_path / "records.jsonl", _rows(20) + _rows(20)[:3])
+    with pytest.raises(DataError, match="3 record"):
+        prepare_data(DataConfig(source=str(path)))
 
 
 # --- The private cache of load_dataset ------------------------------------------------------------
