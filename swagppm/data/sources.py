@@ -90,8 +90,8 @@ def read_records(config: DataConfig, *, seed: int = 0) -> Records:
     """The records of ``config.source`` from the kind of source that claims it."""
     kind = source_for(config.source)
     if config.revision is not None and not getattr(kind, "takes_revision", False):
-        raise DataError(f"{config.source}: data.revision = {config.revision!r} names a revision of a Hugging Face "
-                        f"dataset, and this source is a {kind.name}; remove data.revision")
+        raise DataError(f"{config.source}: data.revision = {config.revision!r} is for a Hugging Face dataset name, "
+                        f"and this is a {kind.name} source; remove data.revision")
     try:
         records = kind.read(config, seed=seed)
     except PermissionError as error:  # e.g. a folder on the way to the source that this user may not enter

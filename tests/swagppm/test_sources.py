@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from swagppm import ConfigError, DataConfig, DataError, load_records, prepare_data
+from swagppm import ConfigError, DataConfig, DataError, SWAGPPMConfig, load_records, prepare_data
 from swagppm.data import sources
 from swagppm.data.sources import Records, records_from_frames, register_source, source_for
 from tests.swagppm.helpers import local_hub_dataset, offline_hub, parquet_bytes
@@ -265,8 +265,11 @@ def test_a_hub_file_error_names_the_file_inside_the_dataset(tmp_path: Path, monk
 
 def test_a_revision_for_a_local_source_is_refused(tmp_path: Path) -> None:
     path = _write(tmp_path / "records.csv", _rows(4))
-    with pytest.raises(DataError, match=r"data.revision = 'v1' names a revision of a Hugging Face dataset, and this "
-                                        r"source is a file; remove data.revision"):
+    with pytest.raises(DataError, match=r"data.revision = 'v1' is for a Hugging Face dataset name, and this is a "
+                                        r"file source; remove data.revision"):
         load_records(DataConfig(source=str(path), revision="v1"))
     with pytest.raises(ConfigError, match="data.revision"):
         DataConfig(source="owner/injuries", revision=" ")
+    with pytest.raises(ConfigError, match=r"\[data\]: revision = 3 has the wrong type"):
+        SWAGPPMConfig.from_dict({"data": {"source": "owner/injuries", "revision": 3}})
+    assert SWAGPPMConfig.from_dict({"data": {"source": "owner/injuries", "revision": "v1"}}).data.revision == "v1"
