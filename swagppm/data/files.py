@@ -148,6 +148,23 @@ def _array_records(document: object, origin: str) -> list[dict[str, object]]:
     return document
 
 
+def explain_json_failure(path: Path, origin: str) -> None:
+    """After ``datasets`` failed to read a JSON file that ``check_file`` passed: refuse a key that repeats within
+    one record of JSON Lines (the only such case known), naming its line; return when there is none."""
+    rows = 0
+    for number, line in enumerate(_text_of(path.read_bytes(), origin, "JSON").split("\n"), start=1):
+        if line.strip():
+            rows += 1
+            try:
+                pairs = json.loads(line, object_pairs_hook=list)
+            except ValueError:
+                return  # one JSON document over several lines, not JSON Lines
+            keys = [key for key, _ in pairs]
+            if repeated := next((key for k, key in enumerate(keys) if key in keys[:k]), None):
+                raise DataError(f"{origin}: line {number} (row {rows}): the key {repeated!r} appears twice in one "
+                                "record")
+
+
 def _check_labels(records: Iterable[dict[str, object]], column: str, origin: str) -> None:
     """Refuse no records, and a label column with numbers beside text that reads as JSON (``"1"``, ``"null"``).
 

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from swagppm.config import DataConfig
-from swagppm.data.files import Columns, check_file, missing_column
+from swagppm.data.files import Columns, check_file, explain_json_failure, missing_column
 from swagppm.data.synthetic import synthetic_corpus
 from swagppm.errors import DataError
 
@@ -369,6 +369,8 @@ def _read_file(path: Path, config: DataConfig, *, origin: str) -> pd.DataFrame:
     except (DataError, PermissionError):
         raise
     except Exception as error:  # noqa: BLE001 - its message can quote the records: only the type is named
+        if kind == "json":
+            explain_json_failure(path, origin)
         raise DataError(f"{origin}: cannot be read as {kind}: {type(_root(error)).__name__}") from None
 
 

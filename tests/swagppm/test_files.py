@@ -95,6 +95,12 @@ def test_a_json_document_that_is_not_records(tmp_path: Path, document: object, p
     assert _refusal(path).startswith(problem)
 
 
+def test_a_key_twice_in_one_record(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_text(_lines(ROWS[:2]) + f'{{"text": "a", "label": "k0", "text": "{SECRET}"}}\n')
+    assert _refusal(path) == "line 3 (row 3): the key 'text' appears twice in one record"
+
+
 def test_json_lines_in_a_json_file_are_read(tmp_path: Path) -> None:
     path = tmp_path / "records.json"
     path.write_text(_lines(ROWS))
