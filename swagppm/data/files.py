@@ -180,7 +180,7 @@ def _check_labels(records: Iterable[dict[str, object]], column: str, origin: str
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             number_at = number_at or rows
         elif text_at is None and isinstance(value, str) and _reads_as_json(value):
-            text_at, what = rows, "numbers written as text" if _reads_as_number(value) else "text that reads as JSON"
+            text_at, what = rows, "numbers written as text" if reads_as_number(value) else "text that reads as JSON"
         if number_at and text_at:
             raise DataError(f"{origin}: column {column!r} mixes numbers (row {number_at}) and {what} (row {text_at}): "
                             "write every label one way, all as numbers or all as text")
@@ -196,7 +196,8 @@ def _reads_as_json(text: str) -> bool:
     return True
 
 
-def _reads_as_number(text: str) -> bool:
+def reads_as_number(text: str) -> bool:
+    """Whether a text reads as a number ("1", "2.0", "1e3", "nan")."""
     try:
         float(text)
     except ValueError:

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from swagppm.config import DataConfig
-from swagppm.data.files import Columns, check_file, explain_json_failure, missing_column
+from swagppm.data.files import Columns, check_file, explain_json_failure, missing_column, reads_as_number
 from swagppm.data.synthetic import synthetic_corpus
 from swagppm.errors import DataError
 
@@ -182,7 +182,7 @@ class LabelKinds:
                 names.append(_number_name(value))
             else:
                 names.append(str(value))
-                if self.numeric_text_at is None and isinstance(value, str) and _reads_as_number(value):
+                if self.numeric_text_at is None and isinstance(value, str) and reads_as_number(value):
                     self.numeric_text_at = f"{origin} row {row}"
             if self.number_at and self.numeric_text_at:
                 raise DataError(f"column {self.column!r} mixes numbers ({self.number_at}) and numbers written as "
@@ -201,14 +201,6 @@ def _number_name(value: object) -> str:
     if number.is_integer():
         return str(int(value)) if isinstance(value, (int, np.integer)) else str(int(number))
     return repr(number)
-
-
-def _reads_as_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 # --- The built-in sources ----------------------------------------------------------------------
