@@ -71,7 +71,8 @@ class DataConfig:
     """Where the records come from and how they are prepared (the paper's options).
 
     ``source`` is a CSV, JSONL/JSON or Parquet file, a Hugging Face ``datasets``
-    name or directory, or ``"synthetic"`` for the built-in offline corpus.
+    name or directory, or ``"synthetic"`` for the built-in offline corpus;
+    ``revision`` is a Hub dataset's branch, tag or commit (default: its main branch).
     ``title_column`` optionally names a column with each label's human-readable
     name (OSHA's ``nature_title``): a released model then shows those names.
     ``public`` declares the records public (public-proxy tuning: a study on them costs
@@ -88,6 +89,7 @@ class DataConfig:
     """
 
     source: str = setting("synthetic", public=False, stage1=False)
+    revision: str | None = setting(None, public=False, stage1=False)
     text_column: str = setting("text", public=True, stage1=True)
     label_column: str = setting("label", public=True, stage1=True)
     title_column: str | None = setting(None, public=True, stage1=True)
@@ -104,6 +106,8 @@ class DataConfig:
     label_titles: tuple[str, ...] | None = setting(None, public=False, stage1=False)
 
     def __post_init__(self) -> None:
+        check_value(self.revision is None or bool(str(self.revision).strip()), "data.revision", self.revision,
+                    "a branch, tag or commit of the Hugging Face dataset")
         if self.labels is not None:
             object.__setattr__(self, "labels", tuple(self.labels))
             check_label_set(self.labels, "data.labels")

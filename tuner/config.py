@@ -233,7 +233,7 @@ class StudyConfig:
         """The same study on records at another path (``--data``); the study definition is unchanged."""
         path = Path(source).expanduser()
         resolved = str(path.resolve()) if path.exists() or path.suffix else str(source)
-        fit = self.fit.replace(data={"source": resolved})
+        fit = self.fit.replace(data={"source": resolved, "revision": None})  # a revision was the old source's
         return dataclasses.replace(self, fit=fit)
 
     @property

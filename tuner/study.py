@@ -171,7 +171,8 @@ def study_definition(config: StudyConfig) -> dict[str, dict[str, Any]]:
     fit = config.fit.to_dict()
     for key in ("cache_dir", "device", "eval_batch_size"):
         fit.pop(key)
-    fit["data"].pop("source")  # the same data may live at another path on another machine (data_hash checks it)
+    for key in ("source", "revision"):  # the same data may live elsewhere on another machine (data_hash checks it)
+        fit["data"].pop(key)
     search = dataclasses.asdict(config.search)
     search.pop("start")
     search.pop("probe")  # like the start points, where a study begins does not change what its trials measure

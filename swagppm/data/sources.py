@@ -3,32 +3,37 @@
 A source claims the ``data.source`` values it reads (``claims``) and turns one
 into texts, labels and class titles (``read``); ``register_source`` adds a kind of
 source ahead of the built-in ones: the synthetic corpus, local files (CSV,
-JSONL/JSON, Parquet), folders, and Hugging Face dataset names.
+JSONL/JSON, Parquet), folders, and Hugging Face dataset names (at ``data.revision``).
 
-No copy of the private records may land in the shared Hugging Face cache: local files,
-and folders of them, are read with pandas; ``save_to_disk`` folders with
-``load_from_disk``, which writes nothing; anything else goes through ``load_dataset``
-with its cache in an owner-only temporary folder, deleted once read. Every problem
-with the input is raised as one ``DataError`` naming the file, the column, the first
-offending row and the kind of problem, never the records' content.
+All but the synthetic corpus are read through ``datasets``: local files after the
+checks of ``files.check_file`` (CSV cells as text, as written), ``save_to_disk``
+folders with ``load_from_disk``, which writes nothing, folders of data files with
+``load_dataset``. A Hub name is its repository's snapshot in the Hugging Face hub
+cache (downloaded there when the Hub is reachable, found there offline), read as a
+folder. No copy of the private records may land in the shared Hugging Face cache:
+``load_dataset`` writes its Arrow copy to an owner-only temporary folder, deleted
+once read. Every problem with the input is raised as one ``DataError`` naming the
+file, the column, the first offending row and the kind of problem, never the
+records' content; records that repeat an earlier record's text are refused too.
 """
 
 from __future__ import annotations
 
-import csv
-import json
+import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from swagppm.config import DataConfig
+from swagppm.data.files import Columns, check_file, explain_json_failure, missing_column, reads_as_number
 from swagppm.data.synthetic import synthetic_corpus
 from swagppm.errors import DataError
 
@@ -45,7 +50,11 @@ class Records:
 
 
 class Source(Protocol):
-    """A kind of data source: which ``data.source`` values it takes, and how it reads one."""
+    """A kind of data source: which ``data.source`` values it takes, and how it reads one.
+
+    A kind that reads ``data.revision`` says so with ``takes_revision = True``; for
+    the others a revision is refused before reading.
+    """
 
     name: str
 
@@ -79,8 +88,12 @@ def source_for(source: str) -> Source:
 
 def read_records(config: DataConfig, *, seed: int = 0) -> Records:
     """The records of ``config.source`` from the kind of source that claims it."""
+    kind = source_for(config.source)
+    if config.revision is not None and not getattr(kind, "takes_revision", False):
+        raise DataError(f"{config.source}: data.revision = {config.revision!r} is for a Hugging Face dataset name, "
+                        f"and this is a {kind.name} source; remove data.revision")
     try:
-        records = source_for(config.source).read(config, seed=seed)
+        records = kind.read(config, seed=seed)
     except PermissionError as error:  # e.g. a folder on the way to the source that this user may not enter
         where = error.filename or Path(config.source).expanduser()
         raise DataError(f"{where}: cannot be read by this user (permission denied)") from None
@@ -96,17 +109,55 @@ def load_records(config: DataConfig, *, seed: int = 0) -> tuple[list[str], list[
 
 
 def records_from_frames(parts: list[tuple[pd.DataFrame, str]], config: DataConfig) -> Records:
-    """The checked text, label and title columns of (frame, origin) parts, one per file where there are several."""
+    """The checked text, label and title columns of (frame, origin) parts, one per file where there are several.
+
+    Records that repeat an earlier record's text are refused (``_refuse_repeats``).
+    """
     texts: list[str] = []
     labels: list[str] = []
     titles: dict[str, str] = {}
+    places: list[tuple[str, int]] = []
     kinds = LabelKinds(column=config.label_column)
     for frame, origin in parts:
         part_texts, part_labels = _checked_records(frame, origin, config)
         texts += part_texts
         labels += kinds.names(part_labels, origin)
+        places += [(origin, row) for row in range(1, len(part_texts) + 1)]
         titles |= _titles(frame, origin, config, labels[-len(part_labels):] if part_labels else [])
+    _refuse_repeats(texts, labels, places, column=config.text_column)
     return Records(texts=texts, labels=labels, titles=titles)
+
+
+def _refuse_repeats(texts: list[str], labels: list[str], places: list[tuple[str, int]], *, column: str) -> None:
+    """Refuse records whose text repeats an earlier record's (white space aside), saying how many and where first.
+
+    With the same label, a repeat can fall in both the training and the test split,
+    and the test scores then count records the model was trained on; with another
+    label, the text's class is contradictory. ``places`` gives each record's (file, row).
+    """
+    first: dict[str, int] = {}
+    same: list[tuple[int, int]] = []
+    other: list[tuple[int, int]] = []
+    for index, text in enumerate(texts):
+        earlier = first.setdefault(" ".join(text.split()), index)
+        if earlier != index:
+            (same if labels[earlier] == labels[index] else other).append((earlier, index))
+    if other:
+        origin, pair = _pair(other[0], places)
+        raise DataError(f"{origin}: column {column!r}: {len(other)} record(s) repeat an earlier record's text with "
+                        f"another label (the first: {pair}); a text must have one label: correct or remove them")
+    if same:
+        origin, pair = _pair(same[0], places)
+        raise DataError(f"{origin}: column {column!r}: {len(same)} record(s) repeat an earlier record, text and "
+                        f"label (the first: {pair}); a repeat in both the training and the test split inflates the "
+                        "test scores: remove the repeats")
+
+
+def _pair(pair: tuple[int, int], places: list[tuple[str, int]]) -> tuple[str, str]:
+    """The file of a repeat, and "row R repeats row E" (naming the earlier record's file when it is another)."""
+    (first_origin, first_row), (origin, row) = places[pair[0]], places[pair[1]]
+    earlier = f"row {first_row}" if first_origin == origin else f"{first_origin} row {first_row}"
+    return origin, f"row {row} repeats {earlier}"
 
 
 class LabelKinds:
@@ -131,7 +182,7 @@ class LabelKinds:
                 names.append(_number_name(value))
             else:
                 names.append(str(value))
-                if self.numeric_text_at is None and isinstance(value, str) and _reads_as_number(value):
+                if self.numeric_text_at is None and isinstance(value, str) and reads_as_number(value):
                     self.numeric_text_at = f"{origin} row {row}"
             if self.number_at and self.numeric_text_at:
                 raise DataError(f"column {self.column!r} mixes numbers ({self.number_at}) and numbers written as "
@@ -152,14 +203,6 @@ def _number_name(value: object) -> str:
     return repr(number)
 
 
-def _reads_as_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 # --- The built-in sources ----------------------------------------------------------------------
 
 
@@ -177,7 +220,7 @@ class SyntheticSource:
 
 
 class FileSource:
-    """A local ``.csv``, ``.jsonl``, ``.json`` or ``.parquet`` file, read with pandas."""
+    """A local ``.csv``, ``.jsonl``, ``.json`` or ``.parquet`` file, read through ``datasets``."""
 
     name = "file"
 
@@ -190,7 +233,7 @@ class FileSource:
             raise DataError(f"{path}: is a folder, not a file; data.source must name a {path.suffix} file itself")
         if not path.is_file():
             raise DataError(f"{path}: file not found")
-        return records_from_frames([(_read_file(path, _FILE_READERS[path.suffix.lower()]), str(path))], config)
+        return records_from_frames([(_read_file(path, config, origin=str(path)), str(path))], config)
 
 
 class FolderSource:
@@ -202,20 +245,24 @@ class FolderSource:
         return Path(source).expanduser().is_dir()
 
     def read(self, config: DataConfig, *, seed: int) -> Records:
-        return records_from_frames(_read_folder(Path(config.source).expanduser(), config.split), config)
+        folder = Path(config.source).expanduser()
+        return records_from_frames(_read_folder(folder, config, name=str(folder)), config)
 
 
 class HubSource:
-    """A Hugging Face dataset name (no file suffix, not a path), loaded with ``load_dataset``."""
+    """A Hugging Face dataset name (no file suffix, not a path) at ``data.revision``: its snapshot, read as a folder."""
 
     name = "huggingface"
+    takes_revision = True
 
     def claims(self, source: str) -> bool:
         path = Path(source).expanduser()
         return not path.suffix and not path.is_absolute() and not source.startswith((".", "~"))
 
     def read(self, config: DataConfig, *, seed: int) -> Records:
-        return records_from_frames([(_load_dataset_privately(config.source, config.split), config.source)], config)
+        name = config.source if config.revision is None else f"{config.source}@{config.revision}"
+        folder = _hub_snapshot(config.source, config.revision, name=name)
+        return records_from_frames(_read_folder(folder, config, name=name), config)
 
 
 # Asked in this order: a folder wins over a dataset name of the same spelling, as for ``load_dataset``.
@@ -243,10 +290,7 @@ def _checked_records(frame: pd.DataFrame, origin: str, config: DataConfig) -> tu
     """The text and label columns of one file, or a ``DataError`` naming the first bad cell (not its content)."""
     for column in (config.text_column, config.label_column):
         if column not in frame.columns:
-            raise DataError(
-                f"{origin}: column {column!r} not found; columns present: {', '.join(map(str, frame.columns))}. "
-                f"Set data.text_column / data.label_column."
-            )
+            raise missing_column(origin, column, list(frame.columns))
     texts = frame[config.text_column].tolist()
     labels = frame[config.label_column].tolist()
     for column, values, problem_of in ((config.text_column, texts, _text_problem),
@@ -267,8 +311,14 @@ def _text_problem(value: object) -> str | None:
 def _label_problem(value: object) -> str | None:
     if _is_missing(value) or (isinstance(value, str) and not value.strip()):
         return "missing label"
+    if isinstance(value, str):
+        if value.strip().lower() in ("nan", "-nan", "+nan"):  # a missing number written out, not a class
+            return "missing label (written as NaN)"
+        return "a label that runs over lines (a quote left open?)" if "\n" in value or "\r" in value else None
     if not pd.api.types.is_scalar(value) or isinstance(value, bytes):
         return f"{_kind_of(value)}, not a label (text or a number)"
+    if _is_number(value) and not math.isfinite(float(value)):  # type: ignore[arg-type]
+        return "an infinite number, not a label"
     return None
 
 
@@ -291,156 +341,155 @@ def _kind_of(value: object) -> str:
 
 
 
-# --- Local files -------------------------------------------------------------------------------
+# --- Reading through datasets ---------------------------------------------------------------
 
-def _read_file(path: Path, kind: str) -> pd.DataFrame:
-    """One local file, read with pandas: no copy of it is written anywhere."""
-    if kind != "parquet":
-        _check_utf8(path)
+def _read_file(path: Path, config: DataConfig, *, origin: str) -> pd.DataFrame:
+    """One local file through ``datasets``, after ``check_file``; a CSV file's columns in use are read as text."""
+    kind = _FILE_READERS[path.suffix.lower()]
+    header = check_file(path, kind, _columns(config), origin=origin)
+    options: dict[str, Any] = {}
+    if header is not None:
+        for column in (config.text_column, config.label_column):
+            if column not in header:
+                raise missing_column(origin, column, header)
+        datasets = _datasets(origin)
+        used = [name for name in dict.fromkeys(_columns(config).used) if name in header]
+        options = {"usecols": used, "features": datasets.Features({name: datasets.Value("string") for name in used}),
+                   "keep_default_na": False, "na_values": [""]}  # every cell as written: "01" stays "01"
     try:
-        if kind == "csv":
-            return pd.read_csv(path, dtype=object, keep_default_na=False, na_values=[""])
-        if kind == "json":
-            return pd.read_json(path, lines=path.suffix.lower() == ".jsonl", dtype=False)
-        return pd.read_parquet(path)
-    except PermissionError:
+        return _load(kind, "train", origin, data_files={"train": [str(path)]}, **options)
+    except (DataError, PermissionError):
         raise
-    except Exception as error:  # noqa: BLE001 - pandas raises many parser types; all mean "unreadable"
-        # The parser's own message can quote the file, so only its type and the line are named.
-        line = _first_bad_line(path, kind)
-        where = f" at line {line}" if line is not None else ""
-        raise DataError(f"{path}: cannot be read as {kind}: {type(error).__name__}{where}") from None
+    except Exception as error:  # noqa: BLE001 - its message can quote the records: only the type is named
+        if kind == "json":
+            explain_json_failure(path, origin)
+        raise DataError(f"{origin}: cannot be read as {kind}: {type(_root(error)).__name__}") from None
 
 
-def _first_bad_line(path: Path, kind: str) -> int | None:
-    if kind == "csv":
-        return _first_bad_csv_line(path)
-    if path.suffix.lower() == ".jsonl":
-        return _first_bad_json_line(path)
-    if kind == "json":
-        try:
-            json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            return error.lineno
-    return None
+def _columns(config: DataConfig) -> Columns:
+    return Columns(text=config.text_column, label=config.label_column, title=config.title_column)
 
 
-def _first_bad_csv_line(path: Path) -> int | None:
-    """Where the first record with more fields than the header, or else the last malformed one, starts.
-
-    A strict ``csv`` reader flags stray quotes that pandas accepts, so a malformed record
-    counts only when it is the last one: an unclosed quote runs to the end of the file.
-    """
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle, strict=True)
-        width, malformed = None, None
-        while True:
-            start = reader.line_num + 1
-            try:
-                record = next(reader)
-            except StopIteration:
-                return malformed
-            except csv.Error:
-                malformed = start
-                continue
-            if width is None:
-                width = len(record) or None  # the header, after any blank lines
-            elif len(record) > width:
-                return start
+def _root(error: BaseException) -> BaseException:
+    """The first error of a chain (``datasets`` wraps the reader's own in a ``DatasetGenerationError``)."""
+    while (cause := error.__cause__ or error.__context__) is not None:
+        error = cause
+    return error
 
 
-def _first_bad_json_line(path: Path) -> int | None:
-    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
-        if line.strip():
-            try:
-                json.loads(line)
-            except ValueError:
-                return number
-    return None
-
-
-def _check_utf8(path: Path) -> None:
-    data = path.read_bytes()
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise DataError(
-            f"{path}: not valid UTF-8 at byte {error.start} (line {line}); re-save the file as UTF-8"
-        ) from None
-
-
-# --- Folders and Hugging Face datasets ---------------------------------------------------------
-
-# In a folder, .json files go to ``datasets``: its reader takes JSON Lines there too, pandas' does not.
-_FOLDER_READERS = {".csv": "csv", ".jsonl": "json", ".parquet": "parquet"}
-
-
-def _read_folder(folder: Path, split: str) -> list[tuple[pd.DataFrame, str]]:
-    """A ``save_to_disk`` folder, or a folder of data files as ``load_dataset`` would read it, but uncached."""
+def _read_folder(folder: Path, config: DataConfig, *, name: str) -> list[tuple[pd.DataFrame, str]]:
+    """A ``save_to_disk`` folder, or a folder of data files as ``load_dataset`` would read it; ``name`` in messages."""
     os.listdir(folder)  # raises PermissionError here, where the search for data files would just find none
-    if any((folder / name).is_file() for name in ("dataset_info.json", "dataset_dict.json")):
-        return [(_load_saved_dataset(folder, split), str(folder))]
-    splits = _folder_splits(folder)
+    if any((folder / file).is_file() for file in ("dataset_info.json", "dataset_dict.json")):
+        return [(_load_saved_dataset(folder, config.split, name), name)]
+    splits = _folder_splits(folder, name)
     if _needs_datasets_builder(folder, [path for paths in splits.values() for path in paths]):
-        return [(_load_dataset_privately(str(folder), split), str(folder))]
-    return [(_read_file(path, _FOLDER_READERS[path.suffix.lower()]), str(path))
-            for path in _pick_split(splits, split, str(folder))]
+        try:
+            return [(_load(str(folder), config.split, name), name)]
+        except (DataError, PermissionError):
+            raise
+        except Exception as error:  # noqa: BLE001 - its message can quote the records: only the type is named
+            raise DataError(f"{name}: cannot load as a Hugging Face dataset: {type(error).__name__}") from None
+    parts = []
+    for path in _pick_split(splits, config.split, name):
+        origin = f"{name}/{path.relative_to(folder).as_posix()}"
+        parts.append((_read_file(path, config, origin=origin), origin))
+    return parts
 
 
-def _folder_splits(folder: Path) -> dict[str, list[Path]]:
+def _folder_splits(folder: Path, name: str) -> dict[str, list[Path]]:
     """The data files of each split, by the file-name conventions of ``load_dataset`` (train*, test*, ...)."""
-    data_files = _datasets(folder, "a folder of data files").data_files
+    data_files = _datasets(name).data_files
     try:
         patterns = data_files.get_data_patterns(str(folder))
     except data_files.EmptyDatasetError:
-        raise DataError(f"{folder}: no data files in this folder") from None
+        raise DataError(f"{name}: no data files in this folder") from None
     resolved = data_files.DataFilesDict.from_patterns(patterns, base_path=str(folder))
-    return {str(name): [Path(path) for path in sorted(paths)] for name, paths in resolved.items()}
+    return {str(split): [Path(path) for path in sorted(paths)] for split, paths in resolved.items()}
 
 
 def _needs_datasets_builder(folder: Path, files: list[Path]) -> bool:
-    """Whether only ``load_dataset`` reads the folder right: other file types, or a dataset card's YAML settings."""
+    """Whether only ``load_dataset`` on the whole folder reads it right: other file types, or a card's settings."""
     card = folder / "README.md"
     configured = card.is_file() and card.read_text(encoding="utf-8", errors="replace").startswith("---")
-    return configured or any(path.suffix.lower() not in _FOLDER_READERS for path in files)
+    return configured or any(path.suffix.lower() not in _FILE_READERS for path in files)
 
 
-def _load_saved_dataset(folder: Path, split: str) -> pd.DataFrame:
+def _load_saved_dataset(folder: Path, split: str, name: str) -> pd.DataFrame:
     """A ``save_to_disk`` folder: ``load_from_disk`` maps its Arrow files in place and writes nothing."""
-    datasets = _datasets(folder, "a saved Hugging Face dataset")
-
+    datasets = _datasets(name)
     try:
         loaded = datasets.load_from_disk(str(folder))
     except Exception as error:  # noqa: BLE001 - its message can quote the records: only the type is named
-        raise DataError(f"{folder}: cannot load as a saved Hugging Face dataset: {type(error).__name__}") from None
-    dataset = _pick_split(loaded, split, str(folder)) if isinstance(loaded, datasets.DatasetDict) else loaded
+        raise DataError(f"{name}: cannot load as a saved Hugging Face dataset: {type(error).__name__}") from None
+    dataset = _pick_split(loaded, split, name) if isinstance(loaded, datasets.DatasetDict) else loaded
     return dataset.to_pandas()
 
 
-def _load_dataset_privately(name: str, split: str) -> pd.DataFrame:
-    """``datasets.load_dataset`` with its Arrow copy in an owner-only temporary folder, deleted once read.
+def _load(path: str, split: str, origin: str, **options: Any) -> pd.DataFrame:
+    """``load_dataset(path, **options)``'s ``split`` as a frame; its Arrow copy goes to ``_private_cache``."""
+    datasets = _datasets(origin)
+    with _private_cache(datasets) as cache:
+        loaded = datasets.load_dataset(path, cache_dir=cache, keep_in_memory=True, **options)
+        return _pick_split(loaded, split, origin).to_pandas()
 
-    Files it downloads from the Hub still go to the Hugging Face hub cache.
+
+@contextmanager
+def _private_cache(datasets: ModuleType) -> Iterator[str]:
+    """An owner-only (0700) temporary folder for ``load_dataset``'s cache, deleted on leaving.
+
+    ``datasets``' log lines (they can quote the records) and progress bars are silenced
+    meanwhile, and restored after.
     """
-    datasets = _datasets(name, "a Hugging Face dataset")
+    bars, verbosity = datasets.is_progress_bar_enabled(), datasets.logging.get_verbosity()
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
+    try:
+        with tempfile.TemporaryDirectory(prefix="swagppm-data-") as cache:
+            os.chmod(cache, 0o700)  # as mkdtemp makes it; said here because the records depend on it
+            yield cache
+    finally:
+        datasets.logging.set_verbosity(verbosity)
+        if bars:
+            datasets.enable_progress_bars()
 
-    with tempfile.TemporaryDirectory(prefix="swagppm-data-") as cache:
-        try:
-            loaded = datasets.load_dataset(name, cache_dir=cache, keep_in_memory=True)
-        except Exception as error:  # noqa: BLE001 - its message can quote the records: only the type is named
-            raise DataError(f"{name}: cannot load as a Hugging Face dataset: {type(error).__name__}") from None
-        return _pick_split(loaded, split, name).to_pandas()
+
+def _hub_snapshot(repo: str, revision: str | None, *, name: str) -> Path:
+    """The dataset repository's files at ``revision`` in the Hugging Face hub cache.
+
+    ``snapshot_download`` downloads them there when the Hub is reachable and finds
+    them there when it is not (``HF_HUB_OFFLINE=1``): a branch or tag by its
+    ``refs/`` entry, a commit by its snapshot folder.
+    """
+    import huggingface_hub
+    from huggingface_hub import errors
+
+    try:
+        return Path(huggingface_hub.snapshot_download(repo_id=repo, repo_type="dataset", revision=revision))
+    except errors.RevisionNotFoundError:
+        raise DataError(f"{name}: the Hugging Face dataset has no revision {revision!r} (data.revision)") from None
+    except errors.RepositoryNotFoundError:
+        raise DataError(f"{name}: no such dataset on the Hugging Face Hub, or this user may not read it (a private "
+                        "or gated dataset needs `hf auth login`)") from None
+    except errors.HFValidationError:
+        raise DataError(f"{repo}: neither a local file or folder nor a Hugging Face dataset name "
+                        "(owner/name)") from None
+    except errors.LocalEntryNotFoundError:
+        offline = " (HF_HUB_OFFLINE is set)" if huggingface_hub.constants.HF_HUB_OFFLINE else ""
+        raise DataError(f"{name}: not in the local Hugging Face cache, and the Hub cannot be reached{offline}: "
+                        "download it once where the Hub is reachable, or set data.source to a local copy") from None
+    except Exception as error:  # noqa: BLE001 - one line, whatever the network or the Hub answered
+        raise DataError(f"{name}: cannot be downloaded from the Hugging Face Hub: {type(error).__name__}") from None
 
 
-def _datasets(source: str | Path, kind: str) -> ModuleType:
-    """The ``datasets`` package, an optional extra: only folders, saved datasets and Hub names need it."""
+def _datasets(source: str) -> ModuleType:
+    """The ``datasets`` package, which reads every source but the synthetic corpus (a broken install: one line)."""
     try:
         import datasets
         import datasets.data_files
     except ImportError:
-        raise DataError(f"{source}: reading {kind} needs the datasets package: pip install 'swagppm-tuner[datasets]' "
-                        "(CSV, JSON Lines and Parquet files need nothing more)") from None
+        raise DataError(f"{source}: reading data needs the datasets package, a dependency of swagppm-tuner: "
+                        "pip install 'datasets>=4.7'") from None
     return datasets
 
 

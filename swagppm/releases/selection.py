@@ -147,7 +147,7 @@ def _selection_set(resources: Resources, source: str) -> _SelectionSet:
 def _public_set(resources: Resources, source: str) -> _SelectionSet:
     """A file declared public, tokenised as in training; refused if a label is unknown or a text is private."""
     data = resources.data
-    config = dataclasses.replace(resources.config.data, source=source)
+    config = dataclasses.replace(resources.config.data, source=source, revision=None)  # a file, not the Hub's
     texts, labels = load_records(config, seed=resources.config.seed)
     index = {name: k for k, name in enumerate(data.class_names)}
     unknown = sum(label not in index for label in labels)

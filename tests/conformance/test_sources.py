@@ -7,7 +7,6 @@ conformance case.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from swagppm import DataConfig
 from swagppm.data import sources
 from swagppm.data.sources import Records, source_for
+from tests.swagppm.helpers import local_hub_dataset, offline_hub, parquet_bytes
 
 ROWS = [{"text": f"worker {i} hurt a {'hand' if i % 2 else 'foot'} on a ladder", "label": f"k{i % 3}"}
         for i in range(30)]
@@ -36,35 +36,34 @@ def a_folder(folder: Path) -> str:
     return str(folder / "parts")
 
 
-def saved_dataset(folder: Path) -> str:
-    if importlib.util.find_spec("datasets") is None:
-        pytest.skip("the datasets extra is not installed")
-    import datasets
+def hub_name(folder: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``owner/injuries`` in an offline Hugging Face hub cache (a parquet file of its train split)."""
+    commit = "c" * 40
+    local_hub_dataset(folder / "hub", "owner/injuries", {commit: {"data/train.parquet": parquet_bytes(ROWS)}},
+                      refs={"main": commit})
+    offline_hub(folder / "hub", monkeypatch)
+    return "owner/injuries"
 
-    datasets.Dataset.from_list(ROWS).save_to_disk(str(folder / "saved"))
-    return str(folder / "saved")
 
-
-EXAMPLES: dict[str, Callable[[Path], str]] = {
-    "synthetic": lambda folder: "synthetic",
-    "file": jsonl,
-    "folder": a_folder,
-    "huggingface": saved_dataset,
+EXAMPLES: dict[str, Callable[[Path, pytest.MonkeyPatch], str]] = {
+    "synthetic": lambda folder, _: "synthetic",
+    "file": lambda folder, _: jsonl(folder),
+    "folder": lambda folder, _: a_folder(folder),
+    "huggingface": hub_name,
 }
 
 
 @pytest.fixture(params=[kind.name for kind in sources._SOURCES])
-def example(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+def example(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     name = request.param
     assert name in EXAMPLES, f"the data source {name!r} has no conformance example"
-    return name, EXAMPLES[name](tmp_path)
+    return name, EXAMPLES[name](tmp_path, monkeypatch)
 
 
 def test_a_source_claims_its_example_and_reads_aligned_string_records(example: tuple[str, str]) -> None:
     name, source = example
     kind = source_for(source)
-    if name != "huggingface":  # a save_to_disk folder is a folder, which the folder kind may claim first
-        assert kind.name == name
+    assert kind.name == name
     records = kind.read(DataConfig(source=source, synthetic_size=40), seed=0)
     assert isinstance(records, Records)
     assert len(records.texts) == len(records.labels) > 0

@@ -1,11 +1,16 @@
-"""Helpers shared by the swagppm tests: a small fast configuration, and an error that must name a path."""
+"""Helpers shared by the swagppm tests: a small fast configuration, an error that must name a path, and a
+Hugging Face dataset repository in a local, offline hub cache."""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 import swagppm
@@ -44,3 +49,41 @@ def release_now(session: swagppm.Session, fit: swagppm.Fit, out: Path, **spec: A
 
     with stage(session, fit, out, ReleaseSpec(**spec)) as staged:
         return staged.commit(audit=None)
+
+
+def local_hub_dataset(cache: Path, repo: str, snapshots: dict[str, dict[str, bytes]], refs: dict[str, str]) -> Path:
+    """A dataset repository in a Hugging Face hub cache, laid out as ``snapshot_download`` leaves it.
+
+    Each file's content is a blob named by its hash; ``snapshots/<commit>/<file>`` links
+    to it; ``refs/<branch or tag>`` holds the commit it points at.
+    """
+    storage = cache / f"datasets--{repo.replace('/', '--')}"
+    for commit, files in snapshots.items():
+        for name, content in files.items():
+            blob = storage / "blobs" / hashlib.sha256(content).hexdigest()
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            blob.write_bytes(content)
+            link = storage / "snapshots" / commit / name
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(os.path.relpath(blob, link.parent))
+    for ref, commit in refs.items():
+        (storage / "refs").mkdir(parents=True, exist_ok=True)
+        (storage / "refs" / ref).write_text(commit)
+    return storage
+
+
+def offline_hub(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point huggingface_hub at ``cache`` and take it offline (as HF_HUB_OFFLINE=1 does at import)."""
+    import datasets
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+
+
+def parquet_bytes(rows: list[dict[str, object]]) -> bytes:
+    """A Parquet file of ``rows``, as bytes."""
+    buffer = io.BytesIO()
+    pd.DataFrame(rows).to_parquet(buffer, index=False)
+    return buffer.getvalue()

@@ -519,14 +519,10 @@ def test_a_title_column_names_the_classes_without_changing_the_data(tmp_path: Pa
         swagppm.prepare_data(dataclasses.replace(plain, title_column="missing"))
 
 
-def test_files_need_no_datasets_package_and_folders_name_the_extra(tmp_path, monkeypatch):
-    """``datasets`` is an optional extra: without it files still load, and a folder says what to install."""
+def test_without_the_datasets_package_reading_says_what_to_install(tmp_path, monkeypatch):
+    """``datasets`` reads every source but the synthetic corpus; a broken install is one line, not a traceback."""
     monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets now raises ImportError
-    path = tmp_path / "records.csv"
-    _write(_frame(), path)
-    assert len(load_records(_config(path))[0]) == 24
-    folder = tmp_path / "records"
-    folder.mkdir()
-    _write(_frame(), folder / "train.csv")
-    message = error_naming(DataError, folder, lambda: load_records(_config(folder)))
-    assert "pip install 'swagppm-tuner[datasets]'" in message and len(message.splitlines()) == 1
+    path = _write(_frame(), tmp_path / "records.csv")
+    message = error_naming(DataError, path, lambda: load_records(_config(path)))
+    assert "pip install 'datasets>=4.7'" in message and len(message.splitlines()) == 1
+    assert len(load_records(DataConfig(source="synthetic", synthetic_size=20))[0]) == 20
