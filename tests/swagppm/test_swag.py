@@ -156,6 +156,25 @@ def _sigma_agreement(snapshots: torch.Tensor) -> float:
     return float(((sigma - exact).abs() <= 0.01 * exact).double().mean())
 
 
+def test_float32_sigma_below_the_parameters_resolution_is_exact_to_two_float32_ulps_of_the_parameter() -> None:
+    """What holds for every parameter: where σ is near the float32 resolution of its parameter (|θ| ≈ 1, σ ≈ 1e-7,
+    as in the demo's layer), the relative 1% agreement no longer holds for most of them, but every σ is within two
+    float32 ulps of |θ| of the float64 reference: the precision float32 parameters have anyway."""
+    gen = torch.Generator().manual_seed(0)
+    centre = 1.0 + 0.1 * torch.randn(20_000, generator=gen, dtype=torch.float64)
+    snapshots = (centre + 1e-7 * torch.randn(20, 20_000, generator=gen, dtype=torch.float64)).float().double()
+    module = Flat(snapshots.shape[1])
+    posterior = SWAGPosterior(rank=20, dtype=torch.float32)
+    for theta in snapshots:
+        module.set(theta.float())
+        posterior.collect(module)
+    exact = snapshots.var(0, unbiased=False).sqrt()
+    magnitude = snapshots[0].abs().float()
+    ulp = (torch.nextafter(magnitude, torch.tensor(float("inf"))) - magnitude).double()
+    assert float(((posterior.variance.double().sqrt() - exact).abs() / ulp).max()) <= 2.0
+    assert _sigma_agreement(snapshots) < 0.5  # the relative figure is not what holds here
+
+
 def test_float32_sigma_keeps_its_precision_when_the_parameters_are_far_larger_than_it() -> None:
     """|θ| ≈ 1 and σ ≈ 1e-4: s − μ² in float32 loses σ entirely; the centred sum keeps it for >= 99.9% of them."""
     gen = torch.Generator().manual_seed(0)
