@@ -38,9 +38,9 @@ Exit status:
        message; set SWAGPPM_TUNE_DEBUG=1 for the traceback)
   5    the fit failed (catastrophic: its training loss or a draw turned NaN/inf)
   6    fit --from: epsilon differs from the export's
-  7    release: the membership-inference audit of the released draw refutes the
-       claim epsilon <= the study's target (the bound, the target and the delta
-       that would reconcile them are printed); nothing was released (--force-audit)
+  7    the membership-inference audit refutes the claim epsilon <= the study's
+       cap: release released nothing (the bound, the cap and the delta that would
+       reconcile them are printed; --force-audit releases it anyway), audit says so
   130  interrupted (Ctrl-C); finished trials are kept
   141  the output pipe was closed (e.g. swagppm-tune status STUDY.toml | head)
 """
