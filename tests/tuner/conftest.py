@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.tuner.helpers import merged, write_study
-from tests.tuner.services import MARIADB_URL, PG_URL, REDIS_URL, delete_studies, unreachable
+from tests.tuner.helpers import MARIADB_URL, PG_URL, REDIS_URL, delete_studies, merged, unreachable, write_study
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import optuna
 import pytest
 from optuna.trial import FrozenTrial, TrialState
 
-from tests.tuner.services import (
+from tests.tuner.helpers import (
     FINISHED,
     CliProcess,
     distributed_study,

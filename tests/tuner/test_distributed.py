@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 
 from swagppm import ConfigError
 from tests import PATIENCE
-from tests.tuner.services import (
+from tests.tuner.helpers import (
     FINISHED,
     PG_URL,
     REDIS_URL,

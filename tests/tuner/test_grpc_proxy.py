@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests import PATIENCE
-from tests.tuner.services import FINISHED, REPO, CliProcess, distributed_study, run_cli, stored
+from tests.tuner.helpers import FINISHED, REPO, CliProcess, distributed_study, run_cli, stored
 from tuner.record import HEARTBEAT
 from tuner.storage import STORAGE_ENV
 

@@ -15,9 +15,9 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
+from swagppm.config import load_toml
 from tests import PATIENCE
-from tests.tuner.services import FINISHED, REPO, distributed_study, stored
-from tests.tuner.test_wheel import SOURCES
+from tests.tuner.helpers import FINISHED, REPO, distributed_study, stored
 from tuner.storage import STORAGE_ENV
 
 MANIFEST_STUDY = "/study/osha.toml"
@@ -108,4 +108,7 @@ def test_the_dockerfile_installs_torch_first_and_the_image_takes_only_the_projec
     ignored = [line for line in (REPO / ".dockerignore").read_text().splitlines() if line and line[0] != "#"]
     assert ignored[0] == "*"  # an allow-list: no data, cache, database or release can enter the image
     allowed = {line[1:].rstrip("/") for line in ignored if line.startswith("!")}
-    assert allowed == {*SOURCES, "docs/glossary.md"}  # what the wheel is built from, and the glossary it links
+    project = load_toml(REPO / "pyproject.toml")
+    packages = {name.rstrip("*") for name in project["tool"]["setuptools"]["packages"]["find"]["include"]}
+    # what the package is built from (its metadata's files and packages) and the glossary tuner/glossary.md links to
+    assert allowed == {"pyproject.toml", project["project"]["readme"], "LICENSE", *packages, "docs/glossary.md"}
