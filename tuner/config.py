@@ -1,4 +1,5 @@
-"""A study definition: one TOML file with ``[study]``, ``[search]``, ``[targets]`` and the fit's tables.
+"""A study definition: one TOML file with ``[study]``, ``[search]``, ``[targets]``, the fit's tables and, opt-in,
+``[tracking]``.
 
 Every table is checked key by key: an unknown key, a wrong type or a value out of
 range is a ``ConfigError`` naming the file, the table and the key.
@@ -23,7 +24,7 @@ from tuner.storage import JOURNAL, journal_path, masked_url, parse_url
 
 ObjectiveName = Literal["epsilon", "pareto"]
 
-_TABLES = ("study", "search", "targets", "data", "model", "swagppm")
+_TABLES = ("study", "search", "targets", "data", "model", "swagppm", "tracking")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,6 +176,32 @@ class Targets:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Tracking:
+    """``[tracking]`` (opt-in): every trial's aggregates also go to MLflow and/or W&B (``tuner.tracking``).
+
+    ``mlflow_uri``: an MLflow tracking URI: a folder (a local file store, relative to
+    the study file, created owner-only), ``sqlite:///FILE`` or a tracking server;
+    runs go to the experiment ``mlflow_experiment`` (default: the study's name).
+    ``wandb_project``: W&B runs in offline mode in ``wandb_dir`` (default
+    ``<study file stem>-wandb`` beside it, created owner-only); nothing is uploaded
+    until the owner runs ``wandb sync``.
+    """
+
+    mlflow_uri: str | None = None
+    mlflow_experiment: str | None = None
+    wandb_project: str | None = None
+    wandb_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mlflow_experiment is not None and self.mlflow_uri is None:
+            raise ConfigError("tracking.mlflow_experiment needs tracking.mlflow_uri (where the runs go)")
+        if self.wandb_dir is not None and self.wandb_project is None:
+            raise ConfigError("tracking.wandb_dir needs tracking.wandb_project (the W&B project of the runs)")
+        for key in ("mlflow_uri", "mlflow_experiment", "wandb_project", "wandb_dir"):
+            check_value(getattr(self, key) != "", f"tracking.{key}", "", "not empty")
+
+
+@dataclass(frozen=True, kw_only=True)
 class StudyConfig:
     """A whole study file: the search, the targets and the fit configuration, with resolved paths."""
 
@@ -183,6 +210,7 @@ class StudyConfig:
     search: SearchSpace
     targets: Targets
     fit: SWAGPPMConfig
+    tracking: Tracking = Tracking()
 
     @classmethod
     def from_toml(cls, path: str | Path) -> StudyConfig:
@@ -220,7 +248,9 @@ class StudyConfig:
             raise ConfigError(f"{path}: [targets] require_well_fit = true needs [swagppm] draws_privacy of at least "
                               f"{MIN_DRAWS} (the scorers cannot judge a shorter max-delta series), got "
                               f"{fit.draws_privacy}; raise draws_privacy or set require_well_fit = false")
-        return cls(path=path, study=study, search=search, targets=targets, fit=fit)
+        tracking = config_from_table(Tracking, _tracking_paths(document.get("tracking", {}), path),
+                                     f"{path} [tracking]")
+        return cls(path=path, study=study, search=search, targets=targets, fit=fit, tracking=tracking)
 
     def with_storage(self, url: str) -> StudyConfig:
         """The same study in another storage (``worker --storage``); relative file paths are taken from here."""
@@ -296,6 +326,27 @@ def _study_paths(table: dict[str, Any], path: Path) -> dict[str, Any]:
         table["artifacts"] = str(path.parent / f"{path.stem}-artifacts")
     elif isinstance(artifacts, str) and not Path(artifacts).expanduser().is_absolute():
         table["artifacts"] = str(path.parent / artifacts)
+    return table
+
+
+def _tracking_paths(table: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A local MLflow store (a folder, ``file:`` or ``sqlite:///`` path) and the W&B folder, from the study file's
+    folder; the W&B folder defaults to ``<stem>-wandb`` beside it."""
+    table = dict(table)
+    uri = table.get("mlflow_uri")
+    if isinstance(uri, str) and uri:
+        scheme, separator, rest = uri.partition(":")
+        if not separator or len(scheme) == 1:  # a bare folder (or a Windows drive)
+            table["mlflow_uri"] = str(path.parent / uri)
+        elif scheme == "file" and not rest.startswith("//"):
+            table["mlflow_uri"] = str(path.parent / rest)
+        elif scheme == "sqlite" and rest.startswith("///") and not Path(rest[3:]).is_absolute():
+            table["mlflow_uri"] = f"sqlite:///{path.parent / rest[3:]}"
+    folder = table.get("wandb_dir")
+    if isinstance(folder, str) and folder and not Path(folder).expanduser().is_absolute():
+        table["wandb_dir"] = str(path.parent / folder)
+    elif folder is None and table.get("wandb_project") is not None:
+        table["wandb_dir"] = str(path.parent / f"{path.stem}-wandb")
     return table
 
 

@@ -5,7 +5,7 @@ with its parameters: on SQLite, which one process at a time may run (a lock file
 beside the database), every running trial found when a run starts; on a journal
 or Redis, one whose heartbeat (a user attribute) is older than the grace period;
 on a server database, by Optuna's heartbeats; and at once, any trial of a worker
-process seen to exit.
+process seen to exit, or of one on this machine that no longer exists.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Collection
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -28,7 +29,7 @@ from tuner.config import StudyConfig
 from tuner.record import HEARTBEAT, RAN_BY, RETRY_OF
 from tuner.storage import describe_error, is_connection_error, kind, masked_url
 
-OWN_HEARTBEATS = ("journal", "redis")  # storages without Optuna's heartbeats that several processes share
+OWN_HEARTBEATS = ("journal", "redis", "grpc")  # storages without Optuna's heartbeats that several processes share
 
 
 def worker_id(pid: int) -> str:
@@ -37,6 +38,32 @@ def worker_id(pid: int) -> str:
 
 
 WORKER = worker_id(os.getpid())
+
+
+def vanished_workers(study: optuna.Study) -> set[str]:
+    """The ``worker`` names of running trials whose process ran on this machine and no longer exists (for
+    ``recover_stale_trials(gone=...)``: their trials are failed and retried without waiting for a heartbeat)."""
+    host = socket.gethostname()
+    names = set()
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        name = str(trial.user_attrs.get(RAN_BY, ""))
+        machine, _, pid = name.rpartition(":")
+        if machine == host and pid.isdigit() and not _exists(int(pid)):
+            names.add(name)
+    return names
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    try:  # a process that exited but was not reaped yet is gone all the same
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 class HeartbeatThread(contextlib.AbstractContextManager[None]):

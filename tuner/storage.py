@@ -1,4 +1,5 @@
-"""Study storages from a URL: SQLite (one process), PostgreSQL/MySQL (many workers), a journal file or Redis.
+"""Study storages from a URL: SQLite (one process), a journal file (a few processes on one machine), PostgreSQL/MySQL
+or the Redis journal (many workers), and Optuna's gRPC proxy in front of a database (hundreds of workers).
 
 Server databases get connection settings that survive hour-long trials (pre-ping,
 recycling, TCP keepalives, a connect timeout) and heartbeats, so a trial whose
@@ -9,7 +10,9 @@ times. Every message names the host with every credential masked.
 from __future__ import annotations
 
 import re
+import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, unquote_plus
@@ -23,10 +26,13 @@ from sqlalchemy.engine import URL, make_url
 from swagppm import ConfigError
 
 JOURNAL = "journal:"
+GRPC = "grpc://"  # Optuna's gRPC storage proxy (``swagppm-tune proxy``) in front of a server database
 STORAGE_ENV = "SWAGPPM_TUNE_STORAGE"  # a storage URL that overrides [study] storage, kept out of the process list
 _DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg", "mysql": "mysql+pymysql",
             "mariadb": "mariadb+pymysql"}
-_EXTRAS = {"psycopg": "postgres", "pymysql": "mysql", "redis": "redis"}
+_BACKENDS = {"postgres": "postgresql", "mariadb": "mysql"}  # spellings of one backend, by SQLAlchemy's name
+_EXTRAS = {"psycopg": "postgres", "pymysql": "mysql", "redis": "redis", "grpc": "grpc"}
+SCHEMA_ATTEMPTS = 3  # workers that open a new database at once race to create Optuna's tables: the losers retry
 _SECRET_NAME = re.compile(r"pass|pwd|secret|token|key", re.IGNORECASE)
 _QUERY_PARAMETER = re.compile(r"(?P<lead>^|[&;])(?P<name>[^=&;]*)=(?P<value>[^&;]*)")
 
@@ -95,12 +101,26 @@ def storage_file(url: str) -> Path | None:
 
 
 def kind(url: str) -> str:
-    """``"sqlite"``, ``"journal"``, ``"redis"`` or the database backend (``"postgresql"``, ``"mysql"``, ...)."""
+    """``"sqlite"``, ``"journal"``, ``"redis"``, ``"grpc"`` or the database backend (``"postgresql"`` for
+    ``postgres://`` too, ``"mysql"`` for ``mariadb://`` too, ...)."""
     if url.startswith(JOURNAL):
         return "journal"
     if url.startswith(("redis://", "rediss://", "unix://")):
         return "redis"
-    return parse_url(url).get_backend_name()
+    if url.startswith(GRPC):
+        return "grpc"
+    backend = parse_url(url).get_backend_name()
+    return _BACKENDS.get(backend, backend)
+
+
+def grpc_address(url: str) -> tuple[str, int]:
+    """The host and port of a ``grpc://host:port`` URL; one without a port is a ``ConfigError``."""
+    location = url[len(GRPC):].rstrip("/")
+    host, colon, port = location.rpartition(":")
+    if not (colon and host and port.isdigit() and 1 <= int(port) <= 65535):
+        raise ConfigError(f"storage = {masked_url(url)!r}: a gRPC proxy URL is grpc://HOST:PORT "
+                          "(e.g. grpc://proxy.internal:13000)")
+    return host.strip("[]"), int(port)
 
 
 def supports_workers(url: str) -> bool:
@@ -159,6 +179,8 @@ def _open(url: str, storage_kind: str, *, heartbeat_interval: int | None, grace_
     if storage_kind == "redis":
         _ping_redis(url, connect_timeout)
         return JournalStorage(JournalRedisBackend(url))
+    if storage_kind == "grpc":
+        return _grpc_proxy(url, connect_timeout)
     if storage_kind == "sqlite":
         return RDBStorage(url)
     url = with_driver(url)
@@ -166,7 +188,36 @@ def _open(url: str, storage_kind: str, *, heartbeat_interval: int | None, grace_
     if heartbeat_interval is not None:
         heartbeat = {"heartbeat_interval": heartbeat_interval, "grace_period": grace_period,
                      "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=max_retries)}
-    return RDBStorage(url, engine_kwargs=_engine_kwargs(make_url(url), connect_timeout), **heartbeat)
+    for attempt in range(1, SCHEMA_ATTEMPTS + 1):
+        try:
+            return RDBStorage(url, engine_kwargs=_engine_kwargs(make_url(url), connect_timeout), **heartbeat)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError, sqlalchemy.exc.OperationalError) \
+                as error:
+            if attempt == SCHEMA_ATTEMPTS or not _lost_schema_race(error):
+                raise
+            time.sleep(0.2 * attempt)  # the winner is committing its CREATE TABLEs
+    raise AssertionError("unreachable")
+
+
+def _lost_schema_race(error: BaseException) -> bool:
+    """Whether opening a database failed because another process was creating Optuna's tables at that moment
+    (PostgreSQL: a duplicate type or key; MySQL: a table that already exists, a duplicate entry)."""
+    text = str(getattr(error, "orig", None) or error).lower()
+    return any(sign in text for sign in ("already exists", "duplicate key", "duplicate entry"))
+
+
+def _grpc_proxy(url: str, connect_timeout: int) -> BaseStorage:
+    from optuna.storages import GrpcStorageProxy
+
+    host, port = grpc_address(url)
+    proxy = GrpcStorageProxy(host=host, port=port)
+    try:
+        proxy.wait_server_ready(timeout=connect_timeout)
+    except ConnectionError:
+        proxy.close()
+        raise ConnectionError(f"no gRPC storage proxy answered at {host}:{port} within {connect_timeout}s "
+                              "(start one with `swagppm-tune proxy`)") from None
+    return proxy
 
 
 def _engine_kwargs(url: URL, connect_timeout: int) -> dict[str, Any]:
@@ -182,6 +233,32 @@ def _ping_redis(url: str, timeout: int) -> None:
 
     client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
     client.ping()
+
+
+def serve_grpc_proxy(url: str, *, host: str, port: int, connect_timeout: int, echo: Callable[[str], None]) -> None:
+    """Optuna's gRPC storage proxy on ``host:port`` in front of the server database ``url``, until interrupted.
+
+    The workers behind it keep the tool's own heartbeats (as on a journal), since
+    Optuna's reach only a database's direct clients.
+    """
+    if kind(url) not in ("postgresql", "mysql"):
+        raise ConfigError(f"storage {masked_url(url)}: the gRPC proxy serves a PostgreSQL or MySQL/MariaDB database "
+                          "to many workers; give it one with --storage or $SWAGPPM_TUNE_STORAGE")
+    storage = make_storage(url, connect_timeout=connect_timeout)
+    try:
+        import grpc  # noqa: F401 - Optuna imports it lazily: missing, it would fail only at the first request
+        from optuna.storages import get_storage, run_grpc_proxy_server
+    except ModuleNotFoundError as error:
+        raise ConfigError(f"the gRPC proxy needs the {error.name!r} package: pip install 'swagppm-tuner[grpc]'") \
+            from None
+    echo(f"gRPC storage proxy on {host}:{port} in front of {masked_url(url)}; workers join with "
+         f"SWAGPPM_TUNE_STORAGE=grpc://{host}:{port} swagppm-tune worker STUDY.toml; Ctrl-C stops it")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        try:
+            run_grpc_proxy_server(get_storage(storage), host=host, port=port)
+        except RuntimeError as error:  # grpc: "Failed to bind to address"
+            raise ConfigError(f"the gRPC proxy cannot listen on {host}:{port} ({error})") from None
 
 
 def describe_error(error: BaseException, url: str) -> str:
@@ -206,5 +283,13 @@ def is_connection_error(error: BaseException) -> bool:
             return True
         if type(current).__module__.startswith("redis") and "Connection" in type(current).__name__:
             return True
+        if type(current).__module__.startswith("grpc") and _grpc_status(current) == "StatusCode.UNAVAILABLE":
+            return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def _grpc_status(error: BaseException) -> str:
+    """A gRPC error's status code (``grpc.RpcError.code()``), as text; empty for other errors."""
+    code = getattr(error, "code", None)
+    return str(code()) if callable(code) else ""

@@ -275,6 +275,7 @@ def run_study(
     progress_fit: bool | None = None,
     worker: str | None = None,
     echo: Callable[[str], None] = print,
+    callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
 ) -> RunSummary:
     """Create or resume the study and optimise until n_trials finished trials, the timeout or a stop rule.
 
@@ -288,15 +289,17 @@ def run_study(
     storage that goes away is reconnected with backoff; ``StorageLost`` after the
     last attempt. Ctrl-C propagates as ``KeyboardInterrupt`` after Optuna marks the
     running trial failed. Optuna's log level and ``threading.excepthook`` are
-    restored on return.
+    restored on return. ``callbacks`` are called after every trial, after the
+    run's own (e.g. ``tuner.tracking.tracking_callbacks``).
     """
     with study_lock(config), run_settings(config, echo):
         return _run(config, n_trials=n_trials, timeout=timeout, progress_fit=progress_fit, worker=worker,
-                    echo=echo)
+                    echo=echo, callbacks=callbacks)
 
 
 def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, progress_fit: bool | None,
-         worker: str | None, echo: Callable[[str], None]) -> RunSummary:
+         worker: str | None, echo: Callable[[str], None],
+         callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = ()) -> RunSummary:
     settings = config.study
     storage = open_storage(config)
     study = open_study(config, create=worker is None, worker=worker, storage=storage)
@@ -337,8 +340,8 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
             enqueue_start_points(study, config, n_trials=n_trials)
         after_trial = AfterTrial(config, objective, stop_rule=stop_rule, echo=echo)
         deadline = None if timeout is None else time.monotonic() + timeout
-        study = _optimize(study, objective, config, after_trial, n_trials=n_trials, deadline=deadline,
-                          worker=worker, echo=echo)
+        study = _optimize(study, objective, config, [after_trial, *callbacks], n_trials=n_trials,
+                          deadline=deadline, worker=worker, echo=echo)
     finally:
         objective.close()
     if after_trial.reason:
@@ -454,11 +457,11 @@ class AfterTrial:
         study.stop()
 
 
-def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, after_trial: AfterTrial, *,
-              n_trials: int | None, deadline: float | None, worker: str | None,
-              echo: Callable[[str], None]) -> optuna.Study:
+def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig,
+              after_trial: Sequence[Callable[[optuna.Study, FrozenTrial], None]], *, n_trials: int | None,
+              deadline: float | None, worker: str | None, echo: Callable[[str], None]) -> optuna.Study:
     """Trials until a stop rule holds; returns the study (reopened if the storage was lost meanwhile)."""
-    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [after_trial]
+    callbacks = list(after_trial)
     if n_trials is not None:
         callbacks.append(MaxTrialsCallback(n_trials, states=FINISHED))
     spent = Reconnects(finished=finished_count(study))

@@ -13,8 +13,8 @@ from tuner.config import StudyConfig
 from tuner.outcome import GLOSSARY
 
 ROOT = Path(__file__).resolve().parents[2]
-VERBS = ("run", "worker", "launch", "fit", "status", "export", "release", "audit", "compare", "rejudge", "report",
-         "dashboard", "clean", "demo", "explain")
+VERBS = ("run", "create", "worker", "launch", "jobs", "proxy", "fit", "status", "export", "release", "audit",
+         "compare", "rejudge", "report", "dashboard", "clean", "demo", "explain")
 
 
 def test_help_lists_every_verb_in_plain_text_and_links_the_glossary() -> None:

@@ -15,81 +15,32 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import optuna
 import pytest
 from optuna.trial import TrialState
 
 from swagppm import ConfigError
 from tests import PATIENCE
-from tests.tuner.helpers import merged, write_study
+from tests.tuner.helpers import (
+    FINISHED,
+    PG_URL,
+    REDIS_URL,
+    REPO,
+    distributed_study,
+    run_cli,
+    stored,
+    unreachable,
+)
 from tuner import StudyConfig, make_storage, open_study
 from tuner.cli import main
 from tuner.storage import STORAGE_ENV
 
 pytestmark = pytest.mark.services
 
-REPO = Path(__file__).resolve().parents[2]
-PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-MARIADB_URL = "mysql+pymysql://root@127.0.0.1:3306/test"
-REDIS_URL = "redis://127.0.0.1:6379/0"
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
-
-
-def _reachable(host: str, port: int) -> str | None:
-    try:
-        socket.create_connection((host, port), timeout=2).close()
-        return None
-    except OSError as error:
-        return f"{host}:{port} not reachable ({error})"
-
-
-@pytest.fixture(scope="module")
-def postgres() -> str:
-    reason = _reachable("127.0.0.1", 5432)
-    if reason:
-        pytest.skip(f"PostgreSQL is not running: {reason}")
-    return PG_URL
-
-
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
-
-
-def distributed_study(folder: Path, cache: Path, storage: str, **changes: Any) -> Path:
-    """The small study with a unique name in ``storage``, fast heartbeats, short retries."""
-    study = {"name": f"t-{uuid.uuid4().hex[:10]}", "storage": storage, "heartbeat_interval": 1, "grace_period": 2,
-             "reconnect_attempts": 2, "reconnect_wait": 0.5, **changes.pop("study", {})}
-    swag = {**merged()["swagppm"], "cache_dir": str(cache), **changes.pop("swagppm", {})}
-    return write_study(folder / "study.toml", merged(study=study, swagppm=swag, **changes))
-
-
-@pytest.fixture
-def cleanup() -> Iterator[list[Path]]:
-    """Study files whose studies are deleted from their storage after the test."""
-    paths: list[Path] = []
-    yield paths
-    for path in paths:
-        config = StudyConfig.from_toml(path)
-        try:
-            optuna.delete_study(study_name=config.study.name, storage=open_study(config, create=False)._storage)
-        except Exception:  # noqa: BLE001 - best effort: a unique name never collides anyway
-            pass
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None,
-            timeout: float = PATIENCE) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, **(env or {})}, timeout=timeout)
-
-
-def stored(path: Path) -> optuna.Study:
-    return open_study(StudyConfig.from_toml(path), create=False)
 
 
 def test_three_workers_share_one_study_and_one_stage_1(postgres: str, tmp_path: Path, cleanup: list[Path]) -> None:
@@ -259,7 +210,7 @@ def test_a_database_that_goes_away_is_retried_then_given_up(postgres: str, tmp_p
 
 
 def test_redis_journal_storage_with_two_workers(tmp_path: Path, cache: Path, cleanup: list[Path]) -> None:
-    reason = _reachable("127.0.0.1", 6379)
+    reason = unreachable("127.0.0.1", 6379)
     if reason:
         pytest.skip(f"Redis is not running: {reason}")
     path = distributed_study(tmp_path, cache, REDIS_URL, study={"n_trials": 3})
@@ -274,7 +225,7 @@ def test_redis_journal_storage_with_two_workers(tmp_path: Path, cache: Path, cle
 
 def test_mariadb_through_the_same_url_path(tmp_path: Path, cache: Path, cleanup: list[Path],
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    reason = _reachable("127.0.0.1", 3306)
+    reason = unreachable("127.0.0.1", 3306)
     if reason:
         pytest.skip(f"MariaDB is not running: {reason}")
     path = distributed_study(tmp_path, cache, "mysql://root@127.0.0.1:3306/test", study={"n_trials": 2})
@@ -319,41 +270,3 @@ def test_a_database_that_comes_back_is_reconnected(postgres: str, tmp_path: Path
     assert len(study.get_trials(states=FINISHED)) >= 3
     numbers = [t.number for t in study.get_trials()]
     assert len(numbers) == len(set(numbers))
-
-
-def test_three_submitit_workers_finish_a_study_and_retry_a_killed_workers_trial(
-        postgres: str, tmp_path: Path, cache: Path, cleanup: list[Path]) -> None:
-    """``launch --cluster local``: three submitit jobs on the real PostgreSQL; one is SIGKILLed mid-trial."""
-    pytest.importorskip("submitit")
-    path = distributed_study(tmp_path, cache, postgres, study={"n_trials": 5}, swagppm={"draws_privacy": 200})
-    cleanup.append(path)
-    parent = subprocess.Popen([sys.executable, "-m", "tuner.cli", "launch", str(path), "--jobs", "3",
-                               "--cluster", "local"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              cwd=REPO)
-    killed = None
-    deadline = time.monotonic() + PATIENCE
-    while killed is None and time.monotonic() < deadline and parent.poll() is None:
-        time.sleep(0.5)
-        try:
-            running = stored(path).get_trials(states=(TrialState.RUNNING,))
-        except Exception:  # noqa: BLE001 - the study may not exist yet
-            continue
-        for trial in running:
-            if "worker" in trial.user_attrs:
-                os.kill(int(trial.user_attrs["worker"].rsplit(":", 1)[1]), signal.SIGKILL)
-                killed = trial.number
-                break
-    assert killed is not None, "no running trial to kill"
-    out, _ = parent.communicate(timeout=PATIENCE)
-    assert parent.returncode in (0, 1), out
-    assert "submitted 3 job(s)" in out and "ended without finishing" in out, out
-    trials = {t.number: t for t in stored(path).get_trials()}
-    assert trials[killed].state == TrialState.FAIL
-    retries = [t for t in trials.values() if t.system_attrs.get("failed_trial") == killed]
-    assert len(retries) == 1 and retries[0].state in FINISHED and retries[0].params == trials[killed].params
-    assert all(t.state in FINISHED or t.number == killed for t in trials.values())  # nothing lost or left running
-    finished = [t for t in trials.values() if t.state in FINISHED]
-    assert len(finished) >= 5
-    points = [(t.params["c"], t.params["ft_epochs"]) for t in finished]
-    assert len(set(points)) == len(points)  # no duplicate fit
-    assert len({t.user_attrs["worker"] for t in finished}) >= 2

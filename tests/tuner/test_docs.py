@@ -11,12 +11,12 @@ import pytest
 
 from swagppm import DataConfig, ModelConfig, SWAGPPMConfig
 from tuner.cli import base, build_parser
-from tuner.config import StudySettings, Targets
+from tuner.config import StudySettings, Targets, Tracking
 from tuner.search import SearchSpace
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = {"study": StudySettings, "search": SearchSpace, "targets": Targets, "data": DataConfig,
-          "model": ModelConfig, "swagppm": SWAGPPMConfig}
+          "model": ModelConfig, "swagppm": SWAGPPMConfig, "tracking": Tracking}
 NESTED = {"data", "model"}  # [swagppm]'s own fields that are tables of their own
 
 

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import os
+import signal
+import stat
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from optuna.trial import TrialState
+from optuna.distributions import FloatDistribution, IntDistribution
+from optuna.trial import TrialState, create_trial
 
 from swagppm import ConfigError
-from tests.tuner.helpers import with_a_feasible_trial
-from tuner.cli import build_parser
+from tests import PATIENCE
+from tests.tuner.helpers import one_error_line, with_a_feasible_trial
+from tuner.cli import build_parser, main
 from tuner.cli.arguments import study_config
 from tuner.config import StudyConfig
 from tuner.executors import (
@@ -23,10 +29,26 @@ from tuner.executors import (
     make_executor,
     register_executor,
 )
+from tuner.executors.cluster import check_shared_storage, environment, interrupt_on_sigterm
+from tuner.executors.jobs import (
+    LAUNCHED,
+    ControllerProcess,
+    LaunchedJob,
+    controller_alive,
+    is_active,
+    job_handle,
+    job_state,
+    make_private_folder,
+    read_launches,
+    record_launch,
+)
 from tuner.executors.processes import shared_study, worker_command, worker_environment
-from tuner.storage import STORAGE_ENV
+from tuner.faults import recover_stale_trials, vanished_workers, worker_id
+from tuner.record import RAN_BY
+from tuner.storage import STORAGE_ENV, supports_workers
 
 SECRET_URL = "postgresql://tuner:s3cret@db.internal:5432/studies"
+SPACE = {"c": FloatDistribution(0.3, 1.2), "ft_epochs": IntDistribution(4, 8)}
 
 
 def on_journal(path: Path) -> StudyConfig:
@@ -251,20 +273,153 @@ def test_cluster_jobs_accept_no_gpu_a_local_cluster_and_submitit_parameters() ->
     assert executor == SubmititExecutor(jobs=1, gpus_per_job=0, cluster="local", parameters={"slurm_partition": "gpu"})
 
 
-@pytest.mark.parametrize("storage, shown", [
-    ("sqlite:///STUDY/small.db", "sqlite:///STUDY/small.db"),
-    ("journal:STUDY/s.log", "journal:STUDY/s.log"),
-    ("redis://:s3cret@cache.internal:6379/0", "redis://:***@cache.internal:6379/0"),
-])
-def test_cluster_jobs_need_a_server_database_and_are_refused_before_any_job(
-        study_file: Callable[..., Path], tmp_path: Path, storage: str, shown: str) -> None:
+def test_cluster_jobs_refuse_sqlite_with_the_reason_before_any_job(study_file: Callable[..., Path],
+                                                                  tmp_path: Path) -> None:
     path = study_file()
-    config = StudyConfig.from_toml(path).with_storage(storage.replace("STUDY", str(tmp_path)))
+    config = StudyConfig.from_toml(path)
     lines: list[str] = []
     with pytest.raises(ConfigError) as refused:
         SubmititExecutor(jobs=2, cluster="local").run(config, n_trials=None, timeout=None, echo=lines.append)
     assert str(refused.value) == (
-        f"{path} [study]: cluster jobs share the study through a server database; storage "
-        f"{shown.replace('STUDY', str(tmp_path))} is not one (use a PostgreSQL or MySQL URL)")
-    assert "s3cret" not in str(refused.value) and lines == []
+        f"{path} [study]: storage sqlite:///{tmp_path / 'small.db'} is SQLite, which one process at a time can use, "
+        "and every cluster job is a process of its own; use a PostgreSQL or MySQL/MariaDB URL, the Redis journal "
+        "(redis://HOST:6379/0), a gRPC proxy (grpc://HOST:PORT), or a journal file that every job sees "
+        "(journal:FILE on a shared file system)")
+    assert lines == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["small.toml"]  # no study, no jobs/ folder
+
+
+@pytest.mark.parametrize("storage", [
+    "postgres://tuner:s3cret@db.internal:5432/studies", "postgresql://tuner@db.internal/studies",
+    "postgresql+psycopg://tuner@db.internal/studies", "postgresql+psycopg2://tuner@db.internal/studies",
+    "mysql://root@db.internal:3306/studies", "mysql+pymysql://root@db.internal/studies",
+    "mariadb://root@db.internal:3306/studies", "mariadb+pymysql://root@db.internal/studies",
+    "redis://:s3cret@cache.internal:6379/0", "rediss://cache.internal:6380/0", "grpc://proxy.internal:13000",
+    "journal:/shared/studies/small.log",
+])
+def test_cluster_jobs_take_every_storage_several_processes_share(study_file: Callable[..., Path],
+                                                                 storage: str) -> None:
+    """Every spelling the storage layer accepts for a shared storage passes the launcher's check (no connection)."""
+    config = StudyConfig.from_toml(study_file()).with_storage(storage)
+    check_shared_storage(config)
+    assert supports_workers(config.storage_url)
+
+
+def test_the_launch_verb_refuses_sqlite_in_one_line(study_file: Callable[..., Path],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    assert main(["launch", str(path), "--jobs", "1", "--cluster", "local"]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith(f"swagppm-tune: error: {path} [study]: storage sqlite:///") and "is SQLite" in line
+
+
+# --- the launched jobs' records and handles ---------------------------------------------------------------------
+
+
+class _Submitted:
+    """What ``record_launch`` reads of a submitit job: its id."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+
+
+def test_launched_jobs_are_recorded_owner_only_and_read_back_by_study(tmp_path: Path) -> None:
+    folder = tmp_path / "jobs"
+    make_private_folder(folder)
+    first = record_launch(folder, [_Submitted("101"), _Submitted("102")], cluster="local", study="a", tasks=2)
+    record_launch(folder, [_Submitted("7")], cluster="slurm", study="b", tasks=1)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / LAUNCHED).stat().st_mode) == 0o600
+    assert sorted(p.name for p in folder.iterdir()) == [LAUNCHED]  # the temporary file was renamed into place
+    assert read_launches(folder, "a") == first and [job.job_id for job in first] == ["101", "102"]
+    assert [(job.job_id, job.cluster, job.tasks) for job in read_launches(folder, "b")] == [("7", "slurm", 1)]
+    assert len(read_launches(folder)) == 3 and read_launches(tmp_path / "nothing") == []
+    (folder / LAUNCHED).write_text("{not json")
+    with pytest.raises(ConfigError, match=f"{folder / LAUNCHED}: not a list of launched jobs"):
+        read_launches(folder)
+
+
+def test_an_existing_folder_keeps_its_own_mode(tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    make_private_folder(folder)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o755  # not the tool's folder: never changed
+
+
+def test_a_local_job_whose_controller_is_gone_reads_as_ended(tmp_path: Path) -> None:
+    pytest.importorskip("submitit")
+    from submitit.core.utils import cloudpickle_dump
+
+    folder = tmp_path / "jobs"
+    make_private_folder(folder)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    job = LaunchedJob(job_id=str(dead.pid), cluster="local", study="a", tasks=1, submitted="2026-01-01T00:00:00")
+    handle = job_handle(folder, job)
+    assert handle._process is None and job_state(handle) == "ended without a result (cancelled or killed)"
+    assert not is_active(job_state(handle))
+    cloudpickle_dump(("success", 3), handle.paths.result_pickle)
+    assert job_state(job_handle(folder, job)) == "done"
+    cloudpickle_dump(("error", "Traceback ..."), handle.paths.result_pickle)
+    assert job_state(job_handle(folder, job)) == "failed"
+
+
+def test_only_a_running_controller_of_the_folder_counts_as_the_job(tmp_path: Path) -> None:
+    assert not controller_alive(os.getpid(), folder=None)  # a live process that is no submitit controller
+    fake = subprocess.Popen([sys.executable, "-c", "import sys, time; time.sleep(60)", "submitit.local._local",
+                             str(tmp_path)])
+    try:
+        deadline = time.monotonic() + PATIENCE
+        while b"_local" not in Path(f"/proc/{fake.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the child has exec'd python (before, /proc shows the parent's command line)
+        assert controller_alive(fake.pid, folder=tmp_path) and controller_alive(fake.pid, folder=None)
+        assert not controller_alive(fake.pid, folder=tmp_path / "other")
+        process = ControllerProcess(fake.pid)
+        assert process.poll() is None
+        process.send_signal(signal.SIGTERM)
+        fake.wait(timeout=30)
+        assert process.poll() == -signal.SIGTERM
+    finally:
+        fake.kill()
+        fake.wait()
+
+
+def test_the_jobs_verb_says_when_nothing_was_launched(study_file: Callable[..., Path],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    assert main(["jobs", str(path)]) == 0
+    folder = StudyConfig.from_toml(path).artifact_dir / "jobs"
+    assert capsys.readouterr().out == f"no jobs were launched for study 'small' (none recorded in {folder})\n"
+
+
+def test_sigterm_interrupts_the_launcher_like_ctrl_c_and_the_handler_is_restored() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), interrupt_on_sigterm():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the signal lands at once; never reached
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_jobs_environment_is_set_for_the_block_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWAGPPM_TEST_KEPT", "old")
+    monkeypatch.delenv("SWAGPPM_TEST_NEW", raising=False)
+    with environment({"SWAGPPM_TEST_KEPT": "new", "SWAGPPM_TEST_NEW": "1"}):
+        assert os.environ["SWAGPPM_TEST_KEPT"] == "new" and os.environ["SWAGPPM_TEST_NEW"] == "1"
+    assert os.environ["SWAGPPM_TEST_KEPT"] == "old" and "SWAGPPM_TEST_NEW" not in os.environ
+
+
+def test_running_trials_of_vanished_processes_on_this_machine_are_found(study_file: Callable[..., Path]) -> None:
+    config = on_journal(study_file())
+    study = shared_study(config, workers=1, n_trials=None)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    owners = [worker_id(dead.pid), worker_id(os.getpid()), f"elsewhere:{dead.pid}"]
+    for owner in owners:
+        study.add_trial(create_trial(state=TrialState.RUNNING, params={"c": 0.5, "ft_epochs": 5},
+                                     distributions=SPACE, user_attrs={RAN_BY: owner}))
+    assert vanished_workers(study) == {worker_id(dead.pid)}  # not a live one, not another machine's
+    recover_stale_trials(study, config, echo=lambda line: None, gone=vanished_workers(study))
+    assert vanished_workers(study) == set()
+    retried = [t for t in study.get_trials() if t.state == TrialState.WAITING and "failed_trial" in t.system_attrs]
+    assert len(retried) == 1 and retried[0].system_attrs["fixed_params"] == {"c": 0.5, "ft_epochs": 5}

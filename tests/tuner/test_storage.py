@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import socket
+import time
 from pathlib import Path
 
 import optuna
@@ -15,11 +17,15 @@ from sqlalchemy.engine import make_url
 
 from swagppm import ConfigError
 from tuner.storage import (
+    _lost_schema_race,
     describe_error,
+    grpc_address,
     is_connection_error,
     journal_path,
+    kind,
     make_storage,
     parse_url,
+    serve_grpc_proxy,
     storage_file,
     supports_workers,
     with_driver,
@@ -274,3 +280,75 @@ def test_an_unknown_dialect_is_refused_with_the_password_masked() -> None:
         make_storage("postgresql+nosuch://tuner:s3cret@db.example/studies")
     assert str(info.value) == ("cannot open the study storage postgresql+nosuch://tuner:***@db.example/studies: "
                                "NoSuchModuleError: Can't load plugin: sqlalchemy.dialects:postgresql.nosuch")
+
+
+# --- kinds, the schema race, the gRPC proxy ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("postgres://u@h/db", "postgresql"), ("postgresql+psycopg2://u@h/db", "postgresql"),
+    ("mariadb://r@h/db", "mysql"), ("mariadb+pymysql://r@h/db", "mysql"), ("mysql://r@h/db", "mysql"),
+    ("grpc://proxy.internal:13000", "grpc"), ("rediss://h:6380/0", "redis"), ("sqlite:///s.db", "sqlite"),
+])
+def test_every_spelling_of_a_backend_is_one_kind(url: str, expected: str) -> None:
+    assert kind(url) == expected
+
+
+@pytest.mark.parametrize("url, address", [
+    ("grpc://proxy.internal:13000", ("proxy.internal", 13000)), ("grpc://10.0.0.5:80/", ("10.0.0.5", 80)),
+    ("grpc://[::1]:13000", ("::1", 13000)),
+])
+def test_a_grpc_url_names_the_proxys_host_and_port(url: str, address: tuple[str, int]) -> None:
+    assert grpc_address(url) == address
+
+
+@pytest.mark.parametrize("url", ["grpc://proxy.internal", "grpc://:13000", "grpc://proxy:port", "grpc://p:0"])
+def test_a_grpc_url_without_a_port_is_refused_with_the_form(url: str) -> None:
+    with pytest.raises(ConfigError, match=r"a gRPC proxy URL is grpc://HOST:PORT \(e.g. grpc://proxy.internal"):
+        grpc_address(url)
+
+
+@pytest.mark.slow
+def test_a_grpc_proxy_that_is_not_there_is_refused_within_the_connect_timeout() -> None:
+    pytest.importorskip("grpc")
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as refused:
+        make_storage(f"grpc://127.0.0.1:{port}", connect_timeout=1)
+    assert time.monotonic() - started < 30
+    assert str(refused.value) == (f"cannot open the study storage grpc://127.0.0.1:{port}: ConnectionError: no gRPC "
+                                  f"storage proxy answered at 127.0.0.1:{port} within 1s (start one with "
+                                  "`swagppm-tune proxy`)")
+
+
+def test_an_unavailable_grpc_call_is_a_connection_error() -> None:
+    grpc = pytest.importorskip("grpc")
+
+    class Unavailable(grpc.RpcError):
+        def code(self) -> object:
+            return grpc.StatusCode.UNAVAILABLE
+
+    class Refused(grpc.RpcError):
+        def code(self) -> object:
+            return grpc.StatusCode.PERMISSION_DENIED
+
+    Unavailable.__module__ = Refused.__module__ = "grpc._channel"
+    assert is_connection_error(Unavailable()) and not is_connection_error(Refused())
+
+
+@pytest.mark.parametrize("url", ["sqlite:///s.db", "journal:s.log", "redis://127.0.0.1:6379/0", "grpc://h:1"])
+def test_the_grpc_proxy_serves_only_a_server_database(url: str) -> None:
+    with pytest.raises(ConfigError, match="the gRPC proxy serves a PostgreSQL or MySQL/MariaDB database"):
+        serve_grpc_proxy(url, host="127.0.0.1", port=13000, connect_timeout=1, echo=print)
+
+
+@pytest.mark.parametrize("error, lost", [
+    ('duplicate key value violates unique constraint "pg_type_typname_nsp_index"', True),
+    ("(1050, \"Table 'studies' already exists\")", True),
+    ("(1062, \"Duplicate entry 'v3.2.0.a' for key 'PRIMARY'\")", True),
+    ("permission denied for schema public", False),
+])
+def test_only_a_lost_race_to_create_the_tables_is_retried(error: str, lost: bool) -> None:
+    assert _lost_schema_race(sqlalchemy.exc.IntegrityError("CREATE TABLE", {}, Exception(error))) is lost

@@ -3,8 +3,11 @@
 Verbs:
   demo       write the demo study into a folder and print the next commands (--run: run it)
   run        create or resume a study and optimise, in one or several local processes
+  create     create the study and its start points without a trial, for workers to join
   worker     join an existing study from any machine
   launch     submit workers as cluster jobs (Slurm through submitit, or local processes)
+  jobs       the launched jobs and their state (--cancel: cancel them)
+  proxy      Optuna's gRPC storage proxy in front of the database, for hundreds of workers
   fit        one fit outside any study
   status     the trial table and the best feasible trial
   export     the chosen configuration as JSON
@@ -41,7 +44,8 @@ Exit status:
   7    the membership-inference audit refutes the claim epsilon <= the study's
        cap: release released nothing (the bound, the cap and the delta that would
        reconcile them are printed; --force-audit releases it anyway), audit says so
-  130  interrupted (Ctrl-C); finished trials are kept
+  130  interrupted (Ctrl-C; launch: also SIGTERM, which cancels its local jobs);
+       finished trials are kept
   141  the output pipe was closed (e.g. swagppm-tune status STUDY.toml | head)
 """
 
@@ -78,9 +82,12 @@ from tuner.cli.explain import ExplainCommand
 from tuner.cli.fitting import AuditCommand, CompareCommand, FitCommand, ReleaseCommand
 from tuner.cli.study import (
     CleanCommand,
+    CreateCommand,
     DashboardCommand,
     ExportCommand,
+    JobsCommand,
     LaunchCommand,
+    ProxyCommand,
     RejudgeCommand,
     ReportCommand,
     RunCommand,
@@ -97,10 +104,10 @@ DEBUG_ENV = "SWAGPPM_TUNE_DEBUG"
 PROGRESS_BARS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"  # read by huggingface_hub and transformers; 0 shows the bars
 
 # The verbs, in the order --help lists them.
-COMMANDS: tuple[type[Command], ...] = (DemoCommand, RunCommand, WorkerCommand, LaunchCommand, FitCommand,
-                                       StatusCommand, ExportCommand, ReleaseCommand, AuditCommand, CompareCommand,
-                                       RejudgeCommand, ReportCommand, DashboardCommand, CleanCommand,
-                                       ExplainCommand)
+COMMANDS: tuple[type[Command], ...] = (DemoCommand, RunCommand, CreateCommand, WorkerCommand, LaunchCommand,
+                                       JobsCommand, ProxyCommand, FitCommand, StatusCommand, ExportCommand,
+                                       ReleaseCommand, AuditCommand, CompareCommand, RejudgeCommand, ReportCommand,
+                                       DashboardCommand, CleanCommand, ExplainCommand)
 
 
 @dataclass(frozen=True, kw_only=True)

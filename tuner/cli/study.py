@@ -1,4 +1,5 @@
-"""The verbs on a study: run, worker, status, export, report, rejudge, dashboard and clean."""
+"""The verbs on a study: run, create, worker, launch, jobs, proxy, status, export, report, rejudge, dashboard and
+clean."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import optuna
 from optuna.artifacts import FileSystemArtifactStore
+from optuna.trial import TrialState
 
 from swagppm import ConfigError
 from tuner.cli.arguments import (
@@ -95,9 +97,14 @@ class WorkerCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         config = study_config(args)
         check_folder(config.artifact_dir, "[study] artifacts")
+        from tuner.tracking import tracking_callbacks
+
+        def echo(line: str) -> None:
+            print(line, flush=True)
+
         try:
-            summary = run_study(config, n_trials=args.n_trials, timeout=args.timeout,
-                                worker=args.name or WORKER, echo=lambda line: print(line, flush=True))
+            summary = run_study(config, n_trials=args.n_trials, timeout=args.timeout, worker=args.name or WORKER,
+                                echo=echo, callbacks=tracking_callbacks(config, echo=echo))
         except KeyboardInterrupt:
             return interrupted(config, args.study)
         print(f"stopped: {summary.stopped_because}")
@@ -138,9 +145,107 @@ class LaunchCommand(Command):
             summary = executor.run(config, n_trials=args.n_trials, timeout=args.timeout,
                                    echo=lambda line: print(line, flush=True))
         except KeyboardInterrupt:
-            return interrupted(config, args.study)
+            study = open_study(config, create=False)
+            print(f"\ninterrupted (Ctrl-C or SIGTERM): {finished_count(study)} finished trials are kept; "
+                  f"`swagppm-tune launch {args.study}` again resumes the study", file=sys.stderr)
+            return EXIT_INTERRUPTED
         print(f"stopped: {summary.stopped_because}")
         return run_summary(config, args.study)
+
+
+class CreateCommand(Command):
+    name = "create"
+    help = "create the study and its start points without running a trial, for workers to join (e.g. Kubernetes)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_study(parser)
+        add_storage(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Create the study (its definition, accounting and start points) or find it made; safe to run again."""
+        from tuner.executors.processes import shared_study
+
+        config = study_config(args)
+        study = shared_study(config, workers=1, n_trials=None)
+        waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+        print(f"study {config.study.name!r} in {masked_url(config.storage_url)}: {finished_count(study)} finished "
+              f"trial(s), {waiting} waiting; workers join it with `swagppm-tune worker {args.study}`")
+        return EXIT_OK
+
+
+class JobsCommand(Command):
+    name = "jobs"
+    help = "the cluster jobs `launch` submitted for the study and their state (--cancel: cancel them)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_study(parser)
+        parser.add_argument("--cancel", action="store_true",
+                            help="cancel the jobs still pending or running (scancel on Slurm, SIGINT to a local "
+                                 "job's controller); their running trials are failed and queued again")
+        add_storage(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        """List the recorded jobs of the study with their state; cancel the active ones first with --cancel."""
+        from tuner.executors.cluster import import_submitit, jobs_folder
+        from tuner.executors.jobs import cancel_jobs, job_handle, job_state, read_launches
+
+        config = study_config(args)
+        folder = jobs_folder(config)
+        launched = read_launches(folder, config.study.name)
+        if not launched:
+            print(f"no jobs were launched for study {config.study.name!r} (none recorded in {folder})")
+            return EXIT_OK
+        import_submitit()
+        handles = [job_handle(folder, job) for job in launched]
+        if args.cancel:
+            cancelled = cancel_jobs(handles, echo=print)
+            print(f"cancelled {cancelled} job(s); {requeued(config)}")
+            handles = [job_handle(folder, job) for job in launched]
+        print(f"{'job':>10}  {'cluster':<7}  {'workers':>7}  {'submitted (UTC)':<25}  state")
+        for job, handle in zip(launched, handles):
+            print(f"{job.job_id:>10}  {job.cluster:<7}  {job.tasks:>7}  {job.submitted:<25}  {job_state(handle)}")
+        return EXIT_OK
+
+
+def requeued(config: StudyConfig) -> str:
+    """Fail and queue again the running trials of this machine's vanished workers; the clause that says so."""
+    from tuner.faults import recover_stale_trials, vanished_workers
+
+    study = open_existing_study(config)
+    gone = vanished_workers(study)
+    if gone:
+        recover_stale_trials(study, config, gone=gone)
+    return (f"the running trials of its gone local workers were failed and queued again ({len(gone)} worker(s)); "
+            f"those of cluster jobs are once their heartbeats stop ({config.study.grace_period}s)")
+
+
+class ProxyCommand(Command):
+    name = "proxy"
+    help = "serve the study's database to many workers through Optuna's gRPC storage proxy (grpc://HOST:PORT)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_study(parser)
+        parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+        parser.add_argument("--port", type=port, default=13000, help="port (default 13000)")
+        parser.add_argument("--expose-to-network", action="store_true",
+                            help="listen on a --host other than this machine. The proxy has no login: anyone who "
+                                 "can reach the port can read, modify and delete every study in the database; "
+                                 "keep it on the workers' private network")
+        add_storage(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        """The gRPC proxy in front of the study's server database until Ctrl-C; workers use grpc://HOST:PORT."""
+        if not (is_loopback(args.host) or args.expose_to_network):
+            raise ConfigError(f"--host {args.host} would serve the study database to the network, and the gRPC "
+                              f"proxy has no login: anyone who can reach port {args.port} could read, modify and "
+                              "delete its studies. Pass --expose-to-network on a private network")
+        config = study_config(args)
+        from tuner.storage import serve_grpc_proxy
+
+        serve_grpc_proxy(config.storage_url, host=args.host, port=args.port,
+                         connect_timeout=config.study.connect_timeout,
+                         echo=lambda line: print(line, flush=True))
+        return EXIT_OK
 
 
 def interrupted(config: StudyConfig, path: Path) -> int:

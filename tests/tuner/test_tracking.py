@@ -1,0 +1,210 @@
+"""``[tracking]``: each trial's aggregates in a real local MLflow file store and real offline W&B runs, exactly the
+study database's aggregates (parameters, ε, F1 medians, verdict) and nothing per record, written owner-only."""
+
+from __future__ import annotations
+
+import json
+import stat
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from swagppm import ConfigError
+from tests.tuner.helpers import with_a_feasible_trial
+from tuner.cli import main
+from tuner.config import StudyConfig, Tracking
+from tuner.record import TrialRecord
+from tuner.tracking import TRACKED_METRICS, tracking_callbacks, trial_summary
+
+BLOCK = 32768  # the .wandb log's block size (LevelDB's log format)
+
+
+def judged(study_file: Callable[..., Path], **tracking: str) -> tuple[StudyConfig, optuna.Study]:
+    """A study (journal file) with one judged, feasible trial, and its file with ``[tracking]`` set."""
+    path = study_file(tracking=tracking) if tracking else study_file()
+    config = StudyConfig.from_toml(path)
+    config = config.with_storage(f"journal:{path.parent / 's.log'}")
+    return config, with_a_feasible_trial(path, storage=config.storage_url)
+
+
+def expected(study: optuna.Study) -> tuple[dict[str, Any], dict[str, float], dict[str, str]]:
+    """What a tracker must hold of the study's one trial: its parameters, metrics and tags, from the database."""
+    trial = study.trials[0]
+    record = TrialRecord.of(trial)
+    assert record is not None
+    metrics = {key: getattr(record, key) for key in TRACKED_METRICS}
+    tags = {"study": study.study_name, "trial": "0", "state": "COMPLETE", "feasible": "true",
+            "diagnosis": record.diagnosis, "epsilon_is_lower_bound": "false"}
+    return dict(trial.params), metrics, tags
+
+
+def owner_only(folder: Path) -> None:
+    """Every folder under ``folder`` (itself included) is 0700 and every file 0600."""
+    for item in [folder, *folder.rglob("*")]:
+        if item.is_symlink():
+            continue
+        mode = stat.S_IMODE(item.stat().st_mode)
+        assert mode == (0o700 if item.is_dir() else 0o600), f"{item}: {oct(mode)}"
+
+
+# --- the study file's table --------------------------------------------------------------------------------------
+
+
+def test_tracking_is_off_unless_the_table_asks_for_it(study_file: Callable[..., Path]) -> None:
+    config = StudyConfig.from_toml(study_file())
+    assert config.tracking == Tracking() and tracking_callbacks(config) == []
+
+
+def test_local_tracking_paths_are_taken_from_the_study_files_folder(study_file: Callable[..., Path],
+                                                                     tmp_path: Path) -> None:
+    config = StudyConfig.from_toml(study_file(tracking={"mlflow_uri": "mlruns", "wandb_project": "osha"}))
+    assert config.tracking == Tracking(mlflow_uri=str(tmp_path / "mlruns"), wandb_project="osha",
+                                       wandb_dir=str(tmp_path / "small-wandb"))
+    for uri, resolved in (("file:runs/ml", str(tmp_path / "runs/ml")), ("sqlite:///ml.db", f"sqlite:///{tmp_path}/ml.db"),
+                          ("http://mlflow.internal:5000", "http://mlflow.internal:5000"),
+                          ("file:///srv/mlruns", "file:///srv/mlruns")):
+        assert StudyConfig.from_toml(study_file(tracking={"mlflow_uri": uri})).tracking.mlflow_uri == resolved
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"mlflow_experiment": "x"}, "tracking.mlflow_experiment needs tracking.mlflow_uri"),
+    ({"wandb_dir": "w"}, "tracking.wandb_dir needs tracking.wandb_project"),
+    ({"wandb_mode": "online"}, "unknown key(s) wandb_mode"),
+    ({"mlflow_uri": 3}, "mlflow_uri = 3 has the wrong type"),
+])
+def test_a_bad_tracking_key_is_refused_naming_the_table(study_file: Callable[..., Path], table: dict[str, Any],
+                                                        message: str) -> None:
+    path = study_file(tracking=table)
+    with pytest.raises(ConfigError) as refused:
+        StudyConfig.from_toml(path)
+    assert str(refused.value).startswith(f"{path} [tracking]: ") and message in str(refused.value)
+
+
+def test_a_trial_summary_is_the_databases_aggregates_and_nothing_per_record(
+        study_file: Callable[..., Path]) -> None:
+    config, study = judged(study_file)
+    summary = trial_summary(study, study.trials[0])
+    params, metrics, tags = expected(study)
+    assert (summary.name, summary.params, summary.metrics, summary.tags) == ("trial 0", params, metrics, tags)
+    record = TrialRecord.of(study.trials[0])
+    assert record is not None and len(record.max_delta_series) > 100  # the database's series is not logged
+    assert not {"data_hash", "seed", "max_delta_series", "f1_macro_draws"} & {*summary.metrics, *summary.tags}
+
+
+# --- real stores -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_mlflow_file_store_gets_one_owner_only_run_per_trial(study_file: Callable[..., Path],
+                                                             tmp_path: Path) -> None:
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    config, study = judged(study_file, mlflow_uri="mlruns")
+    lines: list[str] = []
+    (callback,) = tracking_callbacks(config, echo=lines.append)
+    callback(study, study.trials[0])
+    assert lines == []
+    client = MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())
+    experiment = client.get_experiment_by_name("small")
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
+    params, metrics, tags = expected(study)
+    assert run.info.run_name == "trial 0" and run.info.status == "FINISHED"
+    assert run.data.params == {key: str(value) for key, value in params.items()}
+    assert run.data.metrics == pytest.approx(metrics)
+    assert {key: value for key, value in run.data.tags.items() if not key.startswith("mlflow.")} == tags
+    owner_only(tmp_path / "mlruns")
+
+
+@pytest.mark.slow
+def test_wandb_offline_run_holds_the_trials_aggregates_owner_only(study_file: Callable[..., Path],
+                                                                  tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_DISABLE_CODE", "true")
+    config, study = judged(study_file, wandb_project="osha")
+    lines: list[str] = []
+    (callback,) = tracking_callbacks(config, echo=lines.append)
+    callback(study, study.trials[0])
+    assert lines == []
+    (log,) = (tmp_path / "small-wandb").glob("wandb/offline-run-*/run-*.wandb")
+    logged = wandb_log(log)
+    params, metrics, tags = expected(study)
+    assert logged["name"] == "trial-0" and logged["group"] == "small" and logged["project"] == "osha"
+    assert logged["config"] == params
+    assert logged["history"] == pytest.approx(metrics)
+    assert logged["summary"] == {**metrics, **tags}
+    owner_only(tmp_path / "small-wandb")
+
+
+def wandb_log(path: Path) -> dict[str, Any]:
+    """What an offline W&B run file holds: the run's name, group, project and config, its history and summary (less
+    W&B's own ``_`` keys). The file is LevelDB's log format (32 KiB blocks of records, each a 7-byte header and a
+    chunk) of W&B's ``Record`` protobufs."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    position, pending, payloads = 7, b"", []
+    while position + 7 <= len(data):
+        left = BLOCK - position % BLOCK
+        _, length, kind = struct.unpack("<IHB", data[position:position + 7])
+        if left < 7 or (length == 0 and kind == 0):  # a block's padding
+            position += left
+            continue
+        pending += data[position + 7:position + 7 + length]
+        position += 7 + length
+        if kind in (1, 4):  # a whole record, or the last chunk of one
+            payloads.append(pending)
+            pending = b""
+    logged: dict[str, Any] = {"config": {}, "history": {}, "summary": {}}
+    for payload in payloads:
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(payload)
+        kind = record.WhichOneof("record_type")
+        if kind == "run":
+            logged |= {"name": record.run.display_name, "group": record.run.run_group,
+                       "project": record.run.project}
+            logged["config"] |= {item.key: json.loads(item.value_json) for item in record.run.config.update}
+        elif kind == "history":
+            logged["history"] |= {_key(item): json.loads(item.value_json) for item in record.history.item}
+        elif kind == "summary":
+            logged["summary"] |= {_key(item): json.loads(item.value_json) for item in record.summary.update}
+    return {key: {k: v for k, v in value.items() if not k.startswith("_")} if isinstance(value, dict) else value
+            for key, value in logged.items()}
+
+
+def _key(item: Any) -> str:
+    return item.key or ".".join(item.nested_key)
+
+
+def test_a_tracker_that_fails_is_one_line_and_the_study_goes_on(study_file: Callable[..., Path]) -> None:
+    pytest.importorskip("mlflow")
+    config, study = judged(study_file, mlflow_uri="nosuchscheme://tuner:s3cret@host/x")
+    lines: list[str] = []
+    (callback,) = tracking_callbacks(config, echo=lines.append)
+    callback(study, study.trials[0])
+    assert len(lines) == 1 and lines[0].startswith("tracking: trial 0 not logged to MLflow nosuchscheme://tuner:***@")
+    assert "s3cret" not in lines[0]
+
+
+@pytest.mark.fits
+def test_a_run_logs_each_of_its_trials_to_mlflow(study_file: Callable[..., Path], tmp_path: Path) -> None:
+    """``run`` passes the study file's trackers to ``run_study``: one MLflow run per finished trial."""
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    path = study_file(study={"n_trials": 1}, tracking={"mlflow_uri": "mlruns", "mlflow_experiment": "demo"})
+    assert main(["run", str(path)]) in (0, 1)
+    client = MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())
+    experiment = client.get_experiment_by_name("demo")
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.data.params == {"c": "1.0", "ft_epochs": "6"} and set(run.data.metrics) <= set(TRACKED_METRICS)
+    assert "epsilon" in run.data.metrics
+    owner_only(tmp_path / "mlruns")

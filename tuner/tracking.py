@@ -1,0 +1,200 @@
+"""Experiment tracking, opt-in by the study file's ``[tracking]``: each trial's aggregates in MLflow and W&B runs.
+
+One run per trial, named after it, in an MLflow experiment named after the study
+and in a W&B group of that name (W&B offline). What a run holds is exactly what
+the study database holds of the trial, and less (``trial_summary``): its
+parameters, ε, the F1 medians over the utility draws and the verdict; never a
+per-record value, a series or a draw. A tracking store is owner-side, as the
+study database is: a local MLflow store and the W&B folder are written owner-only
+(0700 folders, 0600 files), and W&B uploads nothing until the owner runs
+``wandb sync``. A tracker that fails reports one line and the study goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from tuner.config import StudyConfig
+from tuner.record import TrialRecord
+from tuner.storage import describe_error, masked_url
+
+TrialCallback = Callable[[optuna.Study, FrozenTrial], None]
+
+# What a run logs of a trial's record, by kind: numbers as metrics, the verdict as tags.
+TRACKED_METRICS = ("epsilon", "f1_macro_median", "f1_weighted_median")
+TRACKED_TAGS = ("feasible", "diagnosis", "epsilon_is_lower_bound")
+FILE_STORE_ENV = "MLFLOW_ALLOW_FILE_STORE"  # MLflow 3 keeps its file store in maintenance mode behind this switch
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialSummary:
+    """What a tracker logs of one trial: its parameters, metrics (finite values only) and tags."""
+
+    name: str
+    params: dict[str, float | int]
+    metrics: dict[str, float]
+    tags: dict[str, str]
+
+
+def trial_summary(study: optuna.Study, trial: FrozenTrial) -> TrialSummary:
+    """The tracked part of a finished trial: its parameters, ``TRACKED_METRICS`` and ``TRACKED_TAGS`` of its
+    record (none for a trial without one: a crash), its state, the study and the trial number."""
+    record = TrialRecord.of(trial)
+    metrics: dict[str, float] = {}
+    tags = {"study": study.study_name, "trial": str(trial.number), "state": trial.state.name}
+    if record is not None:
+        for key in TRACKED_METRICS:
+            value = getattr(record, key)
+            if value is not None and math.isfinite(value):
+                metrics[key] = float(value)
+        tags |= {key: str(getattr(record, key)).lower() for key in TRACKED_TAGS}
+    return TrialSummary(name=f"trial {trial.number}", params=dict(trial.params), metrics=metrics, tags=tags)
+
+
+@contextlib.contextmanager
+def owner_only() -> Iterator[None]:
+    """Files and folders created in the block are the owner's only (umask 077; a service a library starts here
+    keeps it too)."""
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def private_folder(folder: Path) -> Path:
+    """``folder`` created owner-only (0700) if it is new; an existing one is left as it is."""
+    if not folder.exists():
+        folder.mkdir(parents=True, mode=0o700)
+        folder.chmod(0o700)
+    return folder
+
+
+def local_path(uri: str) -> Path | None:
+    """The local file or folder of an MLflow tracking URI (a folder, ``file:`` or ``sqlite:///``); None for a
+    server."""
+    if "://" not in uri:
+        return Path(uri)
+    for prefix in ("file://", "sqlite:///"):
+        if uri.startswith(prefix):
+            return Path(uri[len(prefix):] if prefix == "file://" else "/" + uri[len(prefix):].lstrip("/"))
+    return None
+
+
+class MLflowTracker:
+    """One MLflow run per trial in the experiment ``experiment`` of the tracking ``uri``."""
+
+    def __init__(self, *, uri: str, experiment: str) -> None:
+        from mlflow.tracking import MlflowClient
+
+        path = local_path(uri)
+        if path is not None and not uri.startswith("sqlite:"):
+            os.environ.setdefault(FILE_STORE_ENV, "true")
+            uri = private_folder(path).resolve().as_uri()
+        elif path is not None:
+            private_folder(path.parent)
+        self.client = MlflowClient(tracking_uri=uri)
+        self.experiment = experiment
+        self._experiment_id: str | None = None
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        summary = trial_summary(study, trial)
+        stamp = int(time.time() * 1000)
+        run = self.client.create_run(self._experiment(), run_name=summary.name)
+        self.client.log_batch(run.info.run_id,
+                              metrics=[Metric(key, value, stamp, 0) for key, value in summary.metrics.items()],
+                              params=[Param(key, str(value)) for key, value in summary.params.items()],
+                              tags=[RunTag(key, value) for key, value in summary.tags.items()])
+        self.client.set_terminated(run.info.run_id, status="FAILED" if trial.state.name == "FAIL" else "FINISHED")
+
+    def _experiment(self) -> str:
+        """The experiment's id, created by the first worker to log (another worker creating it at once wins)."""
+        if self._experiment_id is None:
+            from mlflow.exceptions import MlflowException
+
+            found = self.client.get_experiment_by_name(self.experiment)
+            if found is None:
+                try:
+                    self._experiment_id = self.client.create_experiment(self.experiment)
+                except MlflowException:
+                    found = self.client.get_experiment_by_name(self.experiment)
+                    if found is None:
+                        raise
+            if found is not None:
+                self._experiment_id = found.experiment_id
+        assert self._experiment_id is not None
+        return self._experiment_id
+
+
+class WandbTracker:
+    """One offline W&B run per trial in ``project``, grouped by study, written under ``folder``."""
+
+    def __init__(self, *, project: str, folder: Path) -> None:
+        import wandb
+
+        self.wandb = wandb
+        self.project = project
+        self.folder = private_folder(folder)
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        summary = trial_summary(study, trial)
+        settings = self.wandb.Settings(mode="offline", silent=True, console="off", save_code=False,
+                                       disable_git=True, x_disable_stats=True, x_disable_meta=True)
+        run = self.wandb.init(project=self.project, dir=str(self.folder), group=study.study_name,
+                              name=summary.name.replace(" ", "-"), job_type="trial", config=summary.params,
+                              settings=settings, reinit="create_new")
+        try:
+            run.log(summary.metrics)
+            run.summary.update(summary.tags)
+        finally:
+            run.finish(exit_code=1 if trial.state.name == "FAIL" else 0)
+
+
+def tracking_callbacks(config: StudyConfig, *, echo: Callable[[str], None] = print) -> list[TrialCallback]:
+    """The study file's trackers as Optuna callbacks (none without ``[tracking]``), each failing in one line."""
+    settings = config.tracking
+    guarded: list[TrialCallback] = []
+    if settings.mlflow_uri is not None:
+        uri, experiment = settings.mlflow_uri, settings.mlflow_experiment or config.study.name
+        guarded.append(Guarded(where=f"MLflow {masked_url(uri)}", uri=uri, echo=echo,
+                               make=lambda: MLflowTracker(uri=uri, experiment=experiment)))
+    if settings.wandb_project is not None:
+        assert settings.wandb_dir is not None  # resolved by StudyConfig.from_toml
+        project, folder = settings.wandb_project, Path(settings.wandb_dir)
+        guarded.append(Guarded(where=f"W&B (offline) {folder}", uri=None, echo=echo,
+                               make=lambda: WandbTracker(project=project, folder=folder)))
+    return guarded
+
+
+class Guarded:
+    """A tracker built at its first trial and called owner-only; a failure is one line, and the study goes on."""
+
+    def __init__(self, *, where: str, uri: str | None, make: Callable[[], TrialCallback],
+                 echo: Callable[[str], None]) -> None:
+        self.where, self.uri, self.make, self.echo = where, uri, make, echo
+        self.tracker: TrialCallback | None = None
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        try:
+            with owner_only():
+                if self.tracker is None:
+                    self.tracker = self.make()
+                self.tracker(study, trial)
+        except ModuleNotFoundError as error:
+            self.echo(f"tracking: trial {trial.number} not logged to {self.where}: the {error.name!r} package is "
+                      "missing (pip install 'swagppm-tuner[tracking]')")
+        except Exception as error:  # noqa: BLE001 - a tracker's failure must not end the study
+            reason = describe_error(error, self.uri) if self.uri else (
+                f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}")
+            self.echo(f"tracking: trial {trial.number} not logged to {self.where}: {reason}")
