@@ -7,12 +7,14 @@ release check that every parameter it does not draw still holds its public value
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
 import os
 import platform
 import secrets
+import tempfile
 from collections.abc import Mapping
 from functools import cache
 from importlib import metadata
@@ -68,19 +70,26 @@ def fingerprint_key(cache_dir: Path) -> bytes:
 
     A bare digest of the data is an oracle: whoever knows every record but one
     hashes each candidate for the last one and compares. Keyed, a fingerprint only
-    says "same data" to whoever holds the key (the owner's private cache).
+    says "same data" to whoever holds the key (the owner's private cache). The key is
+    written whole to a temporary file and linked into place, so a process starting
+    at the same moment never reads a key half written: it reads the one that won.
     """
     path = cache_dir / FINGERPRINT_KEY
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        key = path.read_bytes()
-        if len(key) != 32:
-            raise ValueError(f"{path}: not a fingerprint key (32 bytes); delete it to make a new one") from None
-        return key
-    key = secrets.token_bytes(32)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(key)
+    if not path.exists():
+        fd, temporary = tempfile.mkstemp(dir=cache_dir, prefix=f".{FINGERPRINT_KEY}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(secrets.token_bytes(32))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(temporary, 0o600)
+            with contextlib.suppress(FileExistsError):  # another process linked its key first: use that one
+                os.link(temporary, path)
+        finally:
+            os.unlink(temporary)
+    key = path.read_bytes()
+    if len(key) != 32:
+        raise ValueError(f"{path}: not a fingerprint key (32 bytes); delete it to make a new one")
     return key
 
 

@@ -34,3 +34,18 @@ def test_an_edit_in_a_subpackage_or_a_moved_file_changes_the_code_digest(tmp_pat
     edited = _digest(copy)
     engine.rename(copy / "swagppm" / "train" / "moved.py")
     assert len({original, edited, _digest(copy)}) == 3
+
+
+def test_processes_starting_together_on_a_fresh_cache_all_read_one_whole_key(tmp_path: Path) -> None:
+    """The key is linked into place whole: a process that comes second never reads it empty or half written."""
+    script = ("import sys; from pathlib import Path; from swagppm.provenance import fingerprint_key; "
+              "print(fingerprint_key(Path(sys.argv[1])).hex())")
+    runs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    keys = set()
+    for run in runs:
+        out, err = run.communicate(timeout=PATIENCE)
+        assert run.returncode == 0, err[-2000:]
+        keys.add(out.strip())
+    assert len(keys) == 1 and bytes.fromhex(keys.pop()) == (tmp_path / "fingerprint.key").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fingerprint.key"]  # no temporary file left
