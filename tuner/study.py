@@ -31,8 +31,6 @@ from optuna.trial import FrozenTrial, TrialState
 from swagppm import ConfigError, statement
 from tuner.config import StudyConfig
 from tuner.faults import WORKER, quiet_heartbeat_errors, recover_stale_trials
-from tuner.figures import study_figures
-from tuner.objective import FitCrashed, Objective
 from tuner.outcome import TRIAL_LEGEND
 from tuner.queries import FINISHED, best_feasible, closest_trial, finished_count
 from tuner.record import BASELINE_F1_MACRO, FAILURE, RAN_BY
@@ -42,6 +40,8 @@ from tuner.tuning import ACCOUNTED_TRIALS, NUM_TRAIN, check_accounting, is_accou
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
+
+    from tuner.objective import Objective
 
 DEFINITION_ATTR = "definition"
 STAGE1_FINGERPRINT = "stage1_fingerprint"  # study attribute: the stage 1 every trial of the study used
@@ -299,6 +299,8 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
          f"{config.targets.max_f1_degradation:.0%} of the baseline ({config.targets.statistic})")
     check_artifact_dir(config)
     check_public_eval(config)
+    from tuner.objective import Objective  # here: the verbs that only read a study start without the fitting stack
+
     objective = Objective(config, storage=storage, progress=progress_fit, echo=echo)
     try:
         _prepare(study, objective, config, echo=echo)
@@ -372,6 +374,8 @@ class AfterTrial:
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         import optuna_dashboard  # here, not at the top: the command line's read-only verbs start without it
 
+        from tuner.figures import study_figures
+
         if trial.number in self.objective.lines:
             if not self.legend_shown:
                 self.echo(TRIAL_LEGEND)
@@ -404,6 +408,8 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig, af
               n_trials: int | None, deadline: float | None, worker: str | None,
               echo: Callable[[str], None]) -> optuna.Study:
     """Trials until a stop rule holds; returns the study (reopened if the storage was lost meanwhile)."""
+    from tuner.objective import FitCrashed
+
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [after_trial]
     if n_trials is not None:
         callbacks.append(MaxTrialsCallback(n_trials, states=FINISHED))

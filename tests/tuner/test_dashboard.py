@@ -58,7 +58,7 @@ def test_the_note_leads_with_feasibility_and_explains_each_constraint(tmp_path: 
     constraint = outcome.constraints["epsilon"]
     assert f"- epsilon = {constraint:+.3f} (met): ε / target − 1: above 0, ε exceeds the target" in note
     assert constraint == pytest.approx(2 * max(tight(3.0, n=60)) / 10 - 1)
-    assert "local estimate" in note and "docs/glossary.md" in note
+    assert "local estimate" in note and "swagppm-tune explain WORD" in note and "docs/" not in note
     strict, _ = _outcome(tight(6.0, n=60), tmp_path)
     assert trial_note(5, strict).splitlines()[2] == "**feasible: no** — violated: epsilon"
 
