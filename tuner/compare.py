@@ -25,6 +25,7 @@ from typing import Any
 import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
 from swagppm.config import check_value
+from tuner.extras import require
 from tuner.outputs import write_atomic
 
 NOT_QUANTIFIED = "not quantified"
@@ -115,11 +116,7 @@ def _dpsgd_rows(session: swagppm.Session, settings: CompareSettings, targets: Se
                 echo: Callable[[str], None]) -> list[ComparisonRow]:
     """One DP-SGD row per distinct run: a target asked twice, or two targets that give the same run (the same
     noise multiplier and steps), are one row whose remark says so; a target not reached is said, with why."""
-    try:
-        from swagppm.evaluate.dpsgd import DPSGDSettings, dpsgd_fit
-    except ModuleNotFoundError as error:
-        raise ConfigError(f"compare needs DP-SGD's library ({error.name}): "
-                          "pip install 'swagppm-tuner[compare]'") from None
+    from swagppm.evaluate.dpsgd import DPSGDSettings, dpsgd_fit  # Opacus: checked by ``compare`` before any fit
     rows: list[ComparisonRow] = []
     runs: dict[tuple[float, float, int], int] = {}  # (ε, noise multiplier, steps) -> its row
     for target in dict.fromkeys(targets):
@@ -174,9 +171,16 @@ def understood_warnings() -> Iterator[None]:
         yield
 
 
+def check_dependencies() -> None:
+    """Opacus (the compare extra), checked before anything is made or fitted: one line naming the install."""
+    require("compare", needed_by="compare (its DP-SGD side, through Opacus)")
+
+
 def compare(config: SWAGPPMConfig, settings: CompareSettings, *,
             echo: Callable[[str], None] = print) -> list[ComparisonRow]:
-    """Train and score every method on ``config``'s data and model; returns the table's rows."""
+    """Train and score every method on ``config``'s data and model; returns the table's rows. Opacus (the compare
+    extra) is checked first: without it nothing is fitted."""
+    check_dependencies()
     with understood_warnings():
         return _compare(config, settings, echo=echo)
 

@@ -160,8 +160,9 @@ def study_config(args: argparse.Namespace, *, data: bool = True) -> StudyConfig:
     study --study-name names; on --data unless ``data`` is false (a chosen configuration takes it through
     ``data_override``)."""
     from tuner.config import StudyConfig
+    from tuner.extras import require_storage_driver
     from tuner.rejudge import named_study
-    from tuner.storage import STORAGE_ENV, kind
+    from tuner.storage import STORAGE_ENV, kind, masked_url
 
     config = StudyConfig.from_toml(args.study)
     storage = (args.storage or os.environ.get(STORAGE_ENV)) if hasattr(args, "storage") else None
@@ -172,6 +173,8 @@ def study_config(args: argparse.Namespace, *, data: bool = True) -> StudyConfig:
         except ConfigError as error:
             raise ConfigError(f"{given}: {error}") from None
         config = config.with_storage(storage)
+    if hasattr(args, "storage"):  # a verb that opens the study: its database driver is checked before any work
+        require_storage_driver(config.storage_url, shown=masked_url(config.storage_url))
     if getattr(args, "study_name", None):
         config = named_study(config, args.study_name)
     return config if not data or getattr(args, "data", None) is None else config.with_data(args.data)

@@ -28,6 +28,7 @@ from tuner.cli.arguments import (
 from tuner.cli.base import EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_OK, Command
 from tuner.cli.messages import best_line, print_closest, warn_at_edge, warn_mixed_stage1
 from tuner.config import StudyConfig
+from tuner.extras import require
 from tuner.faults import WORKER
 from tuner.outcome import counted
 from tuner.queries import best_feasible, finished_count, format_table, pareto_front, trial_rows, trials_run
@@ -128,6 +129,7 @@ class LaunchCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from tuner.executors import make_executor
 
+        require("cluster", needed_by="launch (it submits the jobs through submitit)")
         config = study_config(args)
         check_folder(config.artifact_dir, "[study] artifacts")
         extra = {} if args.partition is None else {"slurm_partition": args.partition}
