@@ -527,17 +527,23 @@ def f1_by_class_size_figure(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
     ``rows`` are mappings with ``method``, ``f1_macro``, ``f1_top_quartile`` and
     ``f1_bottom_quartile`` (and optionally ``epsilon``, shown in the legend): one
     trace per group of classes, one bar per method. The bottom quartile is where
-    down-weighting risky (rare) records costs utility.
+    down-weighting risky (rare) records costs utility. A quartile whose F1 is
+    withheld (None: too few classes in it) gets no trace, and the subtitle says so.
     """
     methods = [f"{row['method']}" + (f"<br>(ε {_fmt(row['epsilon'])})" if row.get("epsilon") is not None else "")
                for row in rows]
     figure = go.Figure()
+    withheld = False
     for key, name in (("f1_macro", "all classes"), ("f1_top_quartile", "largest 25% of classes"),
                       ("f1_bottom_quartile", "smallest 25% of classes")):
+        if any(row.get(key) is None for row in rows):
+            withheld = True
+            continue
         figure.add_trace(go.Bar(x=methods, y=[float(row[key]) for row in rows], name=name,
                                 hovertemplate="%{x}<br>" + name + ": %{y:.3f}<extra></extra>"))
+    subtitle = "macro-F1 on the test set" + ("; by quartile withheld: too few classes in each" if withheld else "")
     figure.update_layout(  # the legend above the bars, the method names below them: they cannot overlap
-        barmode="group", title={"text": "F1 by class size<br><sup>macro-F1 on the test set</sup>"},
+        barmode="group", title={"text": f"F1 by class size<br><sup>{subtitle}</sup>"},
         yaxis={"title": {"text": "macro-F1"}, "range": [0, 1]}, xaxis={"automargin": True},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1.0},
         margin={"t": 110},
