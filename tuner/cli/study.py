@@ -296,11 +296,14 @@ def serve_dashboard(config: StudyConfig, *, host: str, port: int, name: str) -> 
     """optuna-dashboard on the study's storage and artifact folder, until Ctrl-C."""
     import optuna_dashboard
     from optuna.artifacts import FileSystemArtifactStore
+
+    from tuner.dashboard import OWNER_SIDE, DashboardView
+
     storage = make_storage(config.storage_url, connect_timeout=config.study.connect_timeout)
     print(f"optuna-dashboard on http://{host}:{port}/dashboard/ (study {name!r} in "
-          f"{masked_url(config.storage_url)}); Ctrl-C stops it", flush=True)
-    optuna_dashboard.run_server(storage, host=host, port=port,
-                                artifact_store=FileSystemArtifactStore(config.artifact_dir))
+          f"{masked_url(config.storage_url)}); Ctrl-C stops it\n  {OWNER_SIDE}", flush=True)
+    view = DashboardView(storage, statistic=config.targets.statistic)  # type: ignore[abstract]  # delegated at run time
+    optuna_dashboard.run_server(view, host=host, port=port, artifact_store=FileSystemArtifactStore(config.artifact_dir))
 
 
 class CleanCommand(Command):
