@@ -156,7 +156,7 @@ def loaded_after(argv: list[str], modules: tuple[str, ...], cwd: Path) -> list[s
 @pytest.mark.slow  # subprocesses
 def test_help_loads_no_study_plotting_or_training_library(tmp_path: Path) -> None:
     """--help answers at once: the verbs' modules, and the libraries they need, are loaded by the verb that runs."""
-    heavy = ("optuna", "sqlalchemy", "numpy", "plotly", "scipy", "pandas", "torch", "tqdm", "redis", "alembic",
+    heavy = ("optuna", "sqlalchemy", "numpy", "plotly", "scipy", "pandas", "torch", "tqdm", "redis.client", "alembic",
              "tuner.config", "tuner.cli.study", "tuner.cli.fitting")
     assert loaded_after(["--help"], heavy, tmp_path) == []
     assert loaded_after(["explain", "--help"], heavy, tmp_path) == []
@@ -167,8 +167,35 @@ def test_status_loads_only_what_reading_a_study_needs(study_file: Callable[..., 
     path = study_file()
     with_a_feasible_trial(path)
     modules = ("plotly.graph_objects", "scipy", "pandas", "torch", "optuna_dashboard", "tuner.report", "tuner.figures",
-               "tuner.objective", "tuner.compare", "tuner.executors", "tuner.cli.fitting", "optuna")
-    assert loaded_after(["status", str(path)], modules, tmp_path) == ["optuna"]
+               "tuner.objective", "tuner.compare", "tuner.executors", "tuner.cli.fitting", "redis.client",
+               "opentelemetry", "optuna")
+    assert loaded_after(["status", str(path)], modules, tmp_path) == ["optuna"]  # redis: only on first use
+
+
+@pytest.mark.services
+def test_a_redis_storage_works_with_redis_loaded_on_first_use(study_file: Callable[..., Path],
+                                                               tmp_path: Path) -> None:
+    import uuid
+
+    import optuna
+    redis = pytest.importorskip("redis", reason="the redis extra is not installed")
+
+    url = "redis://127.0.0.1:6379/13"
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except redis.exceptions.ConnectionError:
+        pytest.skip("no Redis server on 127.0.0.1:6379")
+    name = f"deferred-{uuid.uuid4().hex[:8]}"
+    path = study_file(study={"name": name})
+    with_a_feasible_trial(path, storage=url)
+    try:
+        done = subprocess.run([sys.executable, "-m", "tuner.cli", "status", str(path), "--storage", url],
+                              capture_output=True, text=True, timeout=PATIENCE, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-500:]
+        assert "best feasible: trial 0" in done.stdout
+    finally:
+        storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalRedisBackend(url))
+        optuna.delete_study(study_name=name, storage=storage)
 
 
 @pytest.mark.parametrize("argv, named", [

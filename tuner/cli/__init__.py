@@ -53,9 +53,11 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import importlib.util
 import io
 import os
 import sys
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -157,9 +159,30 @@ def build_parser(verbs: Sequence[str] | None = None) -> tuple[argparse.ArgumentP
     return parser, commands
 
 
+def defer_import(name: str) -> None:
+    """Load the installed module ``name`` only when an attribute of it is first used, not when it is imported.
+
+    For ``redis``: optuna imports it whenever its storages load, and redis imports OpenTelemetry and psutil with
+    it (a quarter of a second), which every verb would pay on SQLite too; a Redis storage loads it on first use.
+    """
+    spec = importlib.util.find_spec(name)
+    if spec is None or name in sys.modules:
+        return
+    stub = types.ModuleType(name)
+    stub.__spec__ = spec
+
+    def load(attribute: str) -> object:
+        del sys.modules[name]
+        return getattr(importlib.import_module(name), attribute)
+
+    stub.__getattr__ = load  # type: ignore[method-assign]  # PEP 562: called for a name the stub lacks
+    sys.modules[name] = stub
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one verb; every failure is one line on stderr and a documented exit status (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    defer_import("redis")
     parser, commands = build_parser(argv[:1])  # the verb comes first: the top level has no flag but --help
     try:
         args = parser.parse_args(argv)
