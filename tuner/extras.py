@@ -12,14 +12,13 @@ import importlib.util
 
 from swagppm import ConfigError
 
-# Each extra and the modules it installs (pyproject.toml's [project.optional-dependencies]).
+# The extras a verb checks, and the modules each installs (pyproject.toml's [project.optional-dependencies]).
 EXTRAS: dict[str, tuple[str, ...]] = {
     "compare": ("opacus",),
     "cluster": ("submitit",),
     "postgres": ("psycopg",),
     "mysql": ("pymysql",),
     "redis": ("redis",),
-    "datasets": ("datasets",),
 }
 # The driver module of each storage URL scheme the storage layer completes (``tuner.storage.with_driver``) or reads.
 STORAGE_DRIVERS: dict[str, str] = {"postgresql+psycopg": "postgres", "mysql+pymysql": "mysql",
