@@ -189,6 +189,12 @@ class DashboardView(_Delegating):
     def get_trial(self, trial_id: int) -> FrozenTrial:
         return self._shown(self.storage.get_trial(trial_id))
 
+    def get_best_trial(self, study_id: int) -> FrozenTrial:
+        return self._shown(self.storage.get_best_trial(study_id))
+
+    def get_trial_user_attrs(self, trial_id: int) -> dict[str, Any]:
+        return self.get_trial(trial_id).user_attrs
+
     def get_study_user_attrs(self, study_id: int) -> dict[str, Any]:
         return {"privacy": OWNER_SIDE, **self.storage.get_study_user_attrs(study_id)}
 

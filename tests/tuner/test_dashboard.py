@@ -121,6 +121,8 @@ def test_the_view_shows_each_trial_s_named_columns_and_passes_everything_else_th
     assert missed.user_attrs["violation"] == pytest.approx(named_constraints(study.trials[1])["epsilon"], abs=1e-4)
     assert failed.user_attrs == {"feasible": "no", "failure": "RuntimeError: boom"}
     assert view.get_trial(feasible._trial_id).user_attrs == feasible.user_attrs
+    assert view.get_trial_user_attrs(feasible._trial_id) == feasible.user_attrs
+    assert view.get_best_trial(study._study_id).user_attrs == feasible.user_attrs
     assert "max_delta_series" in study.trials[0].user_attrs  # the storage keeps every aggregate
     view.set_study_user_attr(study._study_id, "seen", 1)  # writes reach the storage
     assert study.user_attrs["seen"] == 1 and "privacy" not in study.user_attrs
@@ -128,6 +130,7 @@ def test_the_view_shows_each_trial_s_named_columns_and_passes_everything_else_th
     assert list(shown.user_attrs)[:2] == ["privacy", "seen"] and shown.user_attrs["privacy"] == OWNER_SIDE
     assert view.get_study_user_attrs(study._study_id)["privacy"] == OWNER_SIDE
     assert view.get_n_trials(study._study_id) == 3 and view.get_best_trial(study._study_id).number == 0
+    assert view.get_trial_id_from_study_id_trial_number(study._study_id, 2) == failed._trial_id
 
 
 def free_port() -> int:
