@@ -10,7 +10,7 @@ figures can be checked as data and shown on a dashboard or in a report.
   non-private baseline and the allowed degradation.
 - ``search_grid_figure``: the fits of a search over (c, fine-tuning epochs),
   coloured by ε and shaped by diagnosis (the guide's hand-drawn search).
-- ``tradeoff_figure``: ε against macro-F1 with the feasible region.
+- ``tradeoff_figure``: ε against macro-F1, the feasible fits marked as such and the box the two targets draw.
 - ``write_html``: one self-contained HTML file per figure (works offline).
 
 Only numpy and plotly are used (no torch). Only aggregate values are drawn: a
@@ -318,6 +318,8 @@ def _fit_hover(fit: Mapping[str, Any]) -> str:
         parts.append(str(fit["label"]))
     if fit.get("feasible"):
         parts.append("feasible")
+    elif fit.get("missed"):
+        parts.append(f"infeasible: missed {fit['missed']}")
     return "<br>".join(parts)
 
 
@@ -443,33 +445,37 @@ def tradeoff_figure(
     *,
     epsilon_target: float | None = None,
     f1_macro_threshold: float | None = None,
+    statistic: str = "median",
 ) -> go.Figure:
-    """ε (x) against macro-F1 (y), one point per fit, with the feasible region.
+    """ε (x) against macro-F1 (y), one point per fit, green stars for the feasible ones only.
 
-    ``fits`` are mappings with ``epsilon``, ``f1_macro``, ``feasible`` and
-    optionally ``c``, ``ft_epochs``, ``label``, ``number`` (shown on hover). Traces:
-    ``"fits"`` (not feasible), ``"another target missed"`` (not feasible although inside
-    the shaded ε and macro-F1 region: weighted-F1 or the fit's shape failed) and
-    ``"feasible"``. A vertical line marks the ε target
-    and a horizontal one the macro-F1 threshold; with both, the rectangle
-    ε ∈ [0, target], macro-F1 ∈ [threshold, 1] is shaded (shape ``"feasible
-    region"``). Fits with a non-finite ε or macro-F1 have no place on the axes:
-    they are left out and counted in the title.
+    ``fits`` are mappings with ``epsilon``, ``f1_macro`` (the ``statistic`` the
+    targets judge, ``median`` or ``q10``), ``feasible`` and optionally ``missed``
+    (what an infeasible fit missed, shown on hover), ``c``, ``ft_epochs``,
+    ``label``, ``number``. Traces: ``"feasible"`` (every target met),
+    ``"infeasible"`` and ``"infeasible inside the box"`` (ε and macro-F1 within
+    the box, yet a target the axes do not show was missed: weighted-F1, the fit's
+    shape, or an audit that refuted ε). A vertical line marks the ε target and a
+    horizontal one the macro-F1 threshold; with both, the box ε ∈ [0, target],
+    macro-F1 ∈ [threshold, 1] is shaded grey (shape ``"epsilon and macro-F1
+    box"``): it is what the two axes show, not the feasible set. Fits with a
+    non-finite ε or macro-F1 have no place on the axes: they are left out and
+    counted in the title.
     """
     fits = list(fits)
     drawable = [f for f in fits if _finite(f.get("epsilon")) and _finite(f.get("f1_macro"))]
     left_out = len(fits) - len(drawable)
     figure = go.Figure()
 
-    def in_region(fit: Mapping[str, Any]) -> bool:
+    def in_box(fit: Mapping[str, Any]) -> bool:
         return (epsilon_target is not None and f1_macro_threshold is not None
                 and float(fit["epsilon"]) <= epsilon_target and float(fit["f1_macro"]) >= f1_macro_threshold)
 
     infeasible = [f for f in drawable if not f.get("feasible")]
     for name, group, marker in (
-        ("fits", [f for f in infeasible if not in_region(f)],
+        ("infeasible", [f for f in infeasible if not in_box(f)],
          {"symbol": "circle", "size": 10, "color": _SERIES_COLOR, "opacity": 0.8}),
-        ("another target missed", [f for f in infeasible if in_region(f)],
+        ("infeasible inside the box", [f for f in infeasible if in_box(f)],
          {"symbol": "circle-x-open", "size": 12, "color": _SPIKE_COLOR}),
         ("feasible", [f for f in drawable if f.get("feasible")],
          {"symbol": "star", "size": 16, "color": _FEASIBLE_COLOR, "line": {"color": "black", "width": 1}}),
@@ -480,35 +486,38 @@ def tradeoff_figure(
                 mode="markers", marker=marker, text=[_fit_hover(f) for f in group],
                 hovertemplate="%{text}<extra></extra>",
             ))
-    _target_marks(figure, epsilon_target=epsilon_target, f1_macro_threshold=f1_macro_threshold)
+    _target_marks(figure, epsilon_target=epsilon_target, f1_macro_threshold=f1_macro_threshold, statistic=statistic)
     num_feasible = sum(bool(f.get("feasible")) for f in fits)
-    counts = f"{_plural(len(fits), 'fit')}, {num_feasible} feasible"
+    counts = f"{_plural(len(fits), 'fit')}, {num_feasible} feasible (★)"
     if left_out:
         counts += f" — {left_out} with non-finite ε or F1 not drawn"
     figure.update_layout(
         title={"text": f"privacy–utility trade-off<br><sup>{counts}</sup>"},
         xaxis={"title": {"text": "ε (lower is more private)"}},
-        yaxis={"title": {"text": "macro-F1 (test set)"}},
+        yaxis={"title": {"text": f"macro-F1 {statistic} (test set)"}},
     )
     return figure
 
 
-def _target_marks(figure: go.Figure, *, epsilon_target: float | None, f1_macro_threshold: float | None) -> None:
-    """The ε target (vertical), the macro-F1 threshold (horizontal) and, with both, the region meeting the two."""
+def _target_marks(figure: go.Figure, *, epsilon_target: float | None, f1_macro_threshold: float | None,
+                  statistic: str) -> None:
+    """The ε target (vertical), the macro-F1 threshold (horizontal) and, with both, the box inside the two (grey:
+    feasibility also needs the targets the axes do not show)."""
     if epsilon_target is not None and f1_macro_threshold is not None:
         figure.add_shape(
-            type="rect", name="feasible region", x0=0.0, x1=float(epsilon_target), y0=float(f1_macro_threshold),
-            y1=1.0, xref="x", yref="y", fillcolor="rgba(44, 160, 44, 0.12)", line={"width": 0}, layer="below",
+            type="rect", name="epsilon and macro-F1 box", x0=0.0, x1=float(epsilon_target),
+            y0=float(f1_macro_threshold), y1=1.0, xref="x", yref="y", fillcolor="rgba(128, 128, 128, 0.12)",
+            line={"width": 0}, layer="below",
         )
         figure.add_annotation(x=0.0, y=1.0, xanchor="left", yanchor="top", showarrow=False,
-                              text="ε and macro-F1 targets met (feasible: every target)",
-                              font={"color": _FEASIBLE_COLOR})
+                              text=f"ε ≤ target and macro-F1 {statistic} ≥ threshold; feasible (★) also needs "
+                                   "every other target", font={"color": "#555555"})
     if epsilon_target is not None:
         figure.add_vline(x=epsilon_target, name="epsilon target", line={"color": _TARGET_COLOR, "dash": "dash"},
                          annotation_text=f"ε target = {_fmt(epsilon_target)}", annotation_position="top right")
     if f1_macro_threshold is not None:
         figure.add_hline(y=f1_macro_threshold, name="macro-F1 threshold", line={"color": _SPIKE_COLOR, "dash": "dash"},
-                         annotation_text=f"macro-F1 threshold = {f1_macro_threshold:.3f}",
+                         annotation_text=f"macro-F1 {statistic} threshold = {f1_macro_threshold:.3f}",
                          annotation_position="bottom right")
 
 
@@ -518,17 +527,23 @@ def f1_by_class_size_figure(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
     ``rows`` are mappings with ``method``, ``f1_macro``, ``f1_top_quartile`` and
     ``f1_bottom_quartile`` (and optionally ``epsilon``, shown in the legend): one
     trace per group of classes, one bar per method. The bottom quartile is where
-    down-weighting risky (rare) records costs utility.
+    down-weighting risky (rare) records costs utility. A quartile whose F1 is
+    withheld (None: too few classes in it) gets no trace, and the subtitle says so.
     """
     methods = [f"{row['method']}" + (f"<br>(ε {_fmt(row['epsilon'])})" if row.get("epsilon") is not None else "")
                for row in rows]
     figure = go.Figure()
+    withheld = False
     for key, name in (("f1_macro", "all classes"), ("f1_top_quartile", "largest 25% of classes"),
                       ("f1_bottom_quartile", "smallest 25% of classes")):
+        if any(row.get(key) is None for row in rows):
+            withheld = True
+            continue
         figure.add_trace(go.Bar(x=methods, y=[float(row[key]) for row in rows], name=name,
                                 hovertemplate="%{x}<br>" + name + ": %{y:.3f}<extra></extra>"))
+    subtitle = "macro-F1 on the test set" + ("; by quartile withheld: too few classes in each" if withheld else "")
     figure.update_layout(  # the legend above the bars, the method names below them: they cannot overlap
-        barmode="group", title={"text": "F1 by class size<br><sup>macro-F1 on the test set</sup>"},
+        barmode="group", title={"text": f"F1 by class size<br><sup>{subtitle}</sup>"},
         yaxis={"title": {"text": "macro-F1"}, "range": [0, 1]}, xaxis={"automargin": True},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1.0},
         margin={"t": 110},

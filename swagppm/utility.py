@@ -27,6 +27,11 @@ def summarise(values: Sequence[float]) -> dict[str, float]:
     return {"median": float(np.median(array)), "q10": float(np.quantile(array, 0.1))}
 
 
+def quartile_size(num_classes: int) -> int:
+    """How many classes each class-size quartile of ``class_report`` holds (at least one)."""
+    return max(1, num_classes // 4)
+
+
 def class_report(
     y_true: np.ndarray, y_pred: np.ndarray, *, class_names: Sequence[str], train_counts: np.ndarray
 ) -> dict[str, Any]:
@@ -40,7 +45,7 @@ def class_report(
         y_true, y_pred, labels=labels, target_names=list(class_names), output_dict=True, zero_division=0
     )
     order = np.argsort(-np.asarray(train_counts), kind="stable")
-    quarter = max(1, len(order) // 4)
+    quarter = quartile_size(len(order))
     per_class = f1_score(y_true, y_pred, labels=labels, average=None, zero_division=0)
     return {
         "per_class": report,

@@ -3,8 +3,11 @@
 Every method trains on the study's own split, tokenizer, model and ``trainable``
 mode, and is scored on its test split: macro- and weighted-F1 and the macro-F1 of
 the largest and smallest quarter of classes by training-set size. Rows hold
-class-level aggregates only. SWAG-PPM's ε is the local, data-dependent bound (δ not
-quantified); DP-SGD's (ε, δ) comes from Opacus's accountant.
+class-level aggregates only, and a quartile's F1 only when each quartile holds at
+least ``MIN_QUARTILE_CLASSES`` classes: with fewer it is (nearly) one class's own
+F1, so it is withheld everywhere (table, files, figure) and the table says why.
+SWAG-PPM's ε is the local, data-dependent bound (δ not quantified); DP-SGD's (ε, δ)
+comes from Opacus's accountant.
 """
 
 from __future__ import annotations
@@ -25,9 +28,14 @@ from typing import Any
 import swagppm
 from swagppm import ConfigError, SWAGPPMConfig
 from swagppm.config import check_value
+from swagppm.utility import quartile_size
+from tuner.extras import require
 from tuner.outputs import write_atomic
 
 NOT_QUANTIFIED = "not quantified"
+MIN_QUARTILE_CLASSES = 3  # fewer classes in a quartile: its F1 is (nearly) one class's own figure, withheld
+QUARTILES_WITHHELD = (f"the F1 of the largest and smallest 25% of classes is withheld (-): a quartile holds fewer "
+                      f"than {MIN_QUARTILE_CLASSES} classes, so its F1 would be (nearly) one class's own figure")
 COMPARISON_FILES = ("comparison.json", "comparison.csv", "f1_by_class_size.html")  # what `compare -o` writes
 
 
@@ -40,8 +48,8 @@ class ComparisonRow:
     delta: float | str | None
     f1_macro: float
     f1_weighted: float
-    f1_top_quartile: float
-    f1_bottom_quartile: float
+    f1_top_quartile: float | None  # None: withheld (a quartile of fewer than MIN_QUARTILE_CLASSES classes)
+    f1_bottom_quartile: float | None
     note: str = ""
     remark: str = ""  # what the table says under itself: the target asked for, and why it was not reached
 
@@ -115,11 +123,7 @@ def _dpsgd_rows(session: swagppm.Session, settings: CompareSettings, targets: Se
                 echo: Callable[[str], None]) -> list[ComparisonRow]:
     """One DP-SGD row per distinct run: a target asked twice, or two targets that give the same run (the same
     noise multiplier and steps), are one row whose remark says so; a target not reached is said, with why."""
-    try:
-        from swagppm.evaluate.dpsgd import DPSGDSettings, dpsgd_fit
-    except ModuleNotFoundError as error:
-        raise ConfigError(f"compare needs DP-SGD's library ({error.name}): "
-                          "pip install 'swagppm-tuner[compare]'") from None
+    from swagppm.evaluate.dpsgd import DPSGDSettings, dpsgd_fit  # Opacus: checked by ``compare`` before any fit
     rows: list[ComparisonRow] = []
     runs: dict[tuple[float, float, int], int] = {}  # (ε, noise multiplier, steps) -> its row
     for target in dict.fromkeys(targets):
@@ -174,15 +178,23 @@ def understood_warnings() -> Iterator[None]:
         yield
 
 
+def check_dependencies() -> None:
+    """Opacus (the compare extra), checked before anything is made or fitted: one line naming the install."""
+    require("compare", needed_by="compare (its DP-SGD side, through Opacus)")
+
+
 def compare(config: SWAGPPMConfig, settings: CompareSettings, *,
             echo: Callable[[str], None] = print) -> list[ComparisonRow]:
-    """Train and score every method on ``config``'s data and model; returns the table's rows."""
+    """Train and score every method on ``config``'s data and model; returns the table's rows. Opacus (the compare
+    extra) is checked first: without it nothing is fitted."""
+    check_dependencies()
     with understood_warnings():
         return _compare(config, settings, echo=echo)
 
 
 def _compare(config: SWAGPPMConfig, settings: CompareSettings, *, echo: Callable[[str], None]) -> list[ComparisonRow]:
     with swagppm.Session(config) as session:
+        num_classes = session.data.num_classes
         echo("non-private baseline (stage 1) ...")
         rows = [_row("non-private (stage 1)", session.baseline_scores(), epsilon=None, delta=None,
                      note=f"{config.stage1_epochs} epochs")]
@@ -200,7 +212,16 @@ def _compare(config: SWAGPPMConfig, settings: CompareSettings, *, echo: Callable
     with swagppm.Session(config.replace(reweight_k=settings.reweight_k)) as session:
         echo(f"reweighted SWAG-PPM (k = {settings.reweight_k:g}) ...")
         rows += _swagppm_rows(session, settings, label=f"reweighted SWAG-PPM k={settings.reweight_k:g}")
-    return rows
+    return rows if quartiles_shown(num_classes) else [withhold_quartiles(row) for row in rows]
+
+
+def quartiles_shown(num_classes: int) -> bool:
+    """Whether each class-size quartile holds at least ``MIN_QUARTILE_CLASSES`` classes."""
+    return quartile_size(num_classes) >= MIN_QUARTILE_CLASSES
+
+
+def withhold_quartiles(row: ComparisonRow) -> ComparisonRow:
+    return dataclasses.replace(row, f1_top_quartile=None, f1_bottom_quartile=None)
 
 
 def comparison_about(config: SWAGPPMConfig, settings: CompareSettings) -> dict[str, Any]:
@@ -217,9 +238,13 @@ def comparison_table(rows: Sequence[ComparisonRow]) -> str:
     for row in rows:
         eps = "-" if row.epsilon is None else f"{row.epsilon:.3g}"
         delta = "-" if row.delta is None else (row.delta if isinstance(row.delta, str) else f"{row.delta:.3g}")
+        top, bottom = (f"{value:.3f}" if value is not None else "-"
+                       for value in (row.f1_top_quartile, row.f1_bottom_quartile))
         lines.append(f"{row.method:<50} {eps:>8} {delta:>14} {row.f1_macro:>7.3f} {row.f1_weighted:>7.3f} "
-                     f"{row.f1_top_quartile:>8.3f} {row.f1_bottom_quartile:>10.3f}")
+                     f"{top:>8} {bottom:>10}")
     lines += [f"  {row.method}: {row.remark}" for row in rows if row.remark]
+    if any(row.f1_bottom_quartile is None for row in rows):
+        lines.append(f"  {QUARTILES_WITHHELD}")
     return "\n".join(lines)
 
 
@@ -234,6 +259,8 @@ def write_comparison(rows: Sequence[ComparisonRow], folder: Path, *, about: dict
     writer.writeheader()
     writer.writerows(records)
     figure = scorers.plots.f1_by_class_size_figure(records)
+    if any(row.f1_bottom_quartile is None for row in rows):
+        about = {**about, "quartiles": QUARTILES_WITHHELD}
     contents = (json.dumps({"about": about, "rows": records}, indent=2) + "\n", table.getvalue(),
                 figure.to_html(include_plotlyjs=True, full_html=True))
     return [write_atomic(folder / name, text) for name, text in zip(COMPARISON_FILES, contents, strict=True)]
@@ -262,6 +289,8 @@ def _row_problem(row: ComparisonRow) -> str | None:
         return "method and note must be text"
     for key in ("f1_macro", "f1_weighted", "f1_top_quartile", "f1_bottom_quartile"):
         value = getattr(row, key)
+        if value is None and key.endswith("quartile"):
+            continue  # withheld
         if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1):
             return f"{key} = {value!r}: must be an F1 score in [0, 1]"
     if row.epsilon is not None and not (isinstance(row.epsilon, (int, float)) and row.epsilon >= 0):

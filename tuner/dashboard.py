@@ -4,17 +4,23 @@ optuna-dashboard's trial list shows only a trial's number and state, so each
 trial's note leads with ``feasible: yes/no`` and what it violates, with every
 constraint named and explained, and the study page gets a trial table whose
 columns include feasibility (a plotly table, saved with
-``optuna_dashboard.save_plotly_graph_object``); its own trial table (the Smart
-Selection page) shows the ``feasible`` user attribute as a column. Plotly figures attach only to a
-study, but a trial's image artifacts render in its page, so each trial's
-max-delta series and F1 draws are uploaded as one SVG picture. Everything shown
-is an aggregate (hyperparameters, ε, the max-delta series, F1 per draw).
+``optuna_dashboard.save_plotly_graph_object``). ``swagppm-tune dashboard``
+serves the study through ``DashboardView``: its trial tables (the Smart
+Selection page) show a few named columns (``dashboard_columns``: feasible, the
+sortable violation, ε, the judged F1s, the verdict, what was missed) instead of
+every stored aggregate, and the study page says that what it shows is owner-side.
+Plotly figures attach only to a study, but a trial's image artifacts render in
+its page, so each trial's max-delta series and F1 draws are uploaded as one SVG
+picture. Everything shown is an aggregate (hyperparameters, ε, the max-delta
+series, F1 per draw), but of the private data: owner-side, never published.
 """
 
 from __future__ import annotations
 
+import copy
+import math
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 from xml.sax.saxutils import escape
@@ -22,13 +28,16 @@ from xml.sax.saxutils import escape
 import optuna
 import plotly.graph_objects as go
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+from optuna.storages import BaseStorage
+from optuna.study._frozen import FrozenStudy
+from optuna.trial import FrozenTrial
 
 from scorers.plots import off_scale_note, series_range
 from tuner.config import StudyConfig
 from tuner.outcome import GLOSSARY, Outcome
 from tuner.outputs import write_atomic
-from tuner.queries import FINISHED, describe_violations, is_feasible
-from tuner.record import CONSTRAINT_KEYS, TrialRecord, measured_violations
+from tuner.queries import FINISHED, describe_violations, is_feasible, violation
+from tuner.record import CONSTRAINT_KEYS, FAILURE, TrialRecord, measured_violations
 
 if TYPE_CHECKING:
     from optuna.trial import Trial
@@ -42,6 +51,9 @@ CONSTRAINT_MEANINGS = {
     "fit_spikes": "largest robust z / spike_z − 1: above 0, the max-delta series has spikes (overfit)",
 }
 PICTURE_ALT = "max-delta series and F1 draws of trial {number}"
+# What every page of the dashboard is: said on the study page, under the feasibility table and in each trial's note.
+OWNER_SIDE = ("owner-side: these pages show each trial's exact epsilon and F1, measured on the private data; never "
+              "publish them or a screenshot of them (only the release folder is public)")
 _TARGET, _SERIES, _MISS, _MACRO, _WEIGHTED = "#2ca02c", "#1f77b4", "#d62728", "#1f77b4", "#ff7f0e"
 
 
@@ -62,7 +74,7 @@ def trial_note(number: int, outcome: Outcome, *, picture: str | None = None) -> 
     lines += [f"- {key} = {outcome.constraints[key]:+.3f} ({_met(key, outcome)}): {CONSTRAINT_MEANINGS[key]}"
               for key in CONSTRAINT_KEYS]
     lines += ["", f"ε is a local estimate from this trial's finitely many privacy draws; the audit is its check. "
-                  f"Every word: {GLOSSARY}."]
+                  f"Every word: {GLOSSARY}.", "", f"*{OWNER_SIDE[0].upper()}{OWNER_SIDE[1:]}.*"]
     return "\n".join(lines)
 
 
@@ -112,9 +124,84 @@ def feasibility_table(study: optuna.Study) -> go.Figure:
         cells={"values": cells, "align": "left", "fill_color": [shade] * len(header)}))
     feasible = sum(is_feasible(t) for t, _ in rows)
     figure.update_layout(title={"text": f"trials: feasibility<br><sup>{feasible} of {len(rows)} feasible; "
-                                        f"constraints explained by {GLOSSARY}</sup>"},
+                                        f"constraints explained by {GLOSSARY}; owner-side: the exact ε of the "
+                                        "private data, never published</sup>"},
                          height=min(120 + 30 * (len(rows) + 1), 700), margin={"t": 80, "b": 10, "l": 10, "r": 10})
     return figure
+
+
+# --- what `swagppm-tune dashboard` serves: the study through a view with named columns ----------------------------
+
+def dashboard_columns(trial: FrozenTrial, *, statistic: str) -> dict[str, Any]:
+    """The user attributes a trial shows in optuna-dashboard's tables: a few named columns, not every stored aggregate
+    (series and draws made each row hundreds of pixels tall). ``violation`` is a number, so it sorts: 0 for a
+    feasible trial, else how far it misses its targets (the closest first)."""
+    record = TrialRecord.of(trial)
+    columns: dict[str, Any] = {"feasible": "yes" if is_feasible(trial) else "no"}
+    if trial.constraints:
+        columns["violation"] = round(violation(trial), 4)
+    if record is None:
+        return columns | ({"failure": trial.user_attrs[FAILURE]} if FAILURE in trial.user_attrs else {})
+    median = statistic == "median"
+    judged = {"epsilon": record.epsilon,
+              f"f1_macro_{statistic}": record.f1_macro_median if median else record.f1_macro_q10,
+              f"f1_weighted_{statistic}": record.f1_weighted_median if median else record.f1_weighted_q10}
+    columns |= {key: round(value, 4) for key, value in judged.items() if value is not None and math.isfinite(value)}
+    return columns | {"diagnosis": record.diagnosis, "violated": describe_violations(trial) or "-"}
+
+
+def _delegated(name: str) -> Callable[..., Any]:
+    def call(self: _Delegating, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.storage, name)(*args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+class _Delegating(BaseStorage):
+    """A storage that sends every call to ``storage`` (its methods are made from ``BaseStorage``'s names below)."""
+
+    def __init__(self, storage: BaseStorage) -> None:
+        self.storage = storage
+
+
+for _name in [name for name in dir(BaseStorage) if not name.startswith("_")]:
+    setattr(_Delegating, _name, _delegated(_name))
+_Delegating.__abstractmethods__ = frozenset()
+
+
+class DashboardView(_Delegating):
+    """The study's storage as optuna-dashboard reads it: reads and writes go to the storage, but each trial shows its
+    ``dashboard_columns`` as user attributes and each study says first that it is owner-side (``OWNER_SIDE``)."""
+
+    def __init__(self, storage: BaseStorage, *, statistic: str) -> None:
+        super().__init__(storage)
+        self.statistic = statistic
+
+    def _shown(self, trial: FrozenTrial) -> FrozenTrial:
+        shown = copy.copy(trial)
+        shown.user_attrs = dashboard_columns(trial, statistic=self.statistic)
+        return shown
+
+    def get_all_trials(self, study_id: int, deepcopy: bool = True, states: Any = None) -> list[FrozenTrial]:
+        return [self._shown(t) for t in self.storage.get_all_trials(study_id, deepcopy=deepcopy, states=states)]
+
+    def get_trial(self, trial_id: int) -> FrozenTrial:
+        return self._shown(self.storage.get_trial(trial_id))
+
+    def get_best_trial(self, study_id: int) -> FrozenTrial:
+        return self._shown(self.storage.get_best_trial(study_id))
+
+    def get_trial_user_attrs(self, trial_id: int) -> dict[str, Any]:
+        return self.get_trial(trial_id).user_attrs
+
+    def get_study_user_attrs(self, study_id: int) -> dict[str, Any]:
+        return {"privacy": OWNER_SIDE, **self.storage.get_study_user_attrs(study_id)}
+
+    def get_all_studies(self) -> list[FrozenStudy]:
+        return [FrozenStudy(study_name=s.study_name, direction=None, user_attrs={"privacy": OWNER_SIDE, **s.user_attrs},
+                            system_attrs=s.system_attrs, study_id=s._study_id, directions=s.directions)
+                for s in self.storage.get_all_studies()]
 
 
 # --- the trial's picture: hand-drawn SVG (plotly cannot render a static image without a browser) ---------------

@@ -9,7 +9,7 @@ import optuna
 import scorers.plots
 from tuner.config import StudyConfig
 from tuner.dashboard import feasibility_table
-from tuner.queries import FINISHED, is_feasible
+from tuner.queries import FINISHED, describe_violations, is_feasible
 from tuner.record import BASELINE_F1_MACRO, TrialRecord
 
 
@@ -34,21 +34,40 @@ def figures_html(record: TrialRecord, config: StudyConfig, *, title: str) -> str
            f"<h1>{title}</h1>{''.join(parts)}</body></html>"
 
 
-def fits_for_figures(study: optuna.Study) -> list[dict[str, Any]]:
-    """One mapping per finished trial, as ``scorers.plots`` grid and trade-off figures take them."""
-    return [{"number": t.number, "c": t.params.get("c"), "ft_epochs": t.params.get("ft_epochs"),
-             "epsilon": r.epsilon, "f1_macro": r.f1_macro_median, "label": r.diagnosis, "feasible": is_feasible(t)}
-            for t in study.get_trials(deepcopy=False, states=FINISHED) if (r := TrialRecord.of(t)) is not None]
+def fits_for_figures(study: optuna.Study, *, statistic: str = "median") -> list[dict[str, Any]]:
+    """One mapping per finished trial, as ``scorers.plots`` grid and trade-off figures take them: its macro-F1 is the
+    ``statistic`` the targets judge (median or q10), and an infeasible trial says what it missed, as judged (the
+    stored constraints: an audit that refuted ε included), so that no figure tells another story than the verdict."""
+    fits = []
+    for trial in study.get_trials(deepcopy=False, states=FINISHED):
+        record = TrialRecord.of(trial)
+        if record is None:
+            continue
+        feasible = is_feasible(trial)
+        macro = record.f1_macro_median if statistic == "median" else record.f1_macro_q10
+        fits.append({"number": trial.number, "c": trial.params.get("c"), "ft_epochs": trial.params.get("ft_epochs"),
+                     "epsilon": record.epsilon, "f1_macro": macro, "label": record.diagnosis, "feasible": feasible,
+                     "missed": None if feasible else _missed(trial, record)})
+    return fits
+
+
+def _missed(trial: optuna.trial.FrozenTrial, record: TrialRecord) -> str | None:
+    """What an infeasible trial missed (``epsilon +0.200``), and the audit's bound when it judged ε."""
+    missed = describe_violations(trial) or None
+    if missed is not None and record.audit_epsilon_bound is not None:
+        missed += f" (the membership audit's epsilon lower bound: {record.audit_epsilon_bound:.3g})"
+    return missed
 
 
 def study_figures(study: optuna.Study, config: StudyConfig) -> dict[str, Any]:
     """The search grid, the ε–F1 trade-off and the feasibility table of every finished trial."""
-    fits = fits_for_figures(study)
+    statistic = config.targets.statistic
+    fits = fits_for_figures(study, statistic=statistic)
     prep = study.user_attrs.get(BASELINE_F1_MACRO)
     threshold = None if prep is None else (1 - config.targets.max_f1_degradation) * prep
     return {
         "search-grid": scorers.plots.search_grid_figure(fits, epsilon_target=config.targets.epsilon),
         "tradeoff": scorers.plots.tradeoff_figure(fits, epsilon_target=config.targets.epsilon,
-                                                  f1_macro_threshold=threshold),
+                                                  f1_macro_threshold=threshold, statistic=statistic),
         "feasibility": feasibility_table(study),
     }

@@ -25,7 +25,7 @@ NOT_JUDGED = "not_judged"  # the label of a fit whose series was not judged: an 
 # The constraint value of a required target an ε early stop did not measure: missed by a whole target (an F1 of
 # about zero, a band twice the spread threshold), not by the cap, which would distort the constraint models of GP.
 UNMEASURED = 1.0
-GLOSSARY = "swagppm-tune explain WORD (docs/glossary.md)"
+GLOSSARY = "swagppm-tune explain WORD"  # what a wheel user has: no docs/ folder comes with it
 
 
 def counted(number: int, noun: str) -> str:

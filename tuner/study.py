@@ -32,9 +32,7 @@ from optuna.trial import FrozenTrial, TrialState
 from swagppm import ConfigError, statement
 from tuner.config import StudyConfig
 from tuner.faults import WORKER, quiet_heartbeat_errors, recover_stale_trials
-from tuner.figures import study_figures
 from tuner.ledger import FingerprintsRecords, Ledger
-from tuner.objective import FitCrashed, Objective
 from tuner.outcome import TRIAL_LEGEND
 from tuner.queries import FINISHED, best_feasible, closest_trial, finished_count
 from tuner.record import BASELINE_F1_MACRO, FAILURE, RAN_BY
@@ -54,6 +52,8 @@ from tuner.tuning import (
 if TYPE_CHECKING:
     from optuna.samplers import BaseSampler
     from optuna.storages import BaseStorage
+
+    from tuner.objective import Objective
 
 DEFINITION_ATTR = "definition"
 LEDGER_ID = "ledger_id"  # study attribute: the study's entry in its data set's privacy ledger
@@ -333,6 +333,8 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
          f"{config.targets.max_f1_degradation:.0%} of the baseline ({config.targets.statistic})")
     check_artifact_dir(config)
     check_public_eval(config)
+    from tuner.objective import Objective  # here: the verbs that only read a study start without the fitting stack
+
     objective = Objective(config, storage=storage, progress=progress_fit, echo=echo)
     try:
         _prepare(study, objective, config, echo=echo)
@@ -429,6 +431,8 @@ class AfterTrial:
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         import optuna_dashboard  # here, not at the top: the command line's read-only verbs start without it
 
+        from tuner.figures import study_figures
+
         if trial.number in self.objective.lines:
             if not self.legend_shown:
                 self.echo(TRIAL_LEGEND)
@@ -461,6 +465,8 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig,
               after_trial: Sequence[Callable[[optuna.Study, FrozenTrial], None]], *, n_trials: int | None,
               deadline: float | None, worker: str | None, echo: Callable[[str], None]) -> optuna.Study:
     """Trials until a stop rule holds; returns the study (reopened if the storage was lost meanwhile)."""
+    from tuner.objective import FitCrashed
+
     callbacks = list(after_trial)
     if n_trials is not None:
         callbacks.append(MaxTrialsCallback(n_trials, states=FINISHED))

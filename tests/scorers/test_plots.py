@@ -245,11 +245,11 @@ TRADEOFF_FITS = [
 
 def test_tradeoff_points_and_feasible_rectangle() -> None:
     figure = tradeoff_figure(TRADEOFF_FITS, epsilon_target=10.0, f1_macro_threshold=0.18)
-    assert list(zip(_trace(figure, "fits").x, _trace(figure, "fits").y)) == [(18.5, 0.19), (8.0, 0.12)]
+    assert list(zip(_trace(figure, "infeasible").x, _trace(figure, "infeasible").y)) == [(18.5, 0.19), (8.0, 0.12)]
     feasible = _trace(figure, "feasible")
     assert list(zip(feasible.x, feasible.y)) == [(9.4, 0.185)]
-    assert feasible.marker.symbol != _trace(figure, "fits").marker.symbol
-    rect = _shape(figure, "feasible region")
+    assert feasible.marker.symbol != _trace(figure, "infeasible").marker.symbol
+    rect = _shape(figure, "epsilon and macro-F1 box")
     assert rect.type == "rect" and (rect.x0, rect.x1, rect.y0, rect.y1) == (0.0, 10.0, 0.18, 1.0)
     assert _shape(figure, "epsilon target").x0 == 10.0
     assert _shape(figure, "macro-F1 threshold").y0 == 0.18
@@ -286,13 +286,17 @@ def test_grid_ticks_only_where_they_cannot_overlap_and_legend_clear_of_the_colou
     assert figure.layout.legend.orientation == "h" and figure.layout.legend.y < 0
 
 
-def test_tradeoff_marks_infeasible_fits_inside_the_shaded_region() -> None:
-    inside = {"epsilon": 5.0, "f1_macro": 0.5, "feasible": False, "label": "overfit"}
+def test_tradeoff_marks_infeasible_fits_inside_the_shaded_box_with_what_they_missed() -> None:
+    inside = {"epsilon": 5.0, "f1_macro": 0.5, "feasible": False, "label": "overfit", "missed": "fit_spikes +0.4"}
     figure = tradeoff_figure([*TRADEOFF_FITS, inside], epsilon_target=10.0, f1_macro_threshold=0.18)
-    assert list(zip(_trace(figure, "another target missed").x, _trace(figure, "another target missed").y)) == [
-        (5.0, 0.5)]
-    assert (5.0, 0.5) not in list(zip(_trace(figure, "fits").x, _trace(figure, "fits").y))
+    marked = _trace(figure, "infeasible inside the box")
+    assert list(zip(marked.x, marked.y)) == [(5.0, 0.5)]
+    assert marked.text[0].endswith("infeasible: missed fit_spikes +0.4")
+    assert (5.0, 0.5) not in list(zip(_trace(figure, "infeasible").x, _trace(figure, "infeasible").y))
     assert "<br>" in figure.layout.title.text  # counts on a second line: the title is not cut off
+    assert _shape(figure, "epsilon and macro-F1 box").fillcolor == "rgba(128, 128, 128, 0.12)"  # grey: not "feasible"
+    assert [a.text for a in figure.layout.annotations][0] == ("ε ≤ target and macro-F1 median ≥ threshold; feasible "
+                                                              "(★) also needs every other target")
 
 
 def test_class_size_chart_keeps_labels_and_legend_apart() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 import swagppm
 from swagppm.config import PRIVATE_TEST
 from tests import PATIENCE
-from tests.tuner.helpers import STUDY
+from tests.tuner.helpers import STUDY, with_a_feasible_trial
 from tuner.cli import EXIT_FIT_FAILED, main
 
 
@@ -139,6 +140,62 @@ def test_the_command_line_loads_no_heavy_library_until_a_verb_needs_it() -> None
             "assert not loaded, loaded")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=PATIENCE)
     assert done.returncode == 0, done.stderr[-500:]
+
+
+def loaded_after(argv: list[str], modules: tuple[str, ...], cwd: Path) -> list[str]:
+    """Which of ``modules`` a fresh interpreter holds after ``swagppm-tune ARGV`` (its exit status ignored)."""
+    code = ("import sys\nfrom tuner.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            f"print('loaded:' + ','.join(m for m in {modules!r} if m in sys.modules), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=PATIENCE,
+                          cwd=cwd)
+    assert done.returncode == 0, done.stderr[-500:]
+    listed = done.stderr.strip().splitlines()[-1].removeprefix("loaded:")
+    return [name for name in listed.split(",") if name]
+
+
+@pytest.mark.slow  # subprocesses
+def test_help_loads_no_study_plotting_or_training_library(tmp_path: Path) -> None:
+    """--help answers at once: the verbs' modules, and the libraries they need, are loaded by the verb that runs."""
+    heavy = ("optuna", "sqlalchemy", "numpy", "plotly", "scipy", "pandas", "torch", "tqdm", "redis.client", "alembic",
+             "tuner.config", "tuner.cli.study", "tuner.cli.fitting")
+    assert loaded_after(["--help"], heavy, tmp_path) == []
+    assert loaded_after(["explain", "--help"], heavy, tmp_path) == []
+
+
+@pytest.mark.slow  # subprocesses
+def test_status_loads_only_what_reading_a_study_needs(study_file: Callable[..., Path], tmp_path: Path) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    modules = ("plotly.graph_objects", "scipy", "pandas", "torch", "optuna_dashboard", "tuner.report", "tuner.figures",
+               "tuner.objective", "tuner.compare", "tuner.executors", "tuner.cli.fitting", "redis.client",
+               "opentelemetry", "optuna")
+    assert loaded_after(["status", str(path)], modules, tmp_path) == ["optuna"]  # redis: only on first use
+
+
+@pytest.mark.services
+def test_a_redis_storage_works_with_redis_loaded_on_first_use(study_file: Callable[..., Path],
+                                                               tmp_path: Path) -> None:
+    import uuid
+
+    import optuna
+    redis = pytest.importorskip("redis", reason="the redis extra is not installed")
+
+    url = "redis://127.0.0.1:6379/13"
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except redis.exceptions.ConnectionError:
+        pytest.skip("no Redis server on 127.0.0.1:6379")
+    name = f"deferred-{uuid.uuid4().hex[:8]}"
+    path = study_file(study={"name": name})
+    with_a_feasible_trial(path, storage=url)
+    try:
+        done = subprocess.run([sys.executable, "-m", "tuner.cli", "status", str(path), "--storage", url],
+                              capture_output=True, text=True, timeout=PATIENCE, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-500:]
+        assert "best feasible: trial 0" in done.stdout
+    finally:
+        storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalRedisBackend(url))
+        optuna.delete_study(study_name=name, storage=storage)
 
 
 @pytest.mark.parametrize("argv, named", [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,14 @@ import pytest
 
 import swagppm
 from tests.swagppm.helpers import small_config
-from tuner.compare import CompareSettings, compare, comparison_table, read_comparison, write_comparison
+from tuner.compare import (
+    QUARTILES_WITHHELD,
+    CompareSettings,
+    compare,
+    comparison_table,
+    read_comparison,
+    write_comparison,
+)
 
 pytestmark = pytest.mark.fits
 
@@ -29,11 +37,15 @@ def test_the_comparison_runs_end_to_end_on_the_tiny_preset(tmp_path: Path) -> No
     assert strict[0].epsilon <= swag.epsilon * 1.001 and strict[1].epsilon <= swag.epsilon / 2 * 1.001
     assert [r.remark.split(",")[0] for r in strict] == [f"asked for epsilon {swag.epsilon:.3g}",
                                                        f"asked for epsilon {swag.epsilon / 2:.3g}"]
-    assert all(0.0 <= getattr(r, k) <= 1.0 for r in rows
-               for k in ("f1_macro", "f1_weighted", "f1_top_quartile", "f1_bottom_quartile"))
-    assert "reweighted SWAG-PPM k=0.95" in comparison_table(rows)
+    assert all(0.0 <= getattr(r, k) <= 1.0 for r in rows for k in ("f1_macro", "f1_weighted"))
+    # 4 classes: a quartile is one class, whose F1 would be published as the quartile's: withheld in every row
+    assert all(r.f1_top_quartile is None and r.f1_bottom_quartile is None for r in rows)
+    table = comparison_table(rows)
+    assert "reweighted SWAG-PPM k=0.95" in table and table.endswith(f"  {QUARTILES_WITHHELD}")
     paths = write_comparison(rows, tmp_path / "out", about={"c": 1.0})
     assert read_comparison(paths[0]) == rows
+    assert json.loads(paths[0].read_text())["about"] == {"c": 1.0, "quartiles": QUARTILES_WITHHELD}
+    assert "smallest 25% of classes" not in paths[2].read_text()
     with paths[1].open() as handle:
         assert len(list(csv.DictReader(handle))) == len(rows)
     texts, _ = swagppm.synthetic_corpus(config.data.synthetic_size, num_classes=4, seed=config.seed)
@@ -115,3 +127,42 @@ def test_the_accountants_warnings_at_large_noise_are_silenced_only_inside_a_comp
         account()
     messages = " | ".join(str(w.message) for w in recwarn)
     assert "Optimal order is the largest alpha" in messages and "divide by zero" in messages
+
+
+def test_quartile_figures_are_shown_only_when_each_quartile_holds_three_classes() -> None:
+    from swagppm.utility import quartile_size
+    from tuner.compare import MIN_QUARTILE_CLASSES, quartiles_shown
+
+    assert MIN_QUARTILE_CLASSES == 3
+    assert [quartile_size(n) for n in (2, 4, 8, 11, 12, 40)] == [1, 1, 2, 2, 3, 10]
+    assert [quartiles_shown(n) for n in (2, 4, 8, 11, 12, 40)] == [False, False, False, False, True, True]
+
+
+def test_withheld_quartiles_leave_no_figure_in_the_table_files_figure_or_report(tmp_path: Path) -> None:
+    from tuner.compare import ComparisonRow, withhold_quartiles
+    from tuner.report import _comparison_section
+
+    rows = [withhold_quartiles(ComparisonRow(method=method, epsilon=epsilon, delta=None, f1_macro=0.7,
+                                             f1_weighted=0.75, f1_top_quartile=0.812, f1_bottom_quartile=0.431))
+            for method, epsilon in (("non-private (stage 1)", None), ("SWAG-PPM", 2.5))]
+    table = comparison_table(rows)
+    assert table.splitlines()[2].split()[-2:] == ["-", "-"] and table.splitlines()[-1] == f"  {QUARTILES_WITHHELD}"
+    json_path, csv_path, figure_path = write_comparison(rows, tmp_path, about={})
+    written = json_path.read_text() + csv_path.read_text() + figure_path.read_text()
+    assert "0.812" not in written and "0.431" not in written
+    document = json.loads(json_path.read_text())
+    assert document["about"] == {"quartiles": QUARTILES_WITHHELD}
+    assert {row["f1_bottom_quartile"] for row in document["rows"]} == {None}
+    assert read_comparison(json_path) == rows
+    section = _comparison_section(rows)
+    assert "0.812" not in section and "0.431" not in section and "by quartile withheld" in section
+
+
+def test_a_comparison_of_enough_classes_keeps_its_quartiles(tmp_path: Path) -> None:
+    from tuner.compare import ComparisonRow
+
+    row = ComparisonRow(method="SWAG-PPM", epsilon=2.5, delta=None, f1_macro=0.7, f1_weighted=0.75,
+                        f1_top_quartile=0.812, f1_bottom_quartile=0.431)
+    assert QUARTILES_WITHHELD not in comparison_table([row])
+    json_path, _, figure_path = write_comparison([row], tmp_path, about={})
+    assert json.loads(json_path.read_text())["about"] == {} and "smallest 25% of classes" in figure_path.read_text()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -27,9 +28,9 @@ import pytest
 
 from tests import PATIENCE
 from tests.tuner.helpers import merged, result, tight, write_study
-from tuner import StudyConfig, best_feasible, is_feasible, named_constraints, open_study
+from tuner import StudyConfig, TrialRecord, best_feasible, is_feasible, named_constraints, open_study
 from tuner.cli import main
-from tuner.dashboard import PICTURE_ALT, feasibility_table, figures_svg, trial_note
+from tuner.dashboard import OWNER_SIDE, PICTURE_ALT, DashboardView, feasibility_table, figures_svg, trial_note
 from tuner.outcome import judge
 
 pytestmark = pytest.mark.fits
@@ -58,7 +59,7 @@ def test_the_note_leads_with_feasibility_and_explains_each_constraint(tmp_path: 
     constraint = outcome.constraints["epsilon"]
     assert f"- epsilon = {constraint:+.3f} (met): ε / target − 1: above 0, ε exceeds the target" in note
     assert constraint == pytest.approx(2 * max(tight(3.0, n=60)) / 10 - 1)
-    assert "local estimate" in note and "docs/glossary.md" in note
+    assert "local estimate" in note and "swagppm-tune explain WORD" in note and "docs/" not in note
     strict, _ = _outcome(tight(6.0, n=60), tmp_path)
     assert trial_note(5, strict).splitlines()[2] == "**feasible: no** — violated: epsilon"
 
@@ -91,6 +92,45 @@ def test_the_feasibility_table_has_a_row_per_trial(tmp_path: Path) -> None:
     table = feasibility_table(study).data[0]
     assert list(table.header.values) == ["trial", "c", "E", "ε", "F1", "verdict", "feasible", "violated"]
     assert [column[0] for column in table.cells.values][5:] == ["well_fit", "yes", "-"]
+
+
+def test_the_view_shows_each_trial_s_named_columns_and_passes_everything_else_through(tmp_path: Path) -> None:
+    import optuna
+
+    from tuner.objective import record_outcome
+
+    study = optuna.create_study(storage=optuna.storages.InMemoryStorage())
+    space = {"c": optuna.distributions.FloatDistribution(0.1, 2),
+             "ft_epochs": optuna.distributions.IntDistribution(1, 10)}
+    for series in (tight(3.0, n=60), tight(6.0, n=60)):  # epsilon about 6.1 (feasible), then about 12.3 (not)
+        outcome, _ = _outcome(series, tmp_path)
+        trial = study.ask(space)
+        record_outcome(trial, outcome, storage=study._storage)
+        study.tell(trial, outcome.objective_values("epsilon"))
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, params={"c": 1.0, "ft_epochs": 2},
+                                              distributions=space, user_attrs={"failure": "RuntimeError: boom"}))
+    view = DashboardView(study._storage, statistic="median")  # type: ignore[abstract]
+    feasible, missed, failed = view.get_all_trials(study._study_id, deepcopy=False)
+    record = TrialRecord.of(study.trials[0])
+    assert record is not None and record.epsilon is not None and record.f1_macro_median is not None
+    assert feasible.user_attrs == {"feasible": "yes", "violation": 0.0, "epsilon": round(record.epsilon, 4),
+                                   "f1_macro_median": round(record.f1_macro_median, 4),
+                                   "f1_weighted_median": round(record.f1_weighted_median or 0.0, 4),
+                                   "diagnosis": "well_fit", "violated": "-"}
+    assert missed.user_attrs["feasible"] == "no" and missed.user_attrs["violated"].startswith("epsilon +0.2")
+    assert missed.user_attrs["violation"] == pytest.approx(named_constraints(study.trials[1])["epsilon"], abs=1e-4)
+    assert failed.user_attrs == {"feasible": "no", "failure": "RuntimeError: boom"}
+    assert view.get_trial(feasible._trial_id).user_attrs == feasible.user_attrs
+    assert view.get_trial_user_attrs(feasible._trial_id) == feasible.user_attrs
+    assert view.get_best_trial(study._study_id).user_attrs == feasible.user_attrs
+    assert "max_delta_series" in study.trials[0].user_attrs  # the storage keeps every aggregate
+    view.set_study_user_attr(study._study_id, "seen", 1)  # writes reach the storage
+    assert study.user_attrs["seen"] == 1 and "privacy" not in study.user_attrs
+    (shown,) = view.get_all_studies()
+    assert list(shown.user_attrs)[:2] == ["privacy", "seen"] and shown.user_attrs["privacy"] == OWNER_SIDE
+    assert view.get_study_user_attrs(study._study_id)["privacy"] == OWNER_SIDE
+    assert view.get_n_trials(study._study_id) == 3 and view.get_best_trial(study._study_id).number == 0
+    assert view.get_trial_id_from_study_id_trial_number(study._study_id, 2) == failed._trial_id
 
 
 def free_port() -> int:
@@ -161,6 +201,8 @@ def test_the_study_page_shows_the_grid_and_trade_off(dashboard: tuple[str, Path]
     text = page_text(browser, f"{url}/dashboard/studies/1", "search over (c, fine-tuning epochs)")
     assert "dash" in text and "privacy–utility trade-off" in text and "trials: feasibility" in text
     assert "caveats" in text and "epsilon is a local, data-dependent bound" in text
+    assert "privacy owner-side: these pages show each trial's exact epsilon and F1, measured on the private data; " \
+           "never publish them" in text  # the study page says first what its figures are
     browser.execute_script(  # type: ignore[attr-defined]
         "[...document.querySelectorAll('.js-plotly-plot')]"
         ".find(e => e.textContent.includes('search over')).scrollIntoView()")
@@ -181,8 +223,10 @@ def test_a_trial_page_shows_its_note_constraints_and_figures(dashboard: tuple[st
                      "Next (the guide's flowchart)")
     assert f"Trial {trial.number}: {trial.user_attrs['diagnosis'].replace('_', ' ')}" in text
     assert trial.user_attrs["recommendation"] in text
-    for key in ("constraint_epsilon", "constraint_f1_macro", "constraint_fit_spread", "feasible", "epsilon"):
+    for key in ("feasible", "violation", "epsilon", "f1_macro_median", "violated"):  # its named columns
         assert key in text
+    assert "constraint_epsilon" not in text and "max_delta_series" not in text  # not every stored aggregate
+    assert "Owner-side: these pages show each trial's exact epsilon and F1" in text
     assert f"feasible: {'yes' if is_feasible(trial) else 'no'} — violated:" in text
     assert "ε / target − 1: above 0, ε exceeds the target" in text  # the constraints, named and explained
     from selenium.webdriver.support.ui import WebDriverWait
@@ -197,23 +241,42 @@ def test_a_trial_page_shows_its_note_constraints_and_figures(dashboard: tuple[st
 
 
 @needs_browser
-@pytest.mark.parametrize("name, feasible", [("dash", "True"), ("dash-strict", "False")])
-def test_the_trial_table_has_a_feasibility_column(dashboard: tuple[str, Path], browser: object, name: str,
-                                                  feasible: str) -> None:
-    """optuna-dashboard's trial table (its Smart Selection page) shows user attributes as columns: ``feasible`` is
-    one, and its switch "Include Infeasible trials" reads the constraints the trials store."""
+@pytest.mark.parametrize("name, feasible", [("dash", "yes"), ("dash-strict", "no")])
+def test_the_trial_table_has_few_named_columns_and_sorts_by_violation(dashboard: tuple[str, Path], browser: object,
+                                                                      name: str, feasible: str) -> None:
+    """optuna-dashboard's trial table (its Smart Selection page) shows user attributes as columns: the few named
+    ones the dashboard serves, rows one line tall; ``violation`` sorts (a number), and the switch "Include
+    Infeasible trials" reads the constraints the trials store."""
     url, _ = dashboard
     study_id = api_study(url, name)["study_id"]
     text = page_text(browser, f"{url}/dashboard/studies/{study_id}/smartSelection", "UserAttribute feasible",
                      timeout=120)
     assert "Include Infeasible trials" in text
+    table = ("const table = [...document.querySelectorAll('table')].find(t => t.textContent.includes('UserAttribute "
+             "feasible'));")
+    headers = browser.execute_script(  # type: ignore[attr-defined]
+        table + "return [...table.querySelectorAll('thead th')].map(h => [h.textContent.trim(), "
+        "!!h.querySelector('.MuiTableSortLabel-root')])")
+    sortable = {re.sub(r"sorted (ascending|descending)$", "", label): sorts for label, sorts in headers}
+    shown = [label.removeprefix("UserAttribute ") for label in sortable if label.startswith("UserAttribute ")]
+    assert shown == ["feasible", "violation", "epsilon", "f1_macro_median", "f1_weighted_median", "diagnosis",
+                     "violated"]
+    assert len(headers) <= 14 and sortable["UserAttribute violation"]  # a sort control on violation
     column = browser.execute_script(  # type: ignore[attr-defined]
-        "const table = [...document.querySelectorAll('table')].find(t => t.textContent.includes('UserAttribute "
-        "feasible'));"
-        "const at = [...table.querySelectorAll('thead th')].findIndex(h => h.textContent.includes('UserAttribute "
-        "feasible'));"
-        "return [...table.querySelectorAll('tbody tr')].map(r => r.querySelectorAll('td')[at].textContent)")
-    assert column == [feasible, feasible]
+        table + "const at = [...table.querySelectorAll('thead th')].findIndex(h => h.textContent.includes("
+        "'UserAttribute feasible'));"
+        "return [...table.querySelectorAll('tbody tr')].map(r => [r.querySelectorAll('td')[at].textContent, "
+        "r.getBoundingClientRect().height])")
+    assert [value for value, _ in column] == [feasible, feasible]
+    assert max(height for _, height in column) < 120  # rows about one line tall, not hundreds of pixels
+    violations = browser.execute_script(  # type: ignore[attr-defined]
+        table + "const at = [...table.querySelectorAll('thead th')].findIndex(h => h.textContent.includes("
+        "'UserAttribute violation'));"
+        "table.querySelectorAll('thead th')[at].querySelector('.MuiTableSortLabel-root').click();"
+        "return [...table.querySelectorAll('tbody tr')].map(r => Number(r.querySelectorAll('td')[at].textContent))")
+    assert violations in (sorted(violations), sorted(violations, reverse=True))
+    SCREENSHOTS.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOTS / f"dashboard-selection-{name}.png"))  # type: ignore[attr-defined]
 
 
 def api_study(url: str, name: str) -> dict[str, object]:

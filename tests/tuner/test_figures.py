@@ -147,12 +147,14 @@ def test_one_fit_per_finished_judged_trial(config: StudyConfig) -> None:
     median = record.f1_macro_median
     assert fits_for_figures(study) == [
         {"number": 0, "c": 0.5, "ft_epochs": 6, "epsilon": EPSILON, "f1_macro": median, "label": "well_fit",
-         "feasible": True},
+         "feasible": True, "missed": None},
         {"number": 1, "c": 1.1, "ft_epochs": 5, "epsilon": 20.0, "f1_macro": None, "label": "not_judged",
-         "feasible": False},
+         "feasible": False, "missed": "epsilon +1.000; not measured: f1_macro, f1_weighted, fit_spread, fit_spikes"},
         {"number": 4, "c": 0.9, "ft_epochs": 8, "epsilon": None, "f1_macro": None, "label": "catastrophic",
-         "feasible": False},
+         "feasible": False, "missed": "epsilon +10.000, f1_macro +10.000, f1_weighted +10.000, fit_spread +10.000, "
+                                     "fit_spikes +10.000"},
     ]
+    assert [fit["f1_macro"] for fit in fits_for_figures(study, statistic="q10")] == [record.f1_macro_q10, None, None]
 
 
 def test_feasibility_is_read_from_the_stored_constraints(config: StudyConfig) -> None:
@@ -188,12 +190,12 @@ def test_a_study_gets_its_search_grid_trade_off_and_feasibility_table(config: St
 
 def test_the_trade_off_shades_what_the_stored_baseline_and_the_targets_allow(config: StudyConfig) -> None:
     tradeoff = study_figures(a_study(config, baseline=0.82), config)["tradeoff"]
-    assert tradeoff.layout.title.text == ("privacy–utility trade-off<br><sup>3 fits, 1 feasible — 2 with non-finite "
-                                          "ε or F1 not drawn</sup>")
+    assert tradeoff.layout.title.text == ("privacy–utility trade-off<br><sup>3 fits, 1 feasible (★) — 2 with "
+                                          "non-finite ε or F1 not drawn</sup>")
     assert [t.name for t in tradeoff.data] == ["feasible"] and list(tradeoff.data[0].x) == [EPSILON]
     shapes = {s.name: s for s in tradeoff.layout.shapes}
-    assert list(shapes) == ["feasible region", "epsilon target", "macro-F1 threshold"]
-    region = shapes["feasible region"]
+    assert list(shapes) == ["epsilon and macro-F1 box", "epsilon target", "macro-F1 threshold"]
+    region = shapes["epsilon and macro-F1 box"]
     assert (region.x0, region.x1, region.y0, region.y1) == (0.0, 10.0, pytest.approx(0.41), 1.0)
     assert shapes["macro-F1 threshold"].y0 == pytest.approx((1 - 0.5) * 0.82)
 

@@ -147,4 +147,4 @@ def test_the_trial_legend_comes_once_before_the_first_trial_line(tmp_path: Path)
     for trial in study.trials:
         after(study, trial)
     assert printed == [TRIAL_LEGEND, "trial   0  first line", "trial   1  second line"]
-    assert "local estimate" in TRIAL_LEGEND and "docs/glossary.md" in TRIAL_LEGEND
+    assert "local estimate" in TRIAL_LEGEND and "swagppm-tune explain WORD" in TRIAL_LEGEND

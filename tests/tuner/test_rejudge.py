@@ -338,7 +338,7 @@ def test_a_rejudged_studys_trade_off_shades_what_its_new_targets_allow(config: S
     a_source(config).set_user_attr("baseline_f1_macro", 0.82)
     study = rejudge(config, retarget(config.targets, {"epsilon": 30.0, "max_f1_degradation": 0.2}), name="loose")
     tradeoff = study_figures(study, named_study(config, "loose"))["tradeoff"]
-    assert [shape.name for shape in tradeoff.layout.shapes] == ["feasible region", "epsilon target",
+    assert [shape.name for shape in tradeoff.layout.shapes] == ["epsilon and macro-F1 box", "epsilon target",
                                                                "macro-F1 threshold"]
 
 

@@ -8,6 +8,7 @@ import math
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -20,6 +21,7 @@ from tests.tuner.helpers import merged, result, tight, write_study
 from tuner.compare import ComparisonRow
 from tuner.config import StudyConfig
 from tuner.outcome import judge
+from tuner.queries import is_feasible
 from tuner.record import FAILURE, TrialRecord, constraint_attrs
 from tuner.report import report_html, write_report
 from tuner.study import CAVEATS, open_study
@@ -140,6 +142,62 @@ def test_the_sections_come_in_order_with_plotly_js_embedded_once(
     assert page.count(PLOTLY_JS) == 1 and page.count("<html") == 1
     # the grid, the trade-off, trial 0's series and violins, trial 1's series, trial 4's series
     assert page.count(FIGURE) == 6
+
+
+def figure_data(page: str, title: str) -> dict[str, Any]:
+    """The data and layout of the report's figure whose title starts with ``title``, as the page embeds them."""
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"Plotly\.newPlot\(\s*\"[^\"]+\",\s*", page):
+        data, end = decoder.raw_decode(page, match.end())
+        layout, _ = decoder.raw_decode(page, page.index("{", end))
+        if layout.get("title", {}).get("text", "").startswith(title):
+            return {"data": data, "layout": layout}
+    raise AssertionError(f"no figure titled {title!r}")
+
+
+def test_the_trade_off_tells_the_verdict_s_story_point_by_point(study_file: Callable[..., Path]) -> None:
+    """Each trial's point sits where its judged statistic puts it, only feasible trials are green stars, and a trial
+    inside the box drawn by the two targets but infeasible says what it missed (the audit included)."""
+    from tuner.outcome import DrawChecks
+
+    config = journal(study_file(targets={"epsilon": 10.0, "max_f1_degradation": 0.1, "statistic": "q10"}))
+    study = open_study(config)
+    study.set_user_attr("baseline_f1_macro", 0.82)  # the macro-F1 q10 threshold: 0.9 · 0.82 = 0.738
+    spread = [0.70] * 5 + [0.78] * 25  # median 0.78 clears the threshold, the 10th percentile 0.70 does not
+    fits = {"feasible": result(SERIES, c=0.5, epochs=6),
+            "q10 missed": result(SERIES, c=0.6, epochs=6, f1_macro=spread),
+            "weighted missed": result(SERIES, c=0.7, epochs=6, f1_weighted=[0.5] * 30),
+            "audit refuted": result(SERIES, c=0.8, epochs=6),
+            "epsilon missed": result(tight(6.0, n=40), c=1.1, epochs=6)}
+    for name, fit in fits.items():
+        checks = DrawChecks(audit_epsilon_bound=12.0 if name == "audit refuted" else None)
+        outcome = judge(fit, targets=config.targets, search=config.search, checks=checks)
+        study.add_trial(create_trial(
+            state=TrialState.COMPLETE, value=fit.epsilon, params={"c": fit.c, "ft_epochs": fit.ft_epochs},
+            distributions=DISTRIBUTIONS, user_attrs=outcome.attributes(),
+            system_attrs=constraint_attrs(outcome.constraints)))
+    figure = figure_data(report_html(study, config), "privacy–utility trade-off")
+    points = {int(re.match(r"trial (\d+)", text)[1]): (trace["name"], x, y, text)  # type: ignore[index]
+              for trace in figure["data"] for x, y, text in zip(trace["x"], trace["y"], trace["text"])}
+    trials = {name: study.trials[number] for number, name in enumerate(fits)}
+    for name, trial in trials.items():
+        record = TrialRecord.of(trial)
+        assert record is not None
+        trace, x, y, text = points[trial.number]
+        assert (x, y) == (record.epsilon, record.f1_macro_q10)  # the statistic the targets judge
+        assert (trace == "feasible") == is_feasible(trial) == (name == "feasible"), name
+    assert points[trials["q10 missed"].number][2] < 0.738 < TrialRecord.of(trials["q10 missed"]).f1_macro_median
+    assert points[trials["q10 missed"].number][0] == "infeasible"  # below the box: its q10 missed the threshold
+    weighted, audited = points[trials["weighted missed"].number], points[trials["audit refuted"].number]
+    assert weighted[0] == audited[0] == "infeasible inside the box"
+    assert "infeasible: missed f1_weighted +" in weighted[3]
+    assert "infeasible: missed epsilon +0.200 (the membership audit's epsilon lower bound: 12)" in audited[3]
+    (box,) = [shape for shape in figure["layout"]["shapes"] if shape.get("type") == "rect"]
+    assert box["name"] == "epsilon and macro-F1 box" and box["fillcolor"] == "rgba(128, 128, 128, 0.12)"
+    notes = [note["text"] for note in figure["layout"]["annotations"]]
+    assert "ε ≤ target and macro-F1 q10 ≥ threshold; feasible (★) also needs every other target" in notes
+    assert not any("targets met" in note or "feasible region" in note for note in notes)
+    assert figure["layout"]["yaxis"]["title"]["text"] == "macro-F1 q10 (test set)"
 
 
 def test_the_table_has_a_row_per_trial_of_every_state(report: tuple[optuna.Study, StudyConfig, str]) -> None:

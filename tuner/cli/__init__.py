@@ -19,16 +19,18 @@ Verbs:
   dashboard  optuna-dashboard on the study (trials, feasibility, figures)
   clean      delete the private cache
   explain    what a printed word means (the glossary): swagppm-tune explain not_judged
+swagppm-tune VERB --help lists a verb's flags.
 
 epsilon is a local estimate from finitely many posterior draws, not a guarantee;
 the audit verb is its empirical check. Every word the verbs print (epsilon,
 delta, c, E, max-delta, feasible, well_fit, not_judged, unaccounted, the
-audit's AUC bound) is explained by swagppm-tune explain WORD (docs/glossary.md).
-Every verb that opens a study reads its storage from --storage, else
-$SWAGPPM_TUNE_STORAGE, else [study] storage.
-Output files and folders are checked before any fit. Long steps report their
-progress on stderr (a bar on a terminal, else one line per stage); -q/--quiet
-silences it.
+audit's AUC bound) is explained by swagppm-tune explain WORD (no WORD: the
+whole glossary). Every verb that opens a study reads its storage from
+--storage, else $SWAGPPM_TUNE_STORAGE, else [study] storage.
+Optional packages (Opacus for compare, submitit for launch, a database driver
+for the storage), output files and folders are checked before any fit. Long
+steps report their progress on stderr (a bar on a terminal, else one line per
+stage); -q/--quiet silences it.
 
 Exit status:
   0    ok (run, status, export, release: a feasible trial exists)
@@ -53,16 +55,18 @@ Exit status:
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
+import importlib.util
 import io
 import os
 import sys
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import optuna
-
 import swagppm
-from swagppm import ConfigError, progress
+from swagppm import ConfigError
 from tuner.cli.arguments import ArgumentsRefused, Parser
 from tuner.cli.base import (
     EXIT_AUDIT_REFUTED,
@@ -77,37 +81,27 @@ from tuner.cli.base import (
     EXIT_STORAGE_LOST,
     Command,
 )
-from tuner.cli.demo import DemoCommand
-from tuner.cli.explain import ExplainCommand
-from tuner.cli.fitting import AuditCommand, CompareCommand, FitCommand, ReleaseCommand
-from tuner.cli.study import (
-    CleanCommand,
-    CreateCommand,
-    DashboardCommand,
-    ExportCommand,
-    JobsCommand,
-    LaunchCommand,
-    ProxyCommand,
-    RejudgeCommand,
-    ReportCommand,
-    RunCommand,
-    StatusCommand,
-    WorkerCommand,
-)
-from tuner.study import StorageLost
 
 __all__ = ["COMMANDS", "EXIT_AUDIT_REFUTED",
            "EXIT_BAD_INPUT", "EXIT_BROKEN_PIPE", "EXIT_FIT_FAILED", "EXIT_INFEASIBLE", "EXIT_INTERNAL",
-           "EXIT_INTERRUPTED", "EXIT_NOT_REPRODUCED", "EXIT_OK", "EXIT_STORAGE_LOST", "FAILURES", "Command", "main"]
+           "EXIT_INTERRUPTED", "EXIT_NOT_REPRODUCED", "EXIT_OK", "EXIT_STORAGE_LOST", "Command", "failures", "main"]
 
 DEBUG_ENV = "SWAGPPM_TUNE_DEBUG"
 PROGRESS_BARS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"  # read by huggingface_hub and transformers; 0 shows the bars
 
-# The verbs, in the order --help lists them.
-COMMANDS: tuple[type[Command], ...] = (DemoCommand, RunCommand, CreateCommand, WorkerCommand, LaunchCommand,
-                                       JobsCommand, ProxyCommand, FitCommand, StatusCommand, ExportCommand,
-                                       ReleaseCommand, AuditCommand, CompareCommand, RejudgeCommand, ReportCommand,
-                                       DashboardCommand, CleanCommand, ExplainCommand)
+# The verbs, in the order --help lists them: each one's class, imported only when that verb runs (or its --help is
+# asked), so that `swagppm-tune --help` loads no study, plotting or training library.
+COMMANDS: dict[str, str] = {
+    "demo": "tuner.cli.demo:DemoCommand", "run": "tuner.cli.study:RunCommand",
+    "create": "tuner.cli.study:CreateCommand", "worker": "tuner.cli.study:WorkerCommand",
+    "launch": "tuner.cli.study:LaunchCommand", "jobs": "tuner.cli.study:JobsCommand",
+    "proxy": "tuner.cli.study:ProxyCommand", "fit": "tuner.cli.fitting:FitCommand",
+    "status": "tuner.cli.study:StatusCommand", "export": "tuner.cli.study:ExportCommand",
+    "release": "tuner.cli.fitting:ReleaseCommand", "audit": "tuner.cli.fitting:AuditCommand", "compare": "tuner.cli.fitting:CompareCommand",
+    "rejudge": "tuner.cli.study:RejudgeCommand", "report": "tuner.cli.study:ReportCommand",
+    "dashboard": "tuner.cli.study:DashboardCommand", "clean": "tuner.cli.study:CleanCommand",
+    "explain": "tuner.cli.explain:ExplainCommand",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,48 +113,91 @@ class Failure:
     quiet_stdout: bool = False  # the reader closed the pipe: the exit's own flush of stdout must stay quiet
 
 
-# Every error a verb may raise on purpose, by type (the nearest base class counts); anything else is internal.
-FAILURES: dict[type[BaseException], Failure] = {
-    ConfigError: Failure(status=EXIT_BAD_INPUT, message="swagppm-tune: error: {error}"),
-    swagppm.DataError: Failure(status=EXIT_BAD_INPUT, message="swagppm-tune: error: {error}"),
-    swagppm.ReleaseRefused: Failure(status=EXIT_BAD_INPUT, message="swagppm-tune: error: {error}"),
-    swagppm.TrainingFailure: Failure(status=EXIT_FIT_FAILED, message="swagppm-tune: the fit failed: {error}"),
-    StorageLost: Failure(status=EXIT_STORAGE_LOST, message="swagppm-tune: error: {error}"),
-    KeyboardInterrupt: Failure(status=EXIT_INTERRUPTED, message="\nswagppm-tune: interrupted"),
-    BrokenPipeError: Failure(status=EXIT_BROKEN_PIPE, message="", quiet_stdout=True),  # `status | head`
-}
+@functools.cache
+def failures() -> dict[type[BaseException], Failure]:
+    """Every error a verb may raise on purpose, by type (the nearest base class counts); anything else is internal.
+    Built at the first failure: the study machinery it names is not loaded for --help."""
+    from tuner.study import StorageLost
+
+    return {
+        ConfigError: Failure(status=EXIT_BAD_INPUT, message="swagppm-tune: error: {error}"),
+        swagppm.DataError: Failure(status=EXIT_BAD_INPUT, message="swagppm-tune: error: {error}"),
+        swagppm.ReleaseRefused: Failure(status=EXIT_BAD_INPUT, message="swagppm-tune: error: {error}"),
+        swagppm.TrainingFailure: Failure(status=EXIT_FIT_FAILED, message="swagppm-tune: the fit failed: {error}"),
+        StorageLost: Failure(status=EXIT_STORAGE_LOST, message="swagppm-tune: error: {error}"),
+        KeyboardInterrupt: Failure(status=EXIT_INTERRUPTED, message="\nswagppm-tune: interrupted"),
+        BrokenPipeError: Failure(status=EXIT_BROKEN_PIPE, message="", quiet_stdout=True),  # `status | head`
+    }
+
+
 INTERNAL = Failure(status=EXIT_INTERNAL, message="swagppm-tune: internal error: {kind}: {first} (run again with "
                                                  f"{DEBUG_ENV}=1 for the traceback)")
 
 
 def failure_of(error: BaseException) -> Failure | None:
-    """The ``FAILURES`` entry of ``error``'s nearest class; None for an unexpected error."""
-    return next((FAILURES[kind] for kind in type(error).__mro__ if kind in FAILURES), None)
+    """The ``failures()`` entry of ``error``'s nearest class; None for an unexpected error."""
+    known = failures()
+    return next((known[kind] for kind in type(error).__mro__ if kind in known), None)
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
-    """The parser, each verb declaring its own arguments, and the verbs by name."""
+def command_of(verb: str) -> Command:
+    """The verb's command, its module imported now."""
+    module, name = COMMANDS[verb].split(":")
+    command: Command = getattr(importlib.import_module(module), name)()
+    return command
+
+
+def build_parser(verbs: Sequence[str] | None = None) -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+    """The parser, and the verbs by name; only ``verbs`` (default: all) declare their arguments, so a command line
+    loads one verb's module. --help lists the verbs once, from this module's docstring."""
     parser = Parser(prog="swagppm-tune", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    subparsers = parser.add_subparsers(dest="verb", required=True, metavar="VERB", help="one of the verbs above")
     commands: dict[str, Command] = {}
-    for command_class in COMMANDS:
-        command = command_class()
-        verb = verbs.add_parser(command.name, help=command.help)
-        command.add_arguments(verb)
-        verb.add_argument("-q", "--quiet", action="store_true",
-                          help="no progress lines or bars (results, warnings and errors are still printed)")
-        commands[command.name] = command
+    for verb in COMMANDS:
+        subparser = subparsers.add_parser(verb)
+        if verbs is None or verb in verbs:
+            command = commands[verb] = command_of(verb)
+            subparser.description = command.help
+            command.add_arguments(subparser)
+            subparser.add_argument("-q", "--quiet", action="store_true",
+                                   help="no progress lines or bars (results, warnings and errors are still printed)")
     return parser, commands
+
+
+def defer_import(name: str) -> None:
+    """Load the installed module ``name`` only when an attribute of it is first used, not when it is imported.
+
+    For ``redis``: optuna imports it whenever its storages load, and redis imports OpenTelemetry and psutil with
+    it (a quarter of a second), which every verb would pay on SQLite too; a Redis storage loads it on first use.
+    """
+    spec = importlib.util.find_spec(name)
+    if spec is None or name in sys.modules:
+        return
+    stub = types.ModuleType(name)
+    stub.__spec__ = spec
+
+    def load(attribute: str) -> object:
+        del sys.modules[name]
+        return getattr(importlib.import_module(name), attribute)
+
+    stub.__getattr__ = load  # type: ignore[method-assign]  # PEP 562: called for a name the stub lacks
+    sys.modules[name] = stub
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one verb; every failure is one line on stderr and a documented exit status (see the module docstring)."""
-    parser, commands = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    defer_import("redis")
+    parser, commands = build_parser(argv[:1])  # the verb comes first: the top level has no flag but --help
     try:
         args = parser.parse_args(argv)
     except ArgumentsRefused as refused:
         print(refused, file=sys.stderr)
         return EXIT_BAD_INPUT
+    import optuna  # after parsing: --help answers without it
+
+    from swagppm import progress
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.environ.setdefault(PROGRESS_BARS_ENV, "1")  # our one line per step replaces the libraries' progress bars
     progress.configure(not args.quiet)  # long steps report as bars on a terminal, else as lines on stderr

@@ -13,15 +13,11 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from swagppm import ConfigError, SWAGPPMConfig
 from swagppm.config import MAX_EPOCHS, PRIVATE_TEST, check_stop_probability
-from tuner.config import StudyConfig
-from tuner.export import Chosen, read_export
-from tuner.outputs import check_output, inputs_of
-from tuner.rejudge import named_study
-from tuner.storage import STORAGE_ENV, kind
-from tuner.tuning import ACCOUNTED, private_selection
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the tuner's modules are imported where they are used: --help loads none of them
     from swagppm.releases.selection import Selection
+    from tuner.config import StudyConfig
+    from tuner.export import Chosen
 
 T = TypeVar("T")
 
@@ -94,6 +90,8 @@ def add_study_or_export(parser: argparse.ArgumentParser, *, study_help: str,
 
 
 def add_storage(parser: argparse.ArgumentParser) -> None:
+    from tuner.storage import STORAGE_ENV
+
     parser.add_argument("--storage", default=None,
                         help=f"storage URL instead of ${STORAGE_ENV} or [study] storage (the variable keeps a "
                              "password out of the process list)")
@@ -120,6 +118,8 @@ def add_data_override(parser: argparse.ArgumentParser) -> None:
 def data_override(args: argparse.Namespace, chosen: Chosen) -> Chosen:
     """``chosen`` on ``--data`` when given: only a configuration tuned on public data (or accounted) moves to other
     records, which are then private; the export's ε was measured on other records, so it is not compared."""
+    from tuner.tuning import ACCOUNTED
+
     if args.data is None:
         return chosen
     mode = (chosen.tuning or {}).get("mode")
@@ -159,6 +159,11 @@ def study_config(args: argparse.Namespace, *, data: bool = True) -> StudyConfig:
     """The study file; its storage from --storage, else $SWAGPPM_TUNE_STORAGE, for verbs that open the study; the
     study --study-name names; on --data unless ``data`` is false (a chosen configuration takes it through
     ``data_override``)."""
+    from tuner.config import StudyConfig
+    from tuner.extras import require_storage_driver
+    from tuner.rejudge import named_study
+    from tuner.storage import STORAGE_ENV, kind, masked_url
+
     config = StudyConfig.from_toml(args.study)
     storage = (args.storage or os.environ.get(STORAGE_ENV)) if hasattr(args, "storage") else None
     if storage:
@@ -168,6 +173,8 @@ def study_config(args: argparse.Namespace, *, data: bool = True) -> StudyConfig:
         except ConfigError as error:
             raise ConfigError(f"{given}: {error}") from None
         config = config.with_storage(storage)
+    if hasattr(args, "storage"):  # a verb that opens the study: its database driver is checked before any work
+        require_storage_driver(config.storage_url, shown=masked_url(config.storage_url))
     if getattr(args, "study_name", None):
         config = named_study(config, args.study_name)
     return config if not data or getattr(args, "data", None) is None else config.with_data(args.data)
@@ -180,6 +187,8 @@ def one_source(args: argparse.Namespace) -> None:
 
 def exported(args: argparse.Namespace) -> Chosen:
     """The configuration of ``--from EXPORT.json``, on ``--data`` when given (``data_override``)."""
+    from tuner.export import read_export
+
     return data_override(args, read_export(args.source))
 
 
@@ -202,6 +211,8 @@ def checked_output(args: argparse.Namespace, path: Path, what: str, *,
                    config: StudyConfig | SWAGPPMConfig | None = None, overwrite: bool | None = None,
                    folder: bool = False, files: tuple[str, ...] = ()) -> Path:
     """``tuner.outputs.check_output`` on the run's inputs (``config``'s, else ``run_config``'s) and --overwrite."""
+    from tuner.outputs import check_output, inputs_of
+
     config = run_config(args) if config is None else config
     overwrite = getattr(args, "overwrite", False) if overwrite is None else overwrite
     return check_output(path, inputs=inputs_of(config, args), overwrite=overwrite, what=what, folder=folder,
@@ -210,11 +221,15 @@ def checked_output(args: argparse.Namespace, path: Path, what: str, *,
 
 def check_folder(path: Path, what: str) -> None:
     """The tool's own folder (artifacts) can be made and written, checked before any work."""
+    from tuner.outputs import check_output
+
     check_output(path, inputs={}, overwrite=True, what=what, folder=True)
 
 
 def selection(args: argparse.Namespace, *, releasing: bool) -> Selection | None:
     """The release's private selection from --min-utility and --selection-data (both or neither), checked now."""
+    from tuner.tuning import private_selection
+
     given = {"--min-utility": args.min_utility, "--selection-data": args.selection_data}
     if all(value is None for value in given.values()):
         return None

@@ -53,6 +53,7 @@ from tuner.cli.messages import print_closest
 from tuner.compare import (
     COMPARISON_FILES,
     CompareSettings,
+    check_dependencies,
     compare,
     comparison_about,
     comparison_table,
@@ -420,6 +421,7 @@ class CompareCommand(Command):
         add_storage(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        check_dependencies()  # before -o is made
         checked_output(args, args.output, "-o", folder=True, files=COMPARISON_FILES)
         chosen = chosen_configuration(args, "compared")
         if chosen is None:

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import optuna
-from optuna.artifacts import FileSystemArtifactStore
 from optuna.trial import TrialState
 
 from swagppm import ConfigError
@@ -30,17 +29,13 @@ from tuner.cli.arguments import (
 )
 from tuner.cli.base import EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_OK, Command
 from tuner.cli.messages import best_line, print_closest, print_refuted, warn_at_edge, warn_mixed_stage1
-from tuner.compare import read_comparison
 from tuner.config import StudyConfig
-from tuner.executors import make_executor
-from tuner.executors.cluster import CLUSTERS
-from tuner.export import export_trial, write_export
+from tuner.extras import require
 from tuner.faults import WORKER
 from tuner.outcome import counted
 from tuner.queries import best_feasible, finished_count, format_table, pareto_front, trial_rows, trials_run
 from tuner.record import TrialRecord, named_constraints
 from tuner.rejudge import needs_refit, rejudge, retarget
-from tuner.report import write_report
 from tuner.storage import make_storage, masked_url
 from tuner.study import open_existing_study, open_study, run_study
 from tuner.tuning import check_all_trials, is_accounted, tuning_cost, tuning_line
@@ -67,6 +62,8 @@ class RunCommand(Command):
         add_storage(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from tuner.executors import make_executor
+
         config = study_config(args)
         check_folder(config.artifact_dir, "[study] artifacts")
         if args.workers > 1 or args.gpus:
@@ -116,6 +113,8 @@ class LaunchCommand(Command):
     help = "submit the study's workers as cluster jobs (Slurm through submitit, or local processes)"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        from tuner.executors.cluster import CLUSTERS
+
         add_study(parser)
         parser.add_argument("--jobs", type=positive_int, required=True,
                             help="jobs to submit (each one GPU with --gpus-per-job 1)")
@@ -135,6 +134,9 @@ class LaunchCommand(Command):
         add_storage(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from tuner.executors import make_executor
+
+        require("cluster", needed_by="launch (it submits the jobs through submitit)")
         config = study_config(args)
         check_folder(config.artifact_dir, "[study] artifacts")
         extra = {} if args.partition is None else {"slurm_partition": args.partition}
@@ -319,6 +321,8 @@ class ExportCommand(Command):
         add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from tuner.export import export_trial, write_export
+
         config = study_config(args)
         checked_output(args, args.output, "-o", config=config)
         study = open_existing_study(config)
@@ -399,11 +403,15 @@ def is_loopback(host: str) -> bool:
 def serve_dashboard(config: StudyConfig, *, host: str, port: int, name: str) -> None:
     """optuna-dashboard on the study's storage and artifact folder, until Ctrl-C."""
     import optuna_dashboard
+    from optuna.artifacts import FileSystemArtifactStore
+
+    from tuner.dashboard import OWNER_SIDE, DashboardView
+
     storage = make_storage(config.storage_url, connect_timeout=config.study.connect_timeout)
     print(f"optuna-dashboard on http://{host}:{port}/dashboard/ (study {name!r} in "
-          f"{masked_url(config.storage_url)}); Ctrl-C stops it", flush=True)
-    optuna_dashboard.run_server(storage, host=host, port=port,
-                                artifact_store=FileSystemArtifactStore(config.artifact_dir))
+          f"{masked_url(config.storage_url)}); Ctrl-C stops it\n  {OWNER_SIDE}", flush=True)
+    view = DashboardView(storage, statistic=config.targets.statistic)  # type: ignore[abstract]  # delegated at run time
+    optuna_dashboard.run_server(view, host=host, port=port, artifact_store=FileSystemArtifactStore(config.artifact_dir))
 
 
 class CleanCommand(Command):
@@ -453,6 +461,9 @@ class ReportCommand(Command):
         add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from tuner.compare import read_comparison
+        from tuner.report import write_report
+
         config = study_config(args)
         checked_output(args, args.output, "-o", config=config)
         study = open_existing_study(config)
