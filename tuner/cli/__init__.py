@@ -97,8 +97,9 @@ COMMANDS: dict[str, str] = {
     "launch": "tuner.cli.study:LaunchCommand", "jobs": "tuner.cli.study:JobsCommand",
     "proxy": "tuner.cli.study:ProxyCommand", "fit": "tuner.cli.fitting:FitCommand",
     "status": "tuner.cli.study:StatusCommand", "export": "tuner.cli.study:ExportCommand",
-    "release": "tuner.cli.fitting:ReleaseCommand", "audit": "tuner.cli.fitting:AuditCommand", "compare": "tuner.cli.fitting:CompareCommand",
-    "rejudge": "tuner.cli.study:RejudgeCommand", "report": "tuner.cli.study:ReportCommand",
+    "release": "tuner.cli.fitting:ReleaseCommand", "audit": "tuner.cli.fitting:AuditCommand",
+    "compare": "tuner.cli.fitting:CompareCommand", "rejudge": "tuner.cli.study:RejudgeCommand",
+    "report": "tuner.cli.study:ReportCommand",
     "dashboard": "tuner.cli.study:DashboardCommand", "clean": "tuner.cli.study:CleanCommand",
     "explain": "tuner.cli.explain:ExplainCommand",
 }
