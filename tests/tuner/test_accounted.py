@@ -85,7 +85,8 @@ def test_a_missing_public_eval_file_is_refused_before_any_fit(study_file: Callab
     ({}, ACCOUNTED, "was created with mode = unaccounted, delta = none, [study] max_records = none, accounting = "
                     "none, but the file now says mode = accounted, delta = 1e-06, [study] max_records = 1000, "
                     "accounting = (trials_shape = 1.0, trials_mean = 10.0)"),
-    (ACCOUNTED, {"accounted": False}, "but the file now says mode = unaccounted, accounting = none"),
+    (ACCOUNTED, {"accounted": False}, "but the file now says mode = unaccounted, delta = none, [study] max_records = "
+                                      "none, accounting = none"),
     (ACCOUNTED, {**ACCOUNTED, "trials_mean": 3.0}, "trials_mean = 3.0"),
 ])
 def test_an_edited_study_file_cannot_change_the_accounting(

@@ -25,6 +25,7 @@ from tests.tuner.helpers import merged, write_study
 from tuner.audit import audit_losses
 from tuner.cli import EXIT_AUDIT_REFUTED, main
 from tuner.export import FORMAT
+from tuner.ledger import seal
 
 pytestmark = pytest.mark.fits
 
@@ -123,12 +124,17 @@ def test_a_malformed_export_field_is_refused_before_the_fit(tmp_path: Path,
         {"data": {"source": "synthetic", "synthetic_size": 240, "synthetic_classes": 4},
          "model": {"name_or_path": "tiny", "tiny_hidden_size": 32, "tiny_layers": 1}, "device": "cpu",
          "cache_dir": str(tmp_path / "cache")})
+    claim = {"epsilon_cap": 50.0, "mode": "unaccounted", "data_public": False, "delta": None, "max_records": None,
+             "accounting": None}
     document = {"format": FORMAT, "params": {"c": 1.0, "ft_epochs": 1}, "swagppm": config.to_dict(),
-                "targets": {"epsilon": 50.0}, "tuning": "lol"}
+                "claim": claim, "claim_seal": seal(claim), "tuning": "lol"}
+    ten = claim | {"epsilon_cap": "ten"}
     cases = {"field tuning must be a table": document,
-             "targets.epsilon = 'ten' is not a positive number": document | {"targets": {"epsilon": "ten"},
-                                                                             "tuning": None},
-             "no targets.epsilon": {key: value for key, value in document.items() if key not in ("targets", "tuning")}}
+             "field claim.epsilon_cap = 'ten' is not a positive number": document | {"claim": ten,
+                                                                                     "claim_seal": seal(ten),
+                                                                                     "tuning": None},
+             "field claim is missing": {key: value for key, value in document.items() if key not in ("claim",
+                                                                                                    "tuning")}}
     for words, fields in cases.items():
         export = tmp_path / "best.json"
         export.write_text(json.dumps(fields))
