@@ -17,7 +17,7 @@ from tuner.figures import study_figures, trial_figures
 from tuner.outcome import counted
 from tuner.outputs import write_atomic
 from tuner.queries import FINISHED, best_feasible, closest_trial, describe_violations, trial_rows, trials_run
-from tuner.record import TrialRecord
+from tuner.record import TrialRecord, audit_bounds, refuted_note
 from tuner.storage import masked_url
 from tuner.study import CAVEATS
 from tuner.tuning import tuning_cost, tuning_line
@@ -56,8 +56,10 @@ def report_html(study: optuna.Study, config: StudyConfig, *,
         assert chosen is not None  # a feasible trial was judged
         statement = privacy_statement(epsilon=chosen.epsilon, trainable=config.fit.model.trainable,
                                       tuning=tuning_cost(study, config))
+        refuted = refuted_note(chosen.epsilon, audit_bounds(study.user_attrs, best.number, chosen))
         parts.append(f"<p><b>Chosen configuration:</b> trial {best.number}, c = {best.params['c']:.4g}, "
-                     f"{counted(best.params['ft_epochs'], 'fine-tuning epoch')}, ε = {_number(chosen.epsilon)}, "
+                     f"{counted(best.params['ft_epochs'], 'fine-tuning epoch')}, ε = {_number(chosen.epsilon)}"
+                     f"{esc(refuted)}, "
                      f"macro-F1 {_number(chosen.f1_macro_median)}, weighted-F1 "
                      f"{_number(chosen.f1_weighted_median)}.</p>"
                      "<h2>Privacy statement</h2><ul>" + "".join(f"<li>{esc(line)}</li>" for line in statement)
@@ -78,6 +80,7 @@ def report_html(study: optuna.Study, config: StudyConfig, *,
                                                                                     include_plotlyjs=False))
     if comparison:
         parts.append(_comparison_section(comparison))
+    parts.append(_audit_section(study))
     parts.append("<h2>Trials</h2>" + _table(study))
     parts.append("<h2>Each trial's max-delta series and F1</h2>")
     for trial in study.get_trials(deepcopy=False, states=FINISHED):
@@ -113,6 +116,30 @@ def _table(study: optuna.Study) -> str:
         rows.append(f"<tr{css}>" + "".join(
             f"<td{' class=text' if i in (1, 9) else ''}>{html.escape(c)}</td>" for i, c in enumerate(cells)) + "</tr>")
     return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>")
+
+
+def _audit_section(study: optuna.Study) -> str:
+    """Every audited trial's measured ε beside the audit's ε lower bound (``require_audit``, or `audit` and `release`
+    run on it), and whether the audit refutes the measured ε."""
+    esc = html.escape
+    rows = []
+    for trial in study.get_trials(deepcopy=False, states=FINISHED):
+        record = TrialRecord.of(trial)
+        bound = audit_bounds(study.user_attrs, trial.number, record)
+        if record is None or bound is None:
+            continue
+        note = refuted_note(record.epsilon, bound).removeprefix(", ")
+        rows.append(f"<tr><td>{trial.number}</td><td>{_number(record.epsilon)}</td><td>{_number(bound)}</td>"
+                    f"<td class='text'>{esc(note or 'not refuted')}</td></tr>")
+    text = ("<h2>Audit</h2><p>The membership-inference audit (95% family-wise, δ = 0) of a secret draw of each "
+            "audited trial, against its measured ε: a local estimate from finitely many draws, which the audit's lower "
+            "bound refutes when it lies above it.</p>")
+    if not rows:
+        return text + ("<p>No trial of this study has been audited yet: <code>swagppm-tune audit STUDY</code> audits "
+                       "the chosen one, <code>release</code> always does, and <code>[targets] require_audit</code> "
+                       "audits every trial.</p>")
+    return (text + "<table><tr><th>trial</th><th>measured ε</th><th>audit's ε lower bound</th><th>verdict</th></tr>"
+            + "".join(rows) + "</table>")
 
 
 def _comparison_section(rows: Sequence[ComparisonRow]) -> str:

@@ -22,7 +22,7 @@ from tuner.compare import ComparisonRow
 from tuner.config import StudyConfig
 from tuner.outcome import judge
 from tuner.queries import is_feasible
-from tuner.record import FAILURE, TrialRecord, constraint_attrs
+from tuner.record import AUDITED, FAILURE, TrialRecord, constraint_attrs
 from tuner.report import report_html, write_report
 from tuner.study import CAVEATS, open_study
 
@@ -138,7 +138,7 @@ def test_the_sections_come_in_order_with_plotly_js_embedded_once(
     page = report[2]
     headings = re.findall(r"<h2>([^<]*)</h2>", without_plotly(page))
     assert headings == ["Privacy statement", "Caveats and the privacy of the procedure", "Search grid",
-                        "Privacy–utility trade-off", "Trials", "Each trial's max-delta series and F1"]
+                        "Privacy–utility trade-off", "Audit", "Trials", "Each trial's max-delta series and F1"]
     assert page.count(PLOTLY_JS) == 1 and page.count("<html") == 1
     # the grid, the trade-off, trial 0's series and violins, trial 1's series, trial 4's series
     assert page.count(FIGURE) == 6
@@ -153,6 +153,20 @@ def figure_data(page: str, title: str) -> dict[str, Any]:
         if layout.get("title", {}).get("text", "").startswith(title):
             return {"data": data, "layout": layout}
     raise AssertionError(f"no figure titled {title!r}")
+
+
+def test_the_audit_section_holds_each_audited_trials_measured_epsilon_beside_the_audits_bound(
+        config: StudyConfig) -> None:
+    """An audit (here one `audit` or `release` remembered on trial 0) that refutes the measured ε is shown beside it,
+    in the section and in the chosen configuration's line; a study never audited says how to audit it."""
+    study = a_study(config)
+    assert "No trial of this study has been audited yet" in report_html(study, config)
+    study.set_user_attr(AUDITED, {"0": 9.5})
+    page = report_html(study, config)
+    section = page[page.index("<h2>Audit</h2>"):page.index("<h2>Trials</h2>")]
+    assert (f"<tr><td>0</td><td>{EPSILON:.3f}</td><td>9.500</td><td class='text'>refuted: the audit shows epsilon "
+            "&gt;= 9.5</td></tr>") in section
+    assert f"ε = {EPSILON:.3f}, refuted: the audit shows epsilon &gt;= 9.5, macro-F1" in page
 
 
 def test_the_trade_off_tells_the_verdict_s_story_point_by_point(study_file: Callable[..., Path]) -> None:
