@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from swagppm.cache import FINGERPRINT_KEY
+from swagppm.cache import FINGERPRINT_KEY, tensor_digest
 
 
 def cpu_kernels(device: torch.device | str = "cpu") -> str:
@@ -54,14 +54,6 @@ def code_digest() -> str:
     for path in sorted(root.rglob("*.py"), key=lambda p: p.relative_to(root).as_posix()):
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-def tensor_digest(tensor: torch.Tensor) -> str:
-    """SHA-256 of a tensor's dtype, shape and exact bytes (bit-identical values give equal digests)."""
-    data = tensor.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy()
-    digest = hashlib.sha256(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
-    digest.update(data.data)
     return digest.hexdigest()
 
 

@@ -59,7 +59,7 @@ class Resources:
         self.threads = torch.get_num_threads()
         self.cpu_kernels = cpu_kernels(self.device)
         prepared = prepare_data(config.data, seed=config.seed)
-        self.cache = PrivateCache(config.cache_dir)
+        self.cache = PrivateCache(config.cache_dir, hold=True)  # `clean` refuses it while this process lives
         self.fingerprint_key = fingerprint_key(self.cache.directory)
         # the bare digests stay here: results, studies and exports carry keyed ones
         self._records_hash = prepared.records_hash
@@ -86,7 +86,9 @@ class Resources:
         self.close()
 
     def close(self) -> None:
-        """Drop the model and every tensor (device memory is freed once nothing else refers to them)."""
+        """Drop the model and every tensor (device memory is freed once nothing else refers to them); let the private
+        cache go."""
+        self.cache.release()
         for name in ("bundle", "net", "tokens", "train", "test"):
             self.__dict__.pop(name, None)
         if self.device.type == "cuda":

@@ -89,7 +89,8 @@ class AtomicArtifactStore(FileSystemArtifactStore):
     so a full disk or a killed worker never leaves a truncated picture for the dashboard to show."""
 
     def write(self, artifact_id: str, content_body: BinaryIO) -> None:
-        write_atomic(self._get_filepath(artifact_id), content_body.read(), parents=False)  # the folder is the store
+        # the folder is the store; it was named when the study was made if it lies in a git checkout
+        write_atomic(self._get_filepath(artifact_id), content_body.read(), parents=False, warn=False)
 
 
 def publish_trial(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, config: StudyConfig) -> None:

@@ -22,6 +22,7 @@ from tuner.config import StudyConfig
 from tuner.dashboard import AtomicArtifactStore, publish_trial
 from tuner.faults import WORKER, trial_heartbeat
 from tuner.outcome import DrawChecks, Outcome, counted, judge
+from tuner.outputs import owner_folder
 from tuner.record import FAILURE, FIGURES_ERROR, RAN_BY, store_constraints
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ class Objective:
         self.on_outcome = on_outcome
         self.progress = progress
         self.echo = echo
-        config.artifact_dir.mkdir(parents=True, exist_ok=True)
+        owner_folder(config.artifact_dir)
         self.artifacts = AtomicArtifactStore(config.artifact_dir)
         self._session: swagppm.Session | None = None
         self.lines: dict[int, str] = {}  # each judged trial's progress line, until the run prints it

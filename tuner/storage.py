@@ -9,7 +9,10 @@ times. Every message names the host with every credential masked.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -20,7 +23,12 @@ from urllib.parse import unquote, unquote_plus
 import optuna
 import sqlalchemy.exc
 from optuna.storages import BaseStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.storages.journal import JournalFileBackend, JournalRedisBackend, JournalStorage
+from optuna.storages.journal import (
+    JournalFileBackend,
+    JournalFileSymlinkLock,
+    JournalRedisBackend,
+    JournalStorage,
+)
 from sqlalchemy.engine import URL, make_url
 
 from swagppm import ConfigError
@@ -173,9 +181,7 @@ def make_storage(
 def _open(url: str, storage_kind: str, *, heartbeat_interval: int | None, grace_period: int | None,
           max_retries: int, connect_timeout: int) -> BaseStorage:
     if storage_kind == "journal":
-        path = journal_path(url)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return JournalStorage(JournalFileBackend(str(path)))
+        return open_journal(journal_path(url))
     if storage_kind == "redis":
         _ping_redis(url, connect_timeout)
         return JournalStorage(JournalRedisBackend(url))
@@ -218,6 +224,66 @@ def _grpc_proxy(url: str, connect_timeout: int) -> BaseStorage:
         raise ConnectionError(f"no gRPC storage proxy answered at {host}:{port} within {connect_timeout}s "
                               "(start one with `swagppm-tune proxy`)") from None
     return proxy
+
+
+def open_journal(path: Path) -> JournalStorage:
+    """A journal file storage, verified before anything appends to it: a last line cut mid-write (a process killed
+    while writing it) is moved aside, and a damaged line inside is refused in one line naming it (``ConfigError``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cut_off_unfinished_line(path)
+    try:
+        return JournalStorage(JournalFileBackend(str(path)))
+    except ValueError:  # a line that is not one whole operation, inside the file: Optuna stops reading there
+        number = _first_damaged_line(path)
+        if number is None:
+            raise
+        raise ConfigError(f"the journal {path} is damaged at line {number}: it is not one whole operation (a write "
+                          "cut short, then written after), so the study cannot be read past it; restore the file "
+                          f"from a copy, or keep a copy and cut it to its first {number - 1} lines (the operations "
+                          "after them are lost)") from None
+
+
+def cut_off_unfinished_line(path: Path) -> Path | None:
+    """Under the journal's own lock (no writer is mid-line then), move a last line that lacks its newline to
+    ``<path>.cut-<time>``: Optuna never read it as an operation, and the next append would glue itself to it and break
+    the file for good. Says so on stderr; the file it was moved to, or None when the journal ends whole."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    lock = JournalFileSymlinkLock(str(path))
+    lock.acquire()
+    try:
+        with open(path, "rb+") as journal:
+            journal.seek(-1, os.SEEK_END)
+            if journal.read(1) == b"\n":
+                return None
+            journal.seek(0)
+            data = journal.read()
+            whole = data.rfind(b"\n") + 1
+            aside = path.with_name(f"{path.name}.cut-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+            handle = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(handle, "wb") as kept:
+                kept.write(data[whole:])
+                kept.flush()
+                os.fsync(kept.fileno())
+            journal.truncate(whole)
+            journal.flush()
+            os.fsync(journal.fileno())
+    finally:
+        lock.release()
+    print(f"warning: the journal {path} ended in a line cut mid-write (a process was killed while writing it); "
+          f"Optuna never read that unfinished operation, so it was moved to {aside} ({len(data) - whole} bytes) "
+          "and the study goes on without it", file=sys.stderr)
+    return aside
+
+
+def _first_damaged_line(path: Path) -> int | None:
+    with open(path, "rb") as journal:
+        for number, line in enumerate(journal, start=1):
+            try:
+                json.loads(line)
+            except ValueError:
+                return number
+    return None
 
 
 def _engine_kwargs(url: URL, connect_timeout: int) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import dataclasses
 import fcntl
 import hashlib
 import json
+import os
 import secrets
 import tempfile
 import threading
@@ -34,6 +35,7 @@ from tuner.config import StudyConfig
 from tuner.faults import WORKER, quiet_heartbeat_errors, recover_stale_trials
 from tuner.ledger import FingerprintsRecords, Ledger
 from tuner.outcome import TRIAL_LEGEND
+from tuner.outputs import OWNER_FILE, create_storage_file, owner_folder
 from tuner.queries import FINISHED, best_feasible, closest_trial, finished_count
 from tuner.record import BASELINE_F1_MACRO, FAILURE, RAN_BY
 from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
@@ -82,6 +84,7 @@ class RunSummary:
 def open_storage(config: StudyConfig) -> BaseStorage:
     """The study's storage, with the heartbeat, retry and timeout settings of ``[study]``."""
     settings = config.study
+    create_storage_file(config)  # owner-only from its first byte (tuner.outputs)
     return make_storage(config.storage_url, heartbeat_interval=settings.heartbeat_interval,
                         grace_period=settings.grace_period, max_retries=settings.max_retries,
                         connect_timeout=settings.connect_timeout)
@@ -218,8 +221,8 @@ def study_lock(config: StudyConfig) -> Iterator[None]:
         return
     lock = database.with_name(database.name + ".lock")
     try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(lock, "a")  # noqa: SIM115 - closed by the with below
+        owner_folder(lock.parent)
+        handle = os.fdopen(os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_APPEND, OWNER_FILE), "a")
     except OSError as error:
         raise ConfigError(f"{config.path} [study]: the SQLite study's folder {lock.parent} cannot be written "
                           f"({error.strerror or error}): a run keeps its database and {lock.name} there") from None
@@ -238,7 +241,7 @@ def check_artifact_dir(config: StudyConfig) -> None:
     """The artifact folder can be created and written, checked before the first (expensive) fit, not after it."""
     folder = config.artifact_dir
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        owner_folder(folder)
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as error:

@@ -42,20 +42,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def attempt(session: Any, fit: Any, out: Path, cap: float) -> dict[str, Any]:
     """One release attempt at the cap ``cap``: its verdict and, where the audit ran, its bound."""
-    from swagppm.releases.writer import AuditRefuted
-    from tuner.release import ReleaseOptions, release_draw
+    from swagppm.releases.staging import claim
+    from swagppm.releases.writer import AuditRefuted, ReleaseSpec
+    from tuner.release import ReleaseRequest, release
 
     row: dict[str, Any] = {"epsilon_cap": cap, "measured_epsilon": fit.result.epsilon}
     if fit.result.epsilon > cap:
         return row | {"verdict": "refused: measured epsilon above the cap"}
     try:
-        released = release_draw(session, fit, out, options=ReleaseOptions(epsilon_cap=cap), force=False,
-                                 overwrite=False, trials_run=None)
+        with claim(out, overwrite=False) as target:
+            released = release(session, fit, target, ReleaseRequest(spec=ReleaseSpec(epsilon_cap=cap),
+                                                                     source="benchmarks/fit/audit_osha.py"))
     except AuditRefuted as error:
         return row | {"verdict": "refused by the audit", "line": str(error)}
     audit = released.audit["released_draw"]
     return row | {"verdict": "released", "audit_bound": audit.epsilon_lower_bound,
                   "strongest_auc": max(a.auc for a in audit.attacks)}
+
+
+def osha_labels(path: Path) -> list[str]:
+    """The declared label set: every OIICS nature code of the public sample (a public schema, not the private
+    data's surviving classes)."""
+    return sorted({str(json.loads(line)["nature"]) for line in path.read_text().splitlines() if line.strip()})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -72,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as work:
         config = swagppm.SWAGPPMConfig.from_dict({
             **REDUCED, "device": "cpu", "cache_dir": str(Path(work) / "cache"),
-            "data": {"source": str(args.data), "label_column": "nature"},
+            "data": {"source": str(args.data), "label_column": "nature", "labels": osha_labels(args.data)},
             "model": {"name_or_path": str(minilm.get_model_path()), "trainable": "last_n_layers", "n_layers": 1}})
         with swagppm.Session(config) as session:
             for c, epochs in GRID:

@@ -9,7 +9,8 @@ with its accountant and passes in as ``Selection.cost``.
 That cost holds only when the selection set is public: scored on the private test
 split, the choice of draw depends on private records in a way no accountant here
 covers, and the release says so (``accounted`` false). A file declared public
-that shares a text with the private data is refused (saying so on the card would
+that shares a text with the private data (compared as the model's tokenizer
+normalises texts, and ignoring letter case, width and spacing) is refused (saying so on the card would
 tell whether one record is in a public set). How many candidates were tried, and
 the score on the private split, depend on the private data too: they go to the
 owner-only report, never to the public card. ``public_scores`` scores the
@@ -20,7 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping
+import unicodedata
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,8 +156,9 @@ def _public_set(resources: Resources, source: str) -> _SelectionSet:
     if unknown:
         raise DataError(f"{source}: {unknown} of {len(labels)} records have a {config.label_column!r} value that is "
                         f"not one of the {data.num_classes} classes the model was trained on")
-    private = {_digest(text) for text in (*data.train_texts, *data.test_texts)}
-    overlap = sum(_digest(text) in private for text in texts)
+    canonical = _canonical_form(resources.bundle.tokenizer)
+    private = {_digest(canonical(text)) for text in (*data.train_texts, *data.test_texts)}
+    overlap = sum(_digest(canonical(text)) in private for text in texts)
     if overlap:
         raise DataError(f"{source}: {overlap} of {len(texts)} records also occur in the private data; a set declared "
                         "public must hold no private record (remove them)")
@@ -165,6 +168,21 @@ def _public_set(resources: Resources, source: str) -> _SelectionSet:
     return _SelectionSet(split=split, labels=codes, private=False)
 
 
+def _canonical_form(tokenizer: Any) -> Callable[[str], str]:
+    """A text as the model cannot tell it apart from its variants: the tokenizer's own normaliser (a fast tokenizer's:
+    lower case, accents stripped, control characters dropped, for an uncased model), then Unicode compatibility forms,
+    letter case and runs of white space folded whatever the tokenizer, since a record in other case or spacing is the
+    same record to a reader and to a membership attack."""
+    normalizer = getattr(getattr(tokenizer, "backend_tokenizer", None), "normalizer", None)
+
+    def canonical(text: str) -> str:
+        if normalizer is not None:
+            text = normalizer.normalize_str(text)
+        return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+    return canonical
+
+
 def _digest(text: str) -> bytes:
-    """A text's digest for the overlap check (surrounding white space ignored; never leaves the process)."""
-    return hashlib.sha256(text.strip().encode()).digest()
+    """A canonical text's digest for the overlap check (never leaves the process)."""
+    return hashlib.sha256(text.encode()).digest()

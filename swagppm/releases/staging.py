@@ -6,7 +6,8 @@ the same folder fails at once. Everything is written into ``.DIR.staging-<pid>-<
 beside the target, with ``config.json`` kept under another name until the end (a
 staging folder never loads as a model), and renamed into place only when the
 model, card, README and owner report are all written. The owner report is moved
-out first, beside the folder (``DIR.owner-report.json``, 0600). A failed release
+out first, beside the folder (``DIR.owner-report.json``, 0600) or wherever the
+caller puts it (outside a git checkout, say), never inside the public folder. A failed release
 removes its staging folder; a killed one leaves it, and the next claim of the same
 target removes it (whoever holds the lock, no staging folder of that target is live).
 """
@@ -14,6 +15,7 @@ target removes it (whoever holds the lock, no staging folder of that target is l
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import glob
 import json
@@ -37,14 +39,18 @@ def owner_report_path(out: Path) -> Path:
     return out.parent / f"{out.name}.owner-report.json"
 
 
-def check_target(out: Path, *, overwrite: bool) -> None:
-    """Refuse a target that is a file, a folder that is not empty, or a report the tool did not write (no overwrite)."""
+def check_target(out: Path, *, overwrite: bool, report: Path | None = None) -> None:
+    """Refuse a target that is a file, a folder that is not empty, or a report the tool did not write (no overwrite),
+    and a ``report`` path (default: beside the folder) inside the public folder."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{out}: the release folder is a file; name a new folder")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise ConfigError(f"{out}: the release folder is not empty; name a new folder, or pass --overwrite "
                           "(overwrite=True in Python) to replace it as a whole")
-    report = owner_report_path(out)
+    report = owner_report_path(out) if report is None else report
+    if Path(os.path.realpath(out)) in Path(os.path.realpath(report)).parents:
+        raise ConfigError(f"{report}: the owner-only report would lie inside the release folder {out}, which is "
+                          "public; put it elsewhere")
     if report.exists() and not overwrite and not _is_owner_report(report):
         raise ConfigError(f"{report}: exists and was not written by swagppm (the release's owner report goes "
                           "there); move it, or pass --overwrite")
@@ -64,10 +70,11 @@ class ReleaseTarget:
     path: Path
     overwrite: bool
     lock_fd: int | None
+    report_path: Path | None = None  # where the owner-only report goes (None: beside the folder)
 
     @property
     def report(self) -> Path:
-        return owner_report_path(self.path)
+        return owner_report_path(self.path) if self.report_path is None else self.report_path
 
     def close(self) -> None:
         """Remove the lock file and let the lock go: nothing of a release attempt stays beside the target (a process
@@ -103,12 +110,12 @@ class ReleaseTarget:
         report untouched).
         """
         write_owner_report(folder, document)
-        check_target(self.path, overwrite=self.overwrite)  # still true: nothing else writes under our lock
+        check_target(self.path, overwrite=self.overwrite, report=self.report)  # still true: nothing else writes
         for path in folder.iterdir():
             path.chmod(OWNER_MODE if path.name == STAGED_REPORT else FILE_MODE)
         folder.chmod(FOLDER_MODE)
         report = _hidden_beside(self.report, "staging")
-        os.replace(folder / STAGED_REPORT, report)
+        _move(folder / STAGED_REPORT, report)
         try:
             if (folder / HIDDEN_CONFIG).exists():
                 os.replace(folder / HIDDEN_CONFIG, folder / "config.json")
@@ -130,23 +137,53 @@ class ReleaseTarget:
             os.replace(folder, self.path)
 
 
+def _move(source: Path, target: Path) -> None:
+    """A rename, or, onto another file system (an owner report kept elsewhere), an owner-only copy then the
+    original's removal."""
+    try:
+        os.replace(source, target)
+        return
+    except OSError as error:
+        if error.errno != errno.EXDEV:
+            raise
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, OWNER_MODE)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(source.read_bytes())
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
+    source.unlink()
+
+
 def _hidden_beside(path: Path, kind: str) -> Path:
     """A fresh hidden name beside ``path`` (``.NAME.KIND-PID-HEX``), which ``claim`` cleans when it is stale."""
     return path.parent / f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def claim(out_dir: str | Path, *, overwrite: bool) -> ReleaseTarget:
-    """Check the target, take its lock (a second release into it fails here) and remove stale staging folders."""
+def claim(out_dir: str | Path, *, overwrite: bool, report: str | Path | None = None) -> ReleaseTarget:
+    """Check the target, take its lock (a second release into it fails here) and remove stale staging folders.
+    ``report``: where the owner-only report goes (default: beside the folder)."""
     out = Path(out_dir)
-    check_target(out, overwrite=overwrite)
+    report_path = None if report is None else Path(report)
+    check_target(out, overwrite=overwrite, report=report_path)
+    if report_path is not None:
+        try:
+            report_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as error:
+            raise ConfigError(f"{report_path}: cannot write the owner report there ({error.strerror or error})") \
+                from None
     fd = _locked(out)
     for stale in out.parent.glob(f".{glob.escape(out.name)}.staging-*"):
         shutil.rmtree(stale, ignore_errors=True)
     for stale in out.parent.glob(f".{glob.escape(out.name)}.replaced-*"):
         shutil.rmtree(stale, ignore_errors=True)
-    for stale in out.parent.glob(f".{glob.escape(owner_report_path(out).name)}.staging-*"):
+    target = ReleaseTarget(path=out, overwrite=overwrite, lock_fd=fd, report_path=report_path)
+    for stale in target.report.parent.glob(f".{glob.escape(target.report.name)}.staging-*"):
         stale.unlink(missing_ok=True)
-    return ReleaseTarget(path=out, overwrite=overwrite, lock_fd=fd)
+    return target
 
 
 def _lock_path(out: Path) -> Path:

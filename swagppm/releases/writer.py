@@ -94,9 +94,11 @@ class ReleaseSpec:
             raise ConfigError(f"epsilon_cap = {self.epsilon_cap!r}: the declared cap must be a positive number")
 
 
-def check_release(out_dir: str | Path, spec: ReleaseSpec, config: SWAGPPMConfig) -> Path:
+def check_release(out_dir: str | Path, spec: ReleaseSpec, config: SWAGPPMConfig, *,
+                  report: Path | None = None) -> Path:
     """Refuse what would leak or destroy, before any work: no declared label set, a data-derived tokenizer, a target
-    that is a file or a folder that is not empty, an owner report the tool did not write, no write access beside it.
+    that is a file or a folder that is not empty, an owner report the tool did not write or one inside the public
+    folder (``report``: its path when not beside the folder), no write access beside it.
 
     Call it before ``Session.fit`` (nothing is created but the target's parent folder); ``stage`` checks again.
     """
@@ -110,7 +112,7 @@ def check_release(out_dir: str | Path, spec: ReleaseSpec, config: SWAGPPMConfig)
             "for demos."
         )
     out = Path(out_dir)
-    check_target(out, overwrite=spec.overwrite)
+    check_target(out, overwrite=spec.overwrite, report=report)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         probe = out.parent / f".{out.name}.write-check"

@@ -1,12 +1,17 @@
-"""Helpers shared by the swagppm tests: a small fast configuration, an error that must name a path, and a
-Hugging Face dataset repository in a local, offline hub cache."""
+"""Helpers shared by the swagppm tests: a small fast configuration, an error that must name a path, a
+Hugging Face dataset repository in a local, offline hub cache, a read-only folder, a umask for a block, and
+another process using a private cache."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import multiprocessing
 import os
-from collections.abc import Callable
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +19,8 @@ import pandas as pd
 import pytest
 
 import swagppm
+from swagppm.cache import PrivateCache
+from tests import PATIENCE
 
 
 def small_config(cache_dir: Path, **overrides: object) -> swagppm.SWAGPPMConfig:
@@ -87,3 +94,60 @@ def parquet_bytes(rows: list[dict[str, object]]) -> bytes:
     buffer = io.BytesIO()
     pd.DataFrame(rows).to_parquet(buffer, index=False)
     return buffer.getvalue()
+
+
+@contextlib.contextmanager
+def read_only(folder: Path) -> Iterator[None]:
+    """``folder`` made read-only for this process: mode 0500, or, for root (whom modes do not stop), the immutable
+    attribute (skipped where neither holds)."""
+    if os.geteuid() != 0:
+        folder.chmod(0o500)
+        try:
+            yield
+        finally:
+            folder.chmod(0o700)
+        return
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True, check=False).returncode != 0:
+        pytest.skip("no way to make a folder read-only for root here (chattr +i failed)")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+@contextlib.contextmanager
+def umask(mask: int) -> Iterator[None]:
+    """The process umask set to ``mask`` for the block, then restored."""
+    previous = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def _use_the_cache(cache_dir: str, ready: Any, done: Any) -> None:
+    """What a running fit does with the cache: hold it, then read and write an entry; until told to stop."""
+    import torch
+
+    cache = PrivateCache(cache_dir, hold=True)
+    cache.get_or_compute("stage1", "c" * 40, lambda: {"risk": torch.zeros(2)}, validate=lambda p: True)
+    ready.set()
+    done.wait(PATIENCE)
+
+
+@contextlib.contextmanager
+def a_process_using(cache_dir: Path) -> Iterator[None]:
+    """Another process (spawned) holding the private cache ``cache_dir`` as a running fit does, for the block."""
+    context = multiprocessing.get_context("spawn")
+    ready, done = context.Event(), context.Event()
+    child = context.Process(target=_use_the_cache, args=(str(cache_dir), ready, done))
+    child.start()
+    try:
+        deadline = time.monotonic() + PATIENCE
+        while not ready.wait(0.1):
+            assert child.is_alive() and time.monotonic() < deadline, "the other process never held the cache"
+        yield
+    finally:
+        done.set()
+        child.join(PATIENCE)
+

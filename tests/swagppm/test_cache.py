@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import re
 import stat
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import torch
 from swagppm import ConfigError
 from swagppm import cache as cache_module
 from swagppm.cache import MARKER, SUBFOLDER, PrivateCache, cache_key, clear_cache
-from tests.swagppm.helpers import small_config
+from tests.swagppm.helpers import a_process_using, read_only, small_config
 
 
 def test_entries_are_owner_only_and_written_atomically(tmp_path: Path) -> None:
@@ -154,3 +155,94 @@ def test_an_impossible_cache_folder_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match="cannot create the private cache folder"):
         PrivateCache(tmp_path / "file" / "cache")
+
+
+def _damage(path: Path, old: bytes, new: bytes) -> None:
+    """Change one run of bytes inside an entry's tensor data, where ``torch.load`` never looks (as a bad sector or a
+    copy from a failing disk would)."""
+    data = path.read_bytes()
+    assert data.count(old) == 1
+    path.write_bytes(data.replace(old, new))
+
+
+def test_an_entry_whose_bytes_were_damaged_is_named_and_recomputed_never_used(tmp_path: Path) -> None:
+    cache = PrivateCache(tmp_path / "cache")
+    risk = torch.arange(64, dtype=torch.float64) / 7
+    cache.get_or_compute("features", "k" * 40, lambda: {"risk": risk, "note": "x"}, validate=lambda p: True)
+    path = cache.path("features", "k" * 40)
+    _damage(path, risk[10:12].numpy().tobytes(), (risk[10:12] + 1e-9).numpy().tobytes())
+    assert torch.load(path, weights_only=True)["risk"][10] != risk[10]  # it loads: only the checksum can tell
+    with pytest.warns(UserWarning, match=f"private cache entry {path} is corrupt \\(its checksum does not match its "
+                                         "contents: the file was damaged\\); recomputing it"):
+        payload, hit = cache.get_or_compute("features", "k" * 40, lambda: {"risk": risk, "note": "x"},
+                                            validate=lambda p: True)
+    assert not hit and torch.equal(payload["risk"], risk)
+    again, hit = cache.get_or_compute("features", "k" * 40, lambda: {"risk": risk + 1}, validate=lambda p: True)
+    assert hit and torch.equal(again["risk"], risk)  # the rebuilt entry is whole again
+
+
+def test_the_checksum_covers_every_tensor_and_every_value_in_a_fixed_order() -> None:
+    from swagppm.cache import payload_checksum
+
+    base = {"a": torch.zeros(3), "b": [1, 2.5, "x"], "c": {"d": torch.ones(2, dtype=torch.int64)}}
+    assert payload_checksum(base) == payload_checksum(dict(reversed(base.items())))
+    changed = [{**base, "a": torch.tensor([0.0, 0.0, 1e-30])}, {**base, "a": torch.zeros(3, dtype=torch.float64)},
+               {**base, "a": torch.zeros(1, 3)}, {**base, "b": [1, 2.5, "y"]}, {**base, "b": [1, 2.5000001, "x"]},
+               {**base, "c": {"d": torch.tensor([1, 2])}}, {**base, "e": None}]
+    assert len({payload_checksum(p) for p in [base, *changed]}) == len(changed) + 1
+
+
+@pytest.mark.slow  # a second process
+def test_a_cache_another_process_is_using_is_refused_whole_and_cleaned_once_it_ends(tmp_path: Path) -> None:
+    with a_process_using(tmp_path / "cache"):
+        before = sorted(p.name for p in (tmp_path / "cache").iterdir())
+        with pytest.raises(ConfigError) as info:
+            clear_cache(tmp_path / "cache")
+        assert str(info.value) == (f"the private cache {tmp_path / 'cache'} is in use by a running fit, study or "
+                                   "worker; nothing was deleted: clean it once that process has ended")
+        assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == before
+    assert clear_cache(tmp_path / "cache") == (tmp_path / "cache", 2) and not (tmp_path / "cache").exists()
+
+
+def test_a_held_cache_is_refused_until_released_and_a_cleaned_one_is_made_again(tmp_path: Path) -> None:
+    held = PrivateCache(tmp_path / "cache", hold=True)
+    with pytest.raises(ConfigError, match="is in use"):
+        clear_cache(tmp_path / "cache")
+    held.release()
+    held.release()  # twice: nothing
+    assert clear_cache(tmp_path / "cache") == (tmp_path / "cache", 0) and not (tmp_path / "cache").exists()
+    again = PrivateCache(tmp_path / "cache", hold=True)
+    assert (again.directory / MARKER).is_file()
+    again.release()
+
+
+def test_a_cache_that_cannot_be_deleted_is_one_line_and_nothing_goes(tmp_path: Path) -> None:
+    cache = PrivateCache(tmp_path / "cache")
+    cache.get_or_compute("stage1", "d" * 40, lambda: {"risk": torch.zeros(2)}, validate=lambda p: True)
+    before = sorted(p.name for p in cache.directory.iterdir())
+    with read_only(cache.directory), pytest.raises(ConfigError) as info:
+        clear_cache(tmp_path / "cache")
+    assert re.fullmatch(rf"the private cache {re.escape(str(cache.directory))} cannot be cleaned: \S+ cannot be "
+                        r"deleted \((Permission denied|Operation not permitted)\); nothing was deleted",
+                        str(info.value))
+    assert sorted(p.name for p in cache.directory.iterdir()) == before
+
+
+@pytest.mark.fits
+def test_a_damaged_stage1_entry_is_recomputed_and_the_fit_gives_the_same_epsilon(tmp_path: Path) -> None:
+    """Damaged risks, read as they are, would move ε with no word; detected, stage 1 is computed again and ε is the
+    undamaged fit's, bit for bit."""
+    import swagppm
+
+    config = small_config(tmp_path / "cache", stage1_epochs=2, swag_epochs=2, draws_risk=3, draws_privacy=4,
+                          draws_utility=2)
+    first = swagppm.run_fit(config, c=1.0, ft_epochs=1)
+    [entry] = (tmp_path / "cache").glob("stage1-*.pt")
+    risk = torch.load(entry, weights_only=True)["risk"]
+    data = entry.read_bytes()
+    chunk = risk[5:9].numpy().tobytes()
+    assert data.count(chunk) == 1
+    entry.write_bytes(data.replace(chunk, (risk[5:9] * 1.5).numpy().tobytes()))
+    with pytest.warns(UserWarning, match=f"private cache entry {entry} is corrupt \\(its checksum does not match"):
+        second = swagppm.run_fit(config, c=1.0, ft_epochs=1)
+    assert not second.stage1_cache_hit and second.epsilon == first.epsilon

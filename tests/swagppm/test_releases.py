@@ -270,16 +270,16 @@ def test_the_readme_usage_snippet_runs_verbatim(released: Path) -> None:
 
 
 def test_the_library_checks_a_release_folder_before_any_fit(tmp_path: Path) -> None:
-    """``swagppm.releases.check_release_dir`` is what a script calls before ``Session.fit`` (the README's snippet)."""
+    """``swagppm.releases.check_release`` is what a script calls before ``Session.fit`` (the README's snippet)."""
     import swagppm.releases
 
     folder = tmp_path / "out"
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
+    spec, config = swagppm.releases.ReleaseSpec(epsilon_cap=1.0, force=True), small_config(tmp_path / "cache")
     with pytest.raises(swagppm.ConfigError, match="not empty"):
-        swagppm.releases.check_release_dir(folder, overwrite=False, data_derived=False, force=False)
-    assert swagppm.releases.check_release_dir(tmp_path / "new", overwrite=False, data_derived=False,
-                                              force=False) == tmp_path / "new"
+        swagppm.releases.check_release(folder, spec, config)
+    assert swagppm.releases.check_release(tmp_path / "new", spec, config) == tmp_path / "new"
     assert not (tmp_path / "new").exists()
 
 

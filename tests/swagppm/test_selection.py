@@ -85,6 +85,27 @@ def test_a_public_set_that_holds_private_records_is_refused(fitted: tuple[swagpp
         check_selection(session, Selection(source=source, threshold=0.0, rounds=2, stop_probability=0.5))
 
 
+def test_a_private_record_in_other_case_spacing_width_or_accents_is_refused_like_a_copy(
+        fitted: tuple[swagppm.Session, swagppm.Fit, Path]) -> None:
+    """The tiny model's tokenizer lower-cases and strips accents: to it (and to a membership attack on it) these are
+    the private records themselves."""
+    session, _, folder = fitted
+    private = session.data.train_texts[:4]
+    variants = [private[0].upper(), "  " + "   ".join(private[1].split()) + "\t", private[2].replace("a", "\uff41"),
+                private[3].replace("e", "\u00e9")]
+    assert all(variant != text for variant, text in zip(variants, private, strict=True))
+    labels = [session.data.class_names[k] for k in session.data.test_labels[:60]]
+    texts = [f"Reported publicly: {text}" for text in session.data.test_texts[:60]]
+    for index, variant in enumerate(variants):
+        pd.DataFrame({"text": [variant, *texts[1:]], "label": labels}).to_csv(folder / f"variant{index}.csv",
+                                                                               index=False)
+        with pytest.raises(swagppm.DataError, match="1 of 60 records also occur in the private data"):
+            check_selection(session, Selection(source=str(folder / f"variant{index}.csv"), threshold=0.0, rounds=2,
+                                               stop_probability=0.5))
+    check_selection(session, Selection(source=public_file(session, folder / "clean.csv"), threshold=0.0, rounds=2,
+                                       stop_probability=0.5))
+
+
 def test_no_candidate_reaching_the_threshold_releases_nothing_after_exactly_the_budget(
     fitted: tuple[swagppm.Session, swagppm.Fit, Path], monkeypatch: pytest.MonkeyPatch,
 ) -> None:

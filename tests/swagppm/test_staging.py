@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from swagppm.releases.staging import (
     owner_report_path,
     write_owner_report,
 )
+from tests.swagppm.helpers import umask
 
 TOOL_REPORT = json.dumps({"format": "swagppm-owner-report/1", "epsilon": {"measured": 1.5}})
 
@@ -53,15 +53,6 @@ def _stage(target: ReleaseTarget, files: dict[str, str]) -> Path:
             (folder / name).write_text(text)
         target.commit(folder, {"epsilon": {"measured": 1.5}})
     return folder
-
-
-@contextlib.contextmanager
-def _umask(mask: int) -> Iterator[None]:
-    previous = os.umask(mask)
-    try:
-        yield
-    finally:
-        os.umask(previous)
 
 
 def test_a_new_path_an_empty_folder_and_a_folder_beside_the_tools_own_report_are_accepted_untouched(
@@ -207,12 +198,15 @@ def test_hiding_a_config_that_was_not_written_fails(tmp_path: Path) -> None:
         hide_config(tmp_path)
 
 
-def test_the_commit_makes_files_readable_by_others_and_the_report_owner_only_whatever_the_umask(
-        tmp_path: Path) -> None:
+@pytest.mark.parametrize("mask", [0o077, 0o022, 0o000])
+def test_the_commit_makes_files_readable_by_others_and_the_report_owner_only_whatever_theumask(
+        tmp_path: Path, mask: int) -> None:
+    """The release folder is the one public output: 0644 files in a 0755 folder even under the command line's umask
+    077, and never writable by others under 000; its owner report and lock stay owner-only."""
     out = tmp_path / "model"
-    with _umask(0o077):
-        folder = _stage(ReleaseTarget(path=out, overwrite=False, lock_fd=None),
-                        {"model.safetensors": "weights", "release_card.json": "{}", "README.md": "# card"})
+    with umask(mask), claim(out, overwrite=False) as target:
+        assert stat.S_IMODE((tmp_path / ".model.lock").stat().st_mode) == 0o600  # while the release holds it
+        folder = _stage(target, {"model.safetensors": "weights", "release_card.json": "{}", "README.md": "# card"})
     assert not folder.exists() and _listing(tmp_path) == ["model", "model.owner-report.json"]
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()} == {
@@ -286,7 +280,7 @@ def test_a_commit_whose_final_rename_fails_leaves_no_owner_report(tmp_path: Path
 
 def test_the_owner_report_is_created_owner_only_whatever_the_umask_and_starts_with_its_format(
         tmp_path: Path) -> None:
-    with _umask(0):
+    with umask(0):
         write_owner_report(tmp_path, {"epsilon": {"measured": float("nan")}, "trials_run": 3})
     path = tmp_path / STAGED_REPORT
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -299,3 +293,40 @@ def test_an_owner_report_is_never_written_over(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError):
         write_owner_report(tmp_path, {"second": True})
     assert json.loads((tmp_path / STAGED_REPORT).read_text()) == {"format": OWNER_FORMAT, "first": True}
+
+
+def test_an_owner_report_kept_elsewhere_goes_there_owner_only_and_nothing_goes_beside(tmp_path: Path) -> None:
+    out, report = tmp_path / "public" / "model", tmp_path / "private" / "reports" / "model.json"
+    with umask(0o022), claim(out, overwrite=False, report=report) as target:
+        assert target.report == report
+        folder = _stage(target, {"model.safetensors": "weights", "release_card.json": "{}"})
+    assert not folder.exists() and _listing(out.parent) == ["model"]
+    assert json.loads(report.read_text())["format"] == OWNER_FORMAT and _listing(report.parent) == ["model.json"]
+    assert stat.S_IMODE(report.stat().st_mode) == 0o600 and stat.S_IMODE(report.parent.stat().st_mode) == 0o700
+
+
+def test_an_owner_report_inside_the_public_folder_is_refused_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "model"
+    with pytest.raises(ConfigError) as info:
+        claim(out, overwrite=True, report=out / "owner.json")
+    assert str(info.value) == (f"{out / 'owner.json'}: the owner-only report would lie inside the release folder "
+                               f"{out}, which is public; put it elsewhere")
+    assert _listing(tmp_path) == []
+
+
+def test_an_owner_report_on_another_file_system_is_copied_owner_only(tmp_path: Path) -> None:
+    """A real second file system (a tmpfs): the report cannot be renamed there, so it is copied and the staged one
+    removed."""
+    other = tmp_path / "other"
+    other.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(other)],
+                                           capture_output=True, check=False).returncode != 0:
+        pytest.skip("no second file system can be mounted here")
+    try:
+        with claim(tmp_path / "model", overwrite=False, report=other / "model.json") as target:
+            _stage(target, {"README.md": "# card"})
+        assert json.loads((other / "model.json").read_text())["format"] == OWNER_FORMAT
+        assert stat.S_IMODE((other / "model.json").stat().st_mode) == 0o600 and _listing(other) == ["model.json"]
+        assert _listing(tmp_path / "model") == ["README.md"]
+    finally:
+        subprocess.run(["umount", str(other)], check=False)

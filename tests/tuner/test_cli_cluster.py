@@ -13,7 +13,7 @@ from tests.tuner.helpers import one_error_line
 from tuner.cli import main
 from tuner.config import StudyConfig
 from tuner.study import open_study
-from tuner.tuning import ACCOUNTED_TRIALS, ACCOUNTING
+from tuner.tuning import ACCOUNTED_TRIALS, CLAIM
 
 
 def test_create_makes_the_study_and_its_start_points_without_a_trial_and_again_changes_nothing(
@@ -26,7 +26,7 @@ def test_create_makes_the_study_and_its_start_points_without_a_trial_and_again_c
             f"`swagppm-tune worker {path}`\n")
     study = open_study(StudyConfig.from_toml(path), create=False)
     assert [t.state for t in study.get_trials()] == [TrialState.WAITING, TrialState.WAITING]
-    assert study.user_attrs[ACCOUNTING] is None and "definition" in study.user_attrs
+    assert study.user_attrs[CLAIM]["accounting"] is None and "definition" in study.user_attrs
     assert not (tmp_path / "small-artifacts").exists() and not (tmp_path / "cache").exists()  # no fit, no stage 1
 
 
@@ -34,12 +34,12 @@ def test_create_fixes_an_accounted_studys_terms_once(study_file: Callable[..., P
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """Through ``open_study``: the accounting and the number of trials K are drawn when the study is created."""
     path = study_file(study={"storage": "journal:s.log", "accounted": True, "sampler": "random",
-                             "public_eval": "public.jsonl"})
+                             "public_eval": "public.jsonl", "max_records": 1000})
     assert main(["create", str(path)]) == 0
     assert "0 waiting" in capsys.readouterr().out  # an accounted study enqueues no fixed point
     study = open_study(StudyConfig.from_toml(path), create=False)
     drawn = study.user_attrs[ACCOUNTED_TRIALS]
-    assert study.user_attrs[ACCOUNTING]["epsilon_target"] == 50.0
+    assert study.user_attrs[CLAIM]["epsilon_cap"] == 50.0 and study.user_attrs[CLAIM]["mode"] == "accounted"
     assert main(["create", str(path)]) == 0
     assert open_study(StudyConfig.from_toml(path), create=False).user_attrs[ACCOUNTED_TRIALS] == drawn
 

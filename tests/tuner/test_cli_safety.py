@@ -51,7 +51,7 @@ def test_clean_never_deletes_a_folder_the_tool_did_not_create(study_file: Callab
     cache = tmp_path / "swagppm-private"  # the tool made its own marked folder inside
     assert any(cache.iterdir())
     capsys.readouterr()
-    assert main(["clean", str(path)]) == 0
+    assert main(["clean", str(path), "--yes"]) == 0
     assert f"removed the private cache {cache}" in capsys.readouterr().out
     assert not cache.exists() and (tmp_path / "notes.txt").read_text() == "mine" and path.exists()
     assert (tmp_path / "small-artifacts").is_dir()
@@ -445,7 +445,7 @@ def test_a_write_is_all_or_nothing(tmp_path: Path) -> None:
         write_atomic(blocked / "inner", "new")
     assert sorted(p.name for p in blocked.iterdir()) == ["inner"]  # its temporary file is gone
     write_atomic(target, "new")
-    assert target.read_text() == "new" and oct(target.stat().st_mode & 0o777) != oct(0o600)
+    assert target.read_text() == "new" and oct(target.stat().st_mode & 0o777) == oct(0o600)  # owner-side: 0600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked", "out.json"]
 
 

@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import errno
 import os
+import shutil
 import stat
-from collections.abc import Callable, Iterable, Mapping
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 from swagppm import ConfigError, SWAGPPMConfig
+from tests import PATIENCE
+from tests.swagppm.helpers import umask
+from tests.tuner.helpers import a_study_on_a_data_file, merged, one_error_line, with_a_feasible_trial, write_study
+from tuner.cli import main
 from tuner.config import StudyConfig
-from tuner.outputs import check_output, inputs_of, is_stream, resolved, write_atomic
+from tuner.outputs import (
+    check_output,
+    check_replaced_folder,
+    create_owner_only,
+    inputs_of,
+    is_stream,
+    owner_folder,
+    resolved,
+    write_atomic,
+)
 
 NEVER = "writing there would destroy it (name another path; --overwrite does not allow this)"
 KEPT = "swagppm-tune replaces no file it finds (pass --overwrite to replace it)"
@@ -24,6 +42,11 @@ def on_a_data_file(study_file: Callable[..., Path], tmp_path: Path) -> tuple[Pat
     data = tmp_path / "records.jsonl"
     data.write_text('{"text": "a record", "label": 0}\n')
     return study_file(data={"source": "records.jsonl", "synthetic_size": None, "synthetic_classes": None}), data
+
+
+def modes(folder: Path) -> dict[str, int]:
+    """The mode of ``folder`` and of everything under it, by path from ``folder``'s parent."""
+    return {str(p.relative_to(folder.parent)): stat.S_IMODE(p.stat().st_mode) for p in [folder, *folder.rglob("*")]}
 
 
 def refusal(path: Path | str, *, inputs: Mapping[Path, str] | None = None, overwrite: bool = False, what: str = "-o",
@@ -248,18 +271,53 @@ def test_text_is_written_as_utf8_and_bytes_as_they_are(tmp_path: Path) -> None:
 def test_missing_folders_are_made_unless_parents_is_false(tmp_path: Path) -> None:
     write_atomic(tmp_path / "a" / "b" / "out.json", "{}")
     assert (tmp_path / "a" / "b" / "out.json").read_text() == "{}"
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(OSError) as missing:
         write_atomic(tmp_path / "c" / "out.json", "{}", parents=False)
+    assert missing.value.errno == errno.ENOENT and str(missing.value).startswith(f"{tmp_path / 'c' / 'out.json'}: ")
     assert not (tmp_path / "c").exists()
 
 
-def test_a_written_file_has_the_modes_the_umask_allows(tmp_path: Path) -> None:
-    before = os.umask(0o027)
-    try:
-        write_atomic(tmp_path / "out.json", "{}")
-    finally:
-        os.umask(before)
-    assert stat.S_IMODE((tmp_path / "out.json").stat().st_mode) == 0o640
+@pytest.mark.parametrize("mask", [0o022, 0o000, 0o027])
+def test_a_written_file_and_the_folders_made_for_it_are_owner_only_whatever_the_umask(tmp_path: Path,
+                                                                                      mask: int) -> None:
+    (tmp_path / "theirs").mkdir(mode=0o755)
+    with umask(mask):
+        write_atomic(tmp_path / "theirs" / "new" / "deeper" / "out.json", "{}")
+        write_atomic(tmp_path / "theirs" / "new" / "out.json", "{}")  # written over: the new file is owner-only too
+    assert modes(tmp_path / "theirs") == {"theirs": 0o755, "theirs/new": 0o700, "theirs/new/deeper": 0o700,
+                                          "theirs/new/deeper/out.json": 0o600, "theirs/new/out.json": 0o600}
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o000])
+def test_owner_only_files_and_folders_are_made_so_and_what_exists_is_left_alone(tmp_path: Path, mask: int) -> None:
+    (tmp_path / "kept").mkdir(mode=0o755)
+    (tmp_path / "kept" / "mine.db").write_text("mine")
+    (tmp_path / "kept" / "mine.db").chmod(0o644)
+    with umask(mask):
+        assert owner_folder(tmp_path / "kept" / "a" / "b") == tmp_path / "kept" / "a" / "b"
+        assert create_owner_only(tmp_path / "kept" / "c" / "study.db") is True
+        assert create_owner_only(tmp_path / "kept" / "mine.db") is False
+    assert modes(tmp_path / "kept") == {"kept": 0o755, "kept/a": 0o700, "kept/a/b": 0o700, "kept/c": 0o700,
+                                        "kept/c/study.db": 0o600, "kept/mine.db": 0o644}
+    assert (tmp_path / "kept" / "mine.db").read_text() == "mine" and (tmp_path / "kept" / "c" / "study.db").stat(
+    ).st_size == 0
+
+
+def test_sqlite_gives_its_sidecars_the_mode_of_the_database_the_tool_created(tmp_path: Path) -> None:
+    """Why creating the database 0600 is enough: SQLite creates its journal, WAL and shared-memory files with the
+    database's own mode, whatever the umask."""
+    import sqlite3
+
+    with umask(0):
+        create_owner_only(tmp_path / "study.db")
+        connection = sqlite3.connect(tmp_path / "study.db")
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("CREATE TABLE t (x)")
+        connection.execute("INSERT INTO t VALUES (1)")
+        connection.commit()
+        sidecars = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+        connection.close()
+    assert sidecars == {"study.db": 0o600, "study.db-shm": 0o600, "study.db-wal": 0o600}
 
 
 def test_writing_over_a_symlink_replaces_the_link_not_its_target(tmp_path: Path) -> None:
@@ -275,3 +333,242 @@ def test_a_device_is_written_straight_through() -> None:
         pytest.skip("no /dev/null on this system")
     assert write_atomic("/dev/null", "discarded") == Path("/dev/null")
     assert stat.S_ISCHR(Path("/dev/null").stat().st_mode)  # still the device, not a file renamed over it
+
+
+# --- owner-side files through the command line -----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mask", [0o022, 0o000])
+def test_every_owner_side_file_of_the_command_line_is_owner_only_whatever_the_umask(
+        study_file: Callable[..., Path], tmp_path: Path, mask: int) -> None:
+    """The study database and its artifact folder, an export, a report, a journal storage, and a file written by
+    plain ``open`` under the command line (as optuna-dashboard and submitit write): 0600 files in 0700 folders."""
+    path = study_file()
+    with umask(mask):
+        with_a_feasible_trial(path)
+        with_a_feasible_trial(path, storage=f"journal:{tmp_path / 'runs' / 'journal.log'}")
+        assert main(["export", str(path), "-o", str(tmp_path / "out" / "best.json")]) == 0
+        assert main(["report", str(path), "-o", str(tmp_path / "out" / "reports" / "report.html")]) == 0
+        assert main(["demo", "--dir", str(tmp_path / "demo")]) == 0
+        assert os.umask(mask) == mask  # the command line gave the caller its umask back
+    assert modes(tmp_path / "out") == {"out": 0o700, "out/best.json": 0o600, "out/reports": 0o700,
+                                       "out/reports/report.html": 0o600}
+    assert modes(tmp_path / "runs") == {"runs": 0o700, "runs/journal.log": 0o600}
+    assert modes(tmp_path / "demo") == {"demo": 0o700, "demo/demo.toml": 0o600}
+    assert modes(tmp_path / "small-artifacts")["small-artifacts"] == 0o700
+    assert stat.S_IMODE((tmp_path / "small.db").stat().st_mode) == 0o600
+
+
+# --- a folder replaced as a whole ------------------------------------------------------------------------------------
+
+
+def test_a_replaced_folder_holding_an_input_is_refused_and_so_is_an_input_beside_it(study_file: Callable[..., Path],
+                                                                                    tmp_path: Path) -> None:
+    path, data = on_a_data_file(study_file, tmp_path)
+    config, args = StudyConfig.from_toml(path), argparse.Namespace()
+    for folder in (tmp_path, tmp_path.parent):
+        with pytest.raises(ConfigError) as info:
+            check_replaced_folder(folder, config=config, args=args, what="-o")
+        assert str(info.value) == (f"-o {folder}: holds {resolved(data)}, the data of this run; replacing the folder "
+                                   "would delete it (name another folder; --overwrite does not allow this)")
+    with pytest.raises(ConfigError, match=f"-o {tmp_path / 'records.jsonl'}: is the data of this run"):
+        check_replaced_folder(tmp_path / "records.jsonl", config=config, args=args, what="-o")
+    with pytest.raises(ConfigError, match=f"-o {data}: is the data of this run"):
+        check_replaced_folder(tmp_path / "model", config=config, args=args, what="-o", beside=[data])
+    check_replaced_folder(tmp_path / "model", config=config, args=args, what="-o",
+                          beside=[tmp_path / "model.owner-report.json"])
+    assert not (tmp_path / "model").exists()  # a check creates nothing
+
+
+def test_a_replaced_folder_holding_the_studys_cache_or_artifacts_is_refused(study_file: Callable[..., Path],
+                                                                          tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    path = study_file(study={"artifacts": str(work / "figures")}, swagppm={"cache_dir": str(work / "cache")})
+    config = StudyConfig.from_toml(path).with_storage(f"sqlite:///{tmp_path / 'db' / 'small.db'}")
+    (work / "figures").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="holds .*figures, the study's artifact folder of this run"):
+        check_replaced_folder(work, config=config, args=argparse.Namespace(), what="-o")
+    (work / "cache").mkdir()
+    with pytest.raises(ConfigError, match=r"is the private cache \(cache_dir\) of this run"):
+        check_replaced_folder(work / "cache", config=config, args=argparse.Namespace(), what="--release")
+    check_replaced_folder(tmp_path / "model", config=config, args=argparse.Namespace(), what="-o")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv, named", [
+    (["release", "STUDY", "-o", "HOME", "--overwrite", "--force"], "the study file"),
+    (["release", "--from", "EXPORT", "-o", "HOME", "--overwrite", "--force"], "the export read (--from)"),
+    (["release", "STUDY", "--storage", "sqlite:///ELSEWHERE/other.db", "-o", "ELSEWHERE", "--overwrite", "--force"],
+     "the study storage"),
+    (["fit", "STUDY", "--release", "HOME", "--overwrite", "--force"], "the study file"),
+    (["release", "STUDY", "-o", "DATA", "--overwrite", "--force"], "the data"),
+])
+def test_release_overwrite_never_deletes_an_input(study_file: Callable[..., Path], tmp_path: Path, argv: list[str],
+                                                  named: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--overwrite`` replaces the release folder as a whole: a folder holding the study file, its database, the
+    data or the export read is refused in one line before anything is read or fitted, and all of it stays."""
+    path, data = a_study_on_a_data_file(study_file, tmp_path)
+    export = tmp_path / "best.json"
+    assert main(["export", str(path), "-o", str(export)]) == 0
+    elsewhere = tmp_path / "elsewhere"
+    with_a_feasible_trial(path, storage=f"sqlite:///{elsewhere / 'other.db'}")
+    names = {"STUDY": str(path), "HOME": str(tmp_path), "EXPORT": str(export), "DATA": str(data),
+             "ELSEWHERE": str(elsewhere)}
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main([names.get(arg, arg.replace("ELSEWHERE", str(elsewhere))) for arg in argv]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert named in line and "--overwrite does not allow this" in line, line
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert not (tmp_path / "cache").exists()  # refused before any fit
+
+
+# --- a full disk -----------------------------------------------------------------------------------------------------
+
+# The command line where no file may grow past LIMIT bytes: a write past it fails partway (EFBIG), as on a full disk.
+LIMITED = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.RLIM_INFINITY))
+from tuner.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real full file system: a tiny tmpfs filled to its last byte (skipped where this user cannot mount one)."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+                                                   capture_output=True, check=False).returncode == 0
+    if not mounted:
+        pytest.skip("no tmpfs can be mounted here (the file-size-limit test covers the same failure)")
+    try:
+        handle = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(handle, b"\0" * 4096)
+        os.close(handle)
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+def write_failure(path: Path, line: str, reason: str) -> None:
+    assert line == (f"swagppm-tune: error: {path}: could not be written ({reason}); the file there, if any, is "
+                    "unchanged"), line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("verb", ["export", "report"])
+def test_an_output_on_a_full_disk_is_one_line_and_exit_2(study_file: Callable[..., Path], full_disk: Path, verb: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    capsys.readouterr()
+    assert main([verb, str(path), "-o", str(full_disk / "out")]) == 2
+    write_failure(full_disk / "out", one_error_line(capsys.readouterr().err), os.strerror(errno.ENOSPC))
+    assert sorted(p.name for p in full_disk.iterdir()) == ["filler"]  # no half file, no temporary file
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("verb", ["export", "report"])
+def test_an_output_cut_by_a_file_size_limit_is_one_line_and_exit_2(study_file: Callable[..., Path], tmp_path: Path,
+                                                                   verb: str) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    (tmp_path / "out").write_text("kept")
+    done = subprocess.run([sys.executable, "-c", LIMITED, "512", verb, str(path), "-o", str(tmp_path / "out"),
+                           "--overwrite"], env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=PATIENCE, check=False)
+    assert done.returncode == 2, done.stderr[-800:]
+    write_failure(tmp_path / "out", one_error_line(done.stderr), os.strerror(errno.EFBIG))
+    assert (tmp_path / "out").read_text() == "kept" and not list(tmp_path.glob(".out.*"))
+
+
+@pytest.mark.fits
+def test_an_audit_output_on_a_full_device_is_one_line_and_exit_2(study_file: Callable[..., Path],
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The audit fits and audits first; its JSON then meets /dev/full (every write: no space left): one line, exit 2,
+    the audit's result printed above it."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full (a file every write to fails) on this system")
+    path = study_file()
+    with_a_feasible_trial(path)
+    capsys.readouterr()
+    assert main(["audit", str(path), "-o", "/dev/full", "-q"]) == 2
+    out, err = capsys.readouterr()
+    write_failure(Path("/dev/full"), one_error_line(err), os.strerror(errno.ENOSPC))
+    assert "membership-inference audit of c = " in out
+
+
+# --- owner-side files in a git checkout ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A real git working tree (``git init``) in ``tmp_path / "repo"``."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, capture_output=True)
+    return resolved(repo)
+
+
+def checkout_warnings(err: str) -> list[str]:
+    return [line for line in err.splitlines() if "in the git working tree" in line]
+
+
+def test_an_owner_side_file_in_a_checkout_is_named_once_until_git_ignores_it(
+        checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_atomic(checkout / "out" / "best.json", "{}")
+    write_atomic(checkout / "out" / "best.json", "{}")  # the same file again: not named again
+    assert checkout_warnings(capsys.readouterr().err) == [
+        f"warning: {checkout / 'out' / 'best.json'}: private figures (exact epsilon, seeds, settings of fits on "
+        f"private data) in the git working tree {checkout}, not ignored by git: one `git add -A` would publish it; "
+        f"add /out/best.json to {checkout / '.gitignore'}, or keep it outside the checkout"]
+    (checkout / ".gitignore").write_text("*.html\n")
+    write_atomic(checkout / "report.html", "<html>")
+    write_atomic(tmp_path / "outside.json", "{}")
+    write_atomic(checkout / "figure.svg", "<svg/>", warn=False)
+    assert checkout_warnings(capsys.readouterr().err) == []
+
+
+@pytest.mark.slow
+def test_a_new_study_in_a_checkout_names_its_database_figures_and_cache_in_one_line(
+        checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_study(checkout / "small.toml", merged())
+    with_a_feasible_trial(path)
+    assert checkout_warnings(capsys.readouterr().err) == [
+        f"warning: {checkout / 'small.db'}, {checkout}/small-artifacts/, {checkout}/cache/: private figures "
+        f"(exact epsilon, seeds, settings of fits on private data) in the git working tree {checkout}, not ignored "
+        f"by git: one `git add -A` would publish them; add /small.db /small-artifacts/ /cache/ to "
+        f"{checkout / '.gitignore'}, or keep them outside the checkout"]
+    with_a_feasible_trial(path)  # the study exists: nothing is said again
+    assert checkout_warnings(capsys.readouterr().err) == []
+
+
+@pytest.mark.fits
+def test_a_release_in_a_checkout_names_its_owner_report_and_owner_report_keeps_it_outside(
+        checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's flow leaves FOLDER.owner-report.json beside the release, in the user's checkout: said once, with
+    the way out; ``--owner-report`` puts it outside, owner-only, and nothing private stays beside the folder."""
+    path = write_study(checkout / "small.toml", merged())
+    (checkout / ".gitignore").write_text("/small.db\n/small-artifacts/\n/cache/\n")
+    fit = ["fit", str(path), "--c", "1.0", "--ft-epochs", "1", "--figures", os.devnull, "--force", "--release"]
+    assert main([*fit, str(checkout / "released")]) == 0
+    report = checkout / "released.owner-report.json"
+    assert checkout_warnings(capsys.readouterr().err) == [
+        f"warning: {report}: private figures (exact epsilon, seeds, settings of fits on private data) in the git "
+        f"working tree {checkout}, not ignored by git: one `git add -A` would publish it; add "
+        f"/released.owner-report.json to {checkout / '.gitignore'}, or keep it outside the checkout (--owner-report "
+        "FILE)"]
+    elsewhere = tmp_path / "private" / "owner.json"
+    assert main([*fit, str(checkout / "again"), "--owner-report", str(elsewhere)]) == 0
+    out, err = capsys.readouterr()
+    assert checkout_warnings(err) == [] and f"owner-only report (not for publication): {elsewhere}" in out
+    assert stat.S_IMODE(elsewhere.stat().st_mode) == 0o600 and (checkout / "again" / "release_card.json").is_file()
+    assert not (checkout / "again.owner-report.json").exists()

@@ -95,7 +95,7 @@ def test_the_private_cache_is_owner_only_and_clean_removes_it(demo_study: Path, 
     files = [f for f in cache.iterdir() if f.is_file()]
     assert files and all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
     capsys.readouterr()
-    assert main(["clean", str(demo_study)]) == 0
+    assert main(["clean", str(demo_study), "--yes"]) == 0
     assert not cache.exists() and f"removed the private cache {cache}" in capsys.readouterr().out
     assert main(["clean", str(demo_study)]) == 0
     assert "nothing to clean" in capsys.readouterr().out

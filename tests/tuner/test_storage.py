@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import socket
+import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
@@ -16,6 +18,8 @@ from optuna.storages.journal import JournalStorage
 from sqlalchemy.engine import make_url
 
 from swagppm import ConfigError
+from tests.tuner.helpers import one_error_line, with_a_feasible_trial
+from tuner.cli import main
 from tuner.storage import (
     _lost_schema_race,
     describe_error,
@@ -352,3 +356,52 @@ def test_the_grpc_proxy_serves_only_a_server_database(url: str) -> None:
 ])
 def test_only_a_lost_race_to_create_the_tables_is_retried(error: str, lost: bool) -> None:
     assert _lost_schema_race(sqlalchemy.exc.IntegrityError("CREATE TABLE", {}, Exception(error))) is lost
+# --- a journal verified before anything appends to it ----------------------------------------------------------------
+
+
+def cut_mid_line(journal: Path) -> bytes:
+    """Append the first half of a copy of the journal's last operation, without its newline: the file as a process
+    killed while writing an operation leaves it. The half line."""
+    half = journal.read_bytes().splitlines()[-1][:40]
+    with open(journal, "ab") as handle:
+        handle.write(half)
+    return half
+
+
+@pytest.mark.slow
+def test_a_journal_cut_mid_line_is_named_and_mended_before_anything_appends(
+        study_file: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, journal = study_file(), tmp_path / "study.log"
+    with_a_feasible_trial(path, storage=f"journal:{journal}")
+    whole = journal.read_bytes()
+    half = cut_mid_line(journal)
+    capsys.readouterr()
+    assert main(["status", str(path), "--storage", f"journal:{journal}"]) == 0
+    [aside] = tmp_path.glob("study.log.cut-*")
+    warning = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: the journal")]
+    assert warning == [f"warning: the journal {journal} ended in a line cut mid-write (a process was killed while "
+                       "writing it); Optuna never read that unfinished operation, so it was moved to "
+                       f"{aside} ({len(half)} bytes) and the study goes on without it"]
+    assert journal.read_bytes() == whole and aside.read_bytes() == half
+    assert stat.S_IMODE(aside.stat().st_mode) == 0o600
+    with_a_feasible_trial(path, storage=f"journal:{journal}")  # appends where the cut line was
+    study = optuna.load_study(study_name="small", storage=make_storage(f"journal:{journal}"))
+    assert len(study.trials) == 2 and not capsys.readouterr().err  # nothing left to mend
+
+
+@pytest.mark.slow
+def test_a_journal_damaged_inside_is_refused_in_one_line_naming_the_line(
+        study_file: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What an unchecked append onto a cut line leaves: one line that is two operations glued together."""
+    path, journal = study_file(), tmp_path / "study.log"
+    with_a_feasible_trial(path, storage=f"journal:{journal}")
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join([*lines[:3], lines[3][:25], *lines[3:]]))
+    before = journal.read_bytes()
+    assert main(["status", str(path), "--storage", f"journal:{journal}"]) == 2
+    assert one_error_line(capsys.readouterr().err) == (
+        f"swagppm-tune: error: the journal {journal} is damaged at "
+        "line 4: it is not one whole operation (a write cut short, then written after), so the study cannot be read "
+        "past it; restore the file from a copy, or keep a copy and cut it to its first 3 lines (the operations after "
+        "them are lost)")
+    assert journal.read_bytes() == before

@@ -339,14 +339,14 @@ def test_a_study_resumes_after_clean_keep_key_and_is_refused_after_a_plain_clean
     cache = tmp_path / "cache"
     path = study_at(tmp_path, cache, study={"n_trials": 1}, swagppm={"cache_dir": str(cache), "draws_privacy": 8})
     assert main(["run", str(path)]) in (0, 1)
-    assert main(["clean", str(path), "--keep-key"]) == 0
+    assert main(["clean", str(path), "--keep-key", "--yes"]) == 0
     out = capsys.readouterr().out
     assert f"kept its fingerprint key {cache / 'fingerprint.key'}" in out
     assert sorted(p.name for p in cache.iterdir()) == [".swagppm-private-cache", "fingerprint.key"]
     path = study_at(tmp_path, cache, study={"n_trials": 2}, swagppm={"cache_dir": str(cache), "draws_privacy": 8})
     assert main(["run", str(path)]) in (0, 1)
     assert len(load(path)[1].get_trials(states=(TrialState.COMPLETE,))) == 2
-    assert main(["clean", str(path)]) == 0
+    assert main(["clean", str(path), "--yes"]) == 0
     assert "its fingerprint key went with it: this study cannot be resumed" in capsys.readouterr().out
     path = study_at(tmp_path, cache, study={"n_trials": 3}, swagppm={"cache_dir": str(cache), "draws_privacy": 8})
     assert main(["run", str(path)]) == 2

@@ -17,7 +17,7 @@ Verbs:
   rejudge    judge a study's trials again against other targets
   report     one self-contained HTML file of the study
   dashboard  optuna-dashboard on the study (trials, feasibility, figures)
-  clean      delete the private cache
+  clean      delete the private cache (says what that makes impossible, then asks; --yes)
   explain    what a printed word means (the glossary): swagppm-tune explain not_judged
 swagppm-tune VERB --help lists a verb's flags.
 
@@ -31,6 +31,8 @@ Optional packages (Opacus for compare, submitit for launch, a database driver
 for the storage), output files and folders are checked before any fit. Long
 steps report their progress on stderr (a bar on a terminal, else one line per
 stage); -q/--quiet silences it.
+Only the release folder is public: every other file written is owner-side,
+created 0600 in 0700 folders (the verbs run under umask 077).
 
 Exit status:
   0    ok (run, status, export, release: a feasible trial exists)
@@ -198,12 +200,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     import optuna  # after parsing: --help answers without it
 
     from swagppm import progress
+    from tuner.outputs import OWNER_UMASK
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.environ.setdefault(PROGRESS_BARS_ENV, "1")  # our one line per step replaces the libraries' progress bars
     progress.configure(not args.quiet)  # long steps report as bars on a terminal, else as lines on stderr
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(line_buffering=True)  # into a pipe or a log too, each line shows when it is printed
+    previous_umask = os.umask(OWNER_UMASK)  # what the verb and its libraries create is owner-only (tuner.outputs)
     try:
         code = commands[args.verb].run(args)
         sys.stdout.flush()  # a closed pipe shows here, where it is handled below
@@ -213,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if failure is None and os.environ.get(DEBUG_ENV):
             raise
         return report_failure(error, failure or INTERNAL)
+    finally:
+        os.umask(previous_umask)  # a caller in the same process (a test, a notebook) keeps its own
 
 
 def report_failure(error: BaseException, failure: Failure) -> int:

@@ -36,6 +36,7 @@ from tuner.cli.arguments import (
     positive_float,
     positive_int,
     probability,
+    run_config,
     selection,
     share,
     study_config,
@@ -64,7 +65,7 @@ from tuner.export import Chosen, chosen_from_study, refit_suspects
 from tuner.figures import figures_html
 from tuner.ledger import AUDIT_ENTRY, Ledger
 from tuner.outcome import counted, judge, result_line
-from tuner.outputs import write_atomic
+from tuner.outputs import check_replaced_folder, warn_in_checkout, write_atomic
 from tuner.record import AUDITED
 from tuner.release import ReleaseRequest, audit_count, measured_line, measured_text, release, selection_sentence
 from tuner.search import StartPoint
@@ -116,6 +117,8 @@ class FitCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         """One fit: outputs checked first, its line printed before any file is written, --release from this fit."""
         request = fit_request(args)
+        if args.release is not None:
+            check_release_target(args, args.release, what="--release", config=request.study or request.config)
         figures = None
         if request.study is not None:
             figures = args.figures or request.study.artifact_dir / f"fit-c{request.c:.3f}-e{request.ft_epochs}.html"
@@ -133,7 +136,8 @@ class FitCommand(Command):
             print(f"using {request.chosen.threads} CPU thread(s), as the exported trial did (on a CPU, epsilon "
                   "depends on the thread count in its last digits)")
         with contextlib.ExitStack() as stack:
-            target = None if wanted is None else stack.enter_context(claim_release_dir(args.release, wanted))
+            target = None if wanted is None else stack.enter_context(
+                claim_release_dir(args.release, wanted, report=args.owner_report))
             session = stack.enter_context(swagppm.Session(request.config))
             check_release_inputs(session, wanted)
             fit = session.fit(c=request.c, ft_epochs=request.ft_epochs, g=request.g,
@@ -220,6 +224,9 @@ def add_publication_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--public-labels", action="store_true",
                         help="publish the class names (default: LABEL_0, LABEL_1, ...; the mapping goes to the "
                              "owner-only report)")
+    parser.add_argument("--owner-report", type=Path, default=None, metavar="FILE",
+                        help="where the owner-only report goes (default: FOLDER.owner-report.json beside the "
+                             "release); keep it outside any git checkout, with the private data")
     parser.add_argument("--force-audit", action="store_true",
                         help="release even when the membership-inference audit refutes the claim epsilon <= the "
                              "study's target (the card then says so); without it such a release exits 7")
@@ -257,7 +264,7 @@ def release_request(args: argparse.Namespace, out: Path, config: swagppm.SWAGPPM
                        public_labels=args.public_labels, public_eval=public_eval,
                        tuning=chosen.tuning if chosen is not None else None, selection=chosen_selection,
                        force=args.force, overwrite=args.overwrite)
-    check_release(out, spec, config)
+    check_release(out, spec, config, report=args.owner_report)
     source = str(chosen.path) if chosen is not None else str(args.study)
     return ReleaseRequest(spec=spec, force_audit=args.force_audit, delta=delta, source=source)
 
@@ -271,12 +278,23 @@ def check_release_fields(chosen: Chosen) -> None:
         raise ConfigError(f"{chosen.path}: field trials_run.total = {trials!r:.40} is not a count")
 
 
+def check_release_target(args: argparse.Namespace, out: Path, *, what: str,
+                         config: StudyConfig | swagppm.SWAGPPMConfig | None = None) -> None:
+    """The release folder (replaced as a whole with --overwrite) is no input of the run and holds none, and neither is
+    the owner report beside it (``tuner.outputs``): checked before anything is read or fitted."""
+    from swagppm.releases.staging import owner_report_path  # plain files, no torch
+
+    check_replaced_folder(out, config=run_config(args) if config is None else config, args=args, what=what,
+                          beside=[args.owner_report or owner_report_path(out)])
+
+
 @contextlib.contextmanager
-def claim_release_dir(out: Path, request: ReleaseRequest) -> Iterator[ReleaseTarget]:
-    """The release folder locked before the fit (``swagppm.releases``: imported here, it needs torch)."""
+def claim_release_dir(out: Path, request: ReleaseRequest, *, report: Path | None) -> Iterator[ReleaseTarget]:
+    """The release folder locked before the fit, its owner report at ``report`` (default: beside the folder)
+    (``swagppm.releases``: imported here, it needs torch)."""
     from swagppm.releases.staging import claim
 
-    with claim(out, overwrite=request.spec.overwrite) as target:
+    with claim(out, overwrite=request.spec.overwrite, report=report) as target:
         yield target
 
 
@@ -325,6 +343,7 @@ def release_fit(session: swagppm.Session, fit: swagppm.Fit, target: ReleaseTarge
     print(audit_text(released.audit, epsilon=cap))
     print(measured_line(released, fit.result.epsilon))
     print(f"owner-only report (not for publication): {target.report}")
+    warn_in_checkout([target.report], elsewhere=" (--owner-report FILE)")
     return EXIT_OK
 
 
@@ -372,7 +391,7 @@ class ReleaseCommand(Command):
         add_study_or_export(parser, study_help="study TOML file (or use --from)")
         parser.add_argument("-o", "--output", type=Path, required=True,
                             help="folder to write the released model to (its owner-only report goes beside it, "
-                                 "as FOLDER.owner-report.json)")
+                                 "as FOLDER.owner-report.json, unless --owner-report)")
         add_release_flags(parser)
         add_publication_flags(parser)
         add_data_override(parser)
@@ -381,6 +400,7 @@ class ReleaseCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Every input checked and the folder locked before the fit; the folder appears only when complete."""
+        check_release_target(args, args.output, what="-o")
         chosen = chosen_configuration(args, "released")
         if chosen is None:
             return EXIT_INFEASIBLE
@@ -388,7 +408,8 @@ class ReleaseCommand(Command):
         wanted = release_request(args, args.output, chosen.config, selection(args, releasing=True),
                                  claim=chosen.claim, chosen=chosen)
         study = None if args.study is None else open_existing_study(study_config(args, data=False))
-        with claim_release_dir(args.output, wanted) as target, swagppm.Session(chosen.config) as session:
+        with (claim_release_dir(args.output, wanted, report=args.owner_report) as target,
+              swagppm.Session(chosen.config) as session):
             check_release_inputs(session, wanted)
             fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g)
             return release_fit(session, fit, target, wanted, study, chosen.trial)

@@ -423,28 +423,55 @@ class CleanCommand(Command):
         parser.add_argument("--keep-key", action="store_true",
                             help="keep the fingerprint key (random, derived from no record) so that the study can "
                                  "be resumed; without it the study's stored fingerprint can never be matched again")
+        parser.add_argument("--yes", action="store_true",
+                            help="delete without asking (needed when standard input is not a terminal)")
 
     def run(self, args: argparse.Namespace) -> int:
-        """Delete the private cache's own files; a folder the tool did not create is refused (exit 2), never
-        emptied."""
+        """Say what deleting the private cache makes impossible, ask (or need --yes), then delete the cache's own
+        files; a folder the tool did not create, a cache in use and one that cannot be deleted are refused (exit 2)."""
         config = study_config(args)
-        from swagppm.cache import FINGERPRINT_KEY, clear_cache, default_cache_dir  # torch: only for this verb
+        from swagppm.cache import FINGERPRINT_KEY, cache_contents, clear_cache, default_cache_dir  # torch: only here
 
-        folder, removed = clear_cache(config.fit.cache_dir, keep_key=args.keep_key)
-        if folder is None:
+        contents = cache_contents(config.fit.cache_dir, keep_key=args.keep_key)
+        if contents.folder is None:
             print(f"nothing to clean: no private cache in {config.fit.cache_dir or default_cache_dir()}")
             return EXIT_OK
         shared = "" if config.fit.cache_dir else " (the default cache, shared by every study without cache_dir)"
-        print(f"removed the private cache {folder}: {removed} files{shared}")
+        print(f"clean deletes the private cache {contents.folder}: {counted(len(contents.files), 'file')}{shared}")
         if args.keep_key:
-            print(f"  kept its fingerprint key {folder / FINGERPRINT_KEY}: the study can be resumed (stage 1 is "
-                  "computed again)")
+            print(f"  and keeps its fingerprint key {contents.folder / FINGERPRINT_KEY}: the study can be resumed "
+                  "(stage 1 is computed again)")
         else:
-            print("  its fingerprint key went with it: this study cannot be resumed on these records under its "
-                  "name (a new [study] name can); `clean --keep-key` keeps the key")
+            print(f"  with its fingerprint key: study {config.study.name!r} can then never be resumed on these "
+                  "records under its name (a new [study] name can); `clean --keep-key` keeps the key")
+        if not confirmed(args.yes, f"the private cache {contents.folder}"):
+            print("nothing was deleted")
+            return EXIT_OK
+        folder, removed = clear_cache(config.fit.cache_dir, keep_key=args.keep_key)
+        assert folder is not None  # found above; only clean removes it, and a second clean waits for none
+        print(f"removed the private cache {folder}: {counted(removed, 'file')}")
+        if args.keep_key:
+            print(f"  kept its fingerprint key {folder / FINGERPRINT_KEY}: the study can be resumed")
+        else:
+            print("  its fingerprint key went with it: this study cannot be resumed on these records under its name")
         if folder.exists() and not args.keep_key:
             print(f"  {folder} also holds files swagppm did not write; they were kept")
         return EXIT_OK
+
+
+def confirmed(yes: bool, what: str) -> bool:
+    """Whether to go on with a deletion: ``--yes``, else the answer on a terminal; off a terminal without ``--yes`` it
+    is refused (``ConfigError``), since no one can answer there."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise ConfigError(f"clean: standard input is not a terminal, so no one can confirm; nothing was deleted (pass "
+                          f"--yes to delete {what})")
+    try:
+        answer = input("delete it? [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
 
 class ReportCommand(Command):
