@@ -300,9 +300,12 @@ class _Envelope:
 
     def delta(self, epsilon: float) -> float:
         """The smallest δ for which (``epsilon``, δ) is consistent with every pair: max(low − e^ε · high), ≥ 0."""
-        if math.isinf(epsilon):
-            return 0.0
-        return max([0.0, *(low - math.exp(epsilon) * high for high, low in self.points)])
+        return max([0.0, *(low - _scaled(high, epsilon) for high, low in self.points)])
+
+
+def _scaled(high: float, epsilon: float) -> float:
+    """e^ε · high without overflow for any ε (inf included): capped at e^709, far above any probability."""
+    return 0.0 if high == 0.0 else math.exp(min(epsilon + math.log(high), 709.0))
 
 
 def _slope_at_least_one(left: tuple[float, float], right: tuple[float, float]) -> bool:

@@ -83,9 +83,18 @@ DELTA_ASSUMED = 0.0
 def max_auc(epsilon: float, delta: float = 0.0) -> float:
     """The largest ROC AUC any membership attack can have against an (ε, δ)-DP mechanism: 1 − (1 − δ)² / (1 + e^ε).
 
-    At δ = 0 it is e^ε / (1 + e^ε); the derivation is in the module docstring.
+    At δ = 0 it is e^ε / (1 + e^ε); the derivation is in the module docstring. Written with e^−ε so that any ε
+    (a cap above about 709 overflows e^ε) gives a number.
     """
-    return 1.0 - (1.0 - delta) ** 2 / (1.0 + math.exp(epsilon))
+    return 1.0 - (1.0 - delta) ** 2 * _one_over_one_plus_exp(epsilon)
+
+
+def _one_over_one_plus_exp(epsilon: float) -> float:
+    """1 / (1 + e^ε) without overflow: e^−ε / (1 + e^−ε) for ε > 0."""
+    if epsilon > 0.0:
+        small = math.exp(-epsilon)
+        return small / (1.0 + small)
+    return 1.0 / (1.0 + math.exp(epsilon))
 
 
 def _logit(p: float) -> float:
@@ -95,8 +104,10 @@ def _logit(p: float) -> float:
 def _auc_delta(interval: tuple[float, float], epsilon: float) -> float:
     """The smallest δ with the AUC interval inside [1 − max_auc(ε, δ), max_auc(ε, δ)], 0 if it already is."""
     low, high = interval
-    scale = 1.0 + math.exp(epsilon)
-    return max(0.0, 1.0 - math.sqrt((1.0 - low) * scale), 1.0 - math.sqrt(high * scale))
+    inverse = _one_over_one_plus_exp(epsilon)  # 1 / (1 + e^ε); 0 once ε is beyond a float's range
+    if inverse == 0.0:
+        return 0.0  # every AUC is allowed
+    return max(0.0, 1.0 - math.sqrt((1.0 - low) / inverse), 1.0 - math.sqrt(high / inverse))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -463,3 +463,19 @@ def test_public_names() -> None:
 def test_importing_scorers_loads_no_scipy() -> None:
     code = "import sys, scorers; assert not [m for m in sys.modules if m.startswith('scipy')], 'scipy was imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("cap", [709.0, 710.0, 1000.0, 1e6, math.inf])
+def test_a_cap_beyond_the_range_of_e_to_the_epsilon_is_judged_without_overflow(cap: float) -> None:
+    """A cap above about 709 overflowed e^ε (the audit then ended in an internal error): every AUC is allowed, no δ
+    is needed, and the sentence says so."""
+    rng = np.random.default_rng(0)
+    audit = privacy_audit(rng.exponential(1.0, 300), rng.exponential(1.3, 300))
+    assert max_auc(cap) == 1.0 and audit.refutation(cap) is None
+    assert audit._envelope.delta(cap) == 0.0
+    assert "no AUC can refute it" in audit.sentence(cap)
+
+
+def test_the_stable_forms_agree_with_the_plain_ones_in_range() -> None:
+    for epsilon in (0.0, 0.5, 3.0, 30.0):
+        assert max_auc(epsilon, 0.01) == pytest.approx(1.0 - 0.99**2 / (1.0 + math.exp(epsilon)), rel=1e-12)
