@@ -164,9 +164,9 @@ def _target_reasons(max_delta: MaxDeltaScores, utility: UtilityScores | None, *,
                     epsilon_ok: bool | None) -> list[str]:
     """How ε and each F1 stand against their targets, in words."""
     reasons = []
-    if max_delta.epsilon_margin is not None and max_delta.epsilon_target is not None:
+    if max_delta.epsilon_margin is not None and max_delta.epsilon_cap is not None:
         verb = "meets" if epsilon_ok else "exceeds"
-        reasons.append(f"epsilon {max_delta.epsilon:.2f} {verb} the target {max_delta.epsilon_target:.2f}")
+        reasons.append(f"epsilon {max_delta.epsilon:.2f} {verb} the target {max_delta.epsilon_cap:.2f}")
     if utility is not None:
         for name, value, threshold in (("macro", utility.macro, utility.threshold_macro),
                                        ("weighted", utility.weighted, utility.threshold_weighted)):
@@ -193,10 +193,10 @@ def constraint_values(
     ``diagnose`` then does not judge the fit); ``fit_spikes`` = largest robust z/spike z − 1.
     With ``catastrophic`` (or a non-finite input) every value is ``CONSTRAINT_CAP``.
     """
-    if max_delta.epsilon_target is None:
-        raise ValueError("score_max_delta needs epsilon_target for constraint values")
+    if max_delta.epsilon_cap is None:
+        raise ValueError("score_max_delta needs epsilon_cap for constraint values")
     values = {
-        "epsilon": max_delta.epsilon / max_delta.epsilon_target - 1.0,
+        "epsilon": max_delta.epsilon / max_delta.epsilon_cap - 1.0,
         "f1_macro": -utility.margin_macro / utility.baseline_macro if utility.baseline_macro > 0 else math.nan,
         "f1_weighted": (-utility.margin_weighted / utility.baseline_weighted
                         if utility.baseline_weighted > 0 else math.nan),

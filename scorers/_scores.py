@@ -39,7 +39,7 @@ class MaxDeltaScores:
         num_draws: length of the series.
         num_nonfinite: NaN or ±inf values; any makes the fit catastrophic.
         epsilon: 2 · max of the series (inf/NaN when a value is not finite).
-        epsilon_target: the target ε, if given; ``epsilon_margin`` = ε − target (≤ 0 is met).
+        epsilon_cap: the target ε, if given; ``epsilon_margin`` = ε − target (≤ 0 is met).
         median: median of the finite values.
         spread: IQR / median of all finite values.
         bulk_spread: IQR / median of the series without its spikes: the underfit signal.
@@ -57,7 +57,7 @@ class MaxDeltaScores:
     num_draws: int
     num_nonfinite: int
     epsilon: float
-    epsilon_target: float | None
+    epsilon_cap: float | None
     epsilon_margin: float | None
     median: float
     spread: float
@@ -86,11 +86,11 @@ def _iqr_over_median(values: np.ndarray) -> float:
 
 
 def score_max_delta(
-    series: Sequence[float] | np.ndarray, *, epsilon_target: float | None = None, spike_z: float = DEFAULT_SPIKE_Z
+    series: Sequence[float] | np.ndarray, *, epsilon_cap: float | None = None, spike_z: float = DEFAULT_SPIKE_Z
 ) -> MaxDeltaScores:
     """Score a max-delta series; ``spike_z`` is the spike threshold in robust SDs."""
-    if epsilon_target is not None and not epsilon_target > 0:
-        raise ValueError(f"epsilon_target must be positive, got {epsilon_target}")
+    if epsilon_cap is not None and not epsilon_cap > 0:
+        raise ValueError(f"epsilon_cap must be positive, got {epsilon_cap}")
     if not spike_z > 0:
         raise ValueError(f"spike_z must be positive, got {spike_z}")
     values = np.asarray(series, dtype=float).ravel()
@@ -102,11 +102,11 @@ def score_max_delta(
         epsilon = math.inf
     else:
         epsilon = 2.0 * float(finite.max())
-    margin = None if epsilon_target is None else epsilon - epsilon_target
+    margin = None if epsilon_cap is None else epsilon - epsilon_cap
     if len(finite) == 0:
         nan = math.nan
         return MaxDeltaScores(num_draws=len(values), num_nonfinite=nonfinite, epsilon=epsilon,
-                              epsilon_target=epsilon_target, epsilon_margin=margin, median=nan, spread=nan,
+                              epsilon_cap=epsilon_cap, epsilon_margin=margin, median=nan, spread=nan,
                               bulk_spread=nan, robust_sd=nan, spike_z=spike_z, spike_threshold=nan, spike_count=0,
                               spike_fraction=0.0, max_robust_z=nan, max_over_median=nan)
     median = float(np.median(finite))
@@ -123,7 +123,7 @@ def score_max_delta(
     spikes = finite > threshold if len(finite) >= MIN_DRAWS else np.zeros(len(finite), dtype=bool)
     count = int(spikes.sum())
     return MaxDeltaScores(
-        num_draws=len(values), num_nonfinite=nonfinite, epsilon=epsilon, epsilon_target=epsilon_target,
+        num_draws=len(values), num_nonfinite=nonfinite, epsilon=epsilon, epsilon_cap=epsilon_cap,
         epsilon_margin=margin, median=median, spread=_iqr_over_median(finite),
         bulk_spread=_iqr_over_median(finite[~spikes]), robust_sd=robust_sd, spike_z=spike_z,
         spike_threshold=threshold, spike_count=count, spike_fraction=count / len(finite),

@@ -93,7 +93,7 @@ def max_delta_figure(
     series: Sequence[float],
     *,
     scores: MaxDeltaScores | None = None,
-    epsilon_target: float | None = None,
+    epsilon_cap: float | None = None,
     title: str | None = None,
     epsilon_is_lower_bound: bool = False,
 ) -> go.Figure:
@@ -109,14 +109,14 @@ def max_delta_figure(
     adds "(lower bound)", e.g. for a partial series) and how many non-finite values
     were left out; the subtitle the bulk spread and the spike count.
 
-    ``scores`` default to ``score_max_delta(series, epsilon_target=epsilon_target)``;
-    when given without ``epsilon_target`` the target is taken from them.
+    ``scores`` default to ``score_max_delta(series, epsilon_cap=epsilon_cap)``;
+    when given without ``epsilon_cap`` the target is taken from them.
     """
     values = np.asarray(series, dtype=float).ravel()
     if scores is None:
-        scores = score_max_delta(values, epsilon_target=epsilon_target)
-    if epsilon_target is None:
-        epsilon_target = scores.epsilon_target
+        scores = score_max_delta(values, epsilon_cap=epsilon_cap)
+    if epsilon_cap is None:
+        epsilon_cap = scores.epsilon_cap
     finite = np.isfinite(values)
     spikes = spike_mask(values, scores)
     figure = go.Figure()
@@ -128,12 +128,12 @@ def max_delta_figure(
             annotation_text=f"spike threshold (median + {scores.spike_z:g} robust SD) = {_fmt(scores.spike_threshold)}",
             annotation_position="bottom right", annotation_font_color=_SPIKE_COLOR,
         )
-    if epsilon_target is not None:
-        _target_line(figure, values[finite], epsilon_target / 2)
+    if epsilon_cap is not None:
+        _target_line(figure, values[finite], epsilon_cap / 2)
     spread = "n/a" if not _finite(scores.bulk_spread) else f"{scores.bulk_spread:.1%}"
     subtitle = (f"{scores.num_draws} draws · bulk spread (IQR/median) {spread} · "
                 f"{_plural(scores.spike_count, 'spike')} above {scores.spike_z:g} robust SDs")
-    heading = _max_delta_heading(title, scores=scores, epsilon_target=epsilon_target,
+    heading = _max_delta_heading(title, scores=scores, epsilon_cap=epsilon_cap,
                                  lower_bound=epsilon_is_lower_bound, nonfinite=int((~finite).sum()))
     figure.update_layout(
         title={"text": heading, "subtitle": {"text": subtitle}},
@@ -181,14 +181,14 @@ def _draw_traces(figure: go.Figure, values: np.ndarray, *, finite: np.ndarray, s
     ))
 
 
-def _max_delta_heading(title: str | None, *, scores: MaxDeltaScores, epsilon_target: float | None,
+def _max_delta_heading(title: str | None, *, scores: MaxDeltaScores, epsilon_cap: float | None,
                        lower_bound: bool, nonfinite: int) -> str:
     """The figure's title: its name, ε (a lower bound or not), the target, and the non-finite values left out."""
     heading = f"{title if title is not None else 'max delta per draw'} — ε = {_fmt(scores.epsilon)}"
     if lower_bound:
         heading += " (lower bound)"
-    if epsilon_target is not None:
-        heading += f" (target {_fmt(epsilon_target)})"
+    if epsilon_cap is not None:
+        heading += f" (target {_fmt(epsilon_cap)})"
     if nonfinite:
         heading += f" — {nonfinite} non-finite value{'' if nonfinite == 1 else 's'} not drawn"
     return heading
@@ -330,14 +330,14 @@ def _check_labels(fits: Sequence[Mapping[str, Any]]) -> None:
             raise ValueError(f"unknown diagnosis label {label!r}; expected one of {sorted(LABEL_SYMBOLS)}")
 
 
-def _epsilon_coloraxis(epsilons: Sequence[float | None], epsilon_target: float | None) -> dict[str, Any]:
+def _epsilon_coloraxis(epsilons: Sequence[float | None], epsilon_cap: float | None) -> dict[str, Any]:
     """Continuous ε colours; with a target, white at the target on a 0 to 2·target scale
     (blue below, red above, saturated beyond twice the target)."""
-    axis: dict[str, Any] = {"colorbar": {"title": {"text": "ε" if epsilon_target is None
-                                                   else f"ε (target {_fmt(epsilon_target)})"}}}
+    axis: dict[str, Any] = {"colorbar": {"title": {"text": "ε" if epsilon_cap is None
+                                                   else f"ε (target {_fmt(epsilon_cap)})"}}}
     finite = [e for e in epsilons if e is not None and _finite(e)]
-    if epsilon_target is not None:
-        axis.update(colorscale="RdBu_r", cmin=0.0, cmax=2.0 * float(epsilon_target))
+    if epsilon_cap is not None:
+        axis.update(colorscale="RdBu_r", cmin=0.0, cmax=2.0 * float(epsilon_cap))
         return axis
     axis.update(colorscale="Viridis")
     if finite and min(finite) == max(finite):  # one colour value: give the scale some width
@@ -345,7 +345,7 @@ def _epsilon_coloraxis(epsilons: Sequence[float | None], epsilon_target: float |
     return axis
 
 
-def search_grid_figure(fits: Sequence[Mapping[str, Any]], *, epsilon_target: float | None = None) -> go.Figure:
+def search_grid_figure(fits: Sequence[Mapping[str, Any]], *, epsilon_cap: float | None = None) -> go.Figure:
     """The search over (c, fine-tuning epochs): one marker per fit.
 
     ``fits`` are mappings with ``c``, ``ft_epochs``, ``epsilon``, ``label``
@@ -383,13 +383,13 @@ def search_grid_figure(fits: Sequence[Mapping[str, Any]], *, epsilon_target: flo
         ))
 
     counts = f"{_plural(len(fits), 'fit')}, {len(feasible)} feasible"
-    if epsilon_target is not None:
-        counts += f" (ε target {_fmt(epsilon_target)})"
+    if epsilon_cap is not None:
+        counts += f" (ε target {_fmt(epsilon_cap)})"
     figure.update_layout(
         title={"text": f"search over (c, fine-tuning epochs)<br><sup>{counts}</sup>"},
         xaxis={"title": {"text": "fine-tuning epochs E"}, **_ticks(f["ft_epochs"] for f in fits)},
         yaxis={"title": {"text": "c (slope of the privacy weights)"}, **_ticks(f["c"] for f in fits)},
-        coloraxis=_epsilon_coloraxis([f.get("epsilon") for f in fits], epsilon_target),
+        coloraxis=_epsilon_coloraxis([f.get("epsilon") for f in fits], epsilon_cap),
         legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0.0},  # below: the colour bar is on the right
     )
     return figure
@@ -443,7 +443,7 @@ def _ticks(values: Any, *, most: int = 12) -> dict[str, Any]:
 def tradeoff_figure(
     fits: Sequence[Mapping[str, Any]],
     *,
-    epsilon_target: float | None = None,
+    epsilon_cap: float | None = None,
     f1_macro_threshold: float | None = None,
     statistic: str = "median",
 ) -> go.Figure:
@@ -468,8 +468,8 @@ def tradeoff_figure(
     figure = go.Figure()
 
     def in_box(fit: Mapping[str, Any]) -> bool:
-        return (epsilon_target is not None and f1_macro_threshold is not None
-                and float(fit["epsilon"]) <= epsilon_target and float(fit["f1_macro"]) >= f1_macro_threshold)
+        return (epsilon_cap is not None and f1_macro_threshold is not None
+                and float(fit["epsilon"]) <= epsilon_cap and float(fit["f1_macro"]) >= f1_macro_threshold)
 
     infeasible = [f for f in drawable if not f.get("feasible")]
     for name, group, marker in (
@@ -486,7 +486,7 @@ def tradeoff_figure(
                 mode="markers", marker=marker, text=[_fit_hover(f) for f in group],
                 hovertemplate="%{text}<extra></extra>",
             ))
-    _target_marks(figure, epsilon_target=epsilon_target, f1_macro_threshold=f1_macro_threshold, statistic=statistic)
+    _target_marks(figure, epsilon_cap=epsilon_cap, f1_macro_threshold=f1_macro_threshold, statistic=statistic)
     num_feasible = sum(bool(f.get("feasible")) for f in fits)
     counts = f"{_plural(len(fits), 'fit')}, {num_feasible} feasible (★)"
     if left_out:
@@ -499,22 +499,22 @@ def tradeoff_figure(
     return figure
 
 
-def _target_marks(figure: go.Figure, *, epsilon_target: float | None, f1_macro_threshold: float | None,
+def _target_marks(figure: go.Figure, *, epsilon_cap: float | None, f1_macro_threshold: float | None,
                   statistic: str) -> None:
     """The ε target (vertical), the macro-F1 threshold (horizontal) and, with both, the box inside the two (grey:
     feasibility also needs the targets the axes do not show)."""
-    if epsilon_target is not None and f1_macro_threshold is not None:
+    if epsilon_cap is not None and f1_macro_threshold is not None:
         figure.add_shape(
-            type="rect", name="epsilon and macro-F1 box", x0=0.0, x1=float(epsilon_target),
+            type="rect", name="epsilon and macro-F1 box", x0=0.0, x1=float(epsilon_cap),
             y0=float(f1_macro_threshold), y1=1.0, xref="x", yref="y", fillcolor="rgba(128, 128, 128, 0.12)",
             line={"width": 0}, layer="below",
         )
         figure.add_annotation(x=0.0, y=1.0, xanchor="left", yanchor="top", showarrow=False,
                               text=f"ε ≤ target and macro-F1 {statistic} ≥ threshold; feasible (★) also needs "
                                    "every other target", font={"color": "#555555"})
-    if epsilon_target is not None:
-        figure.add_vline(x=epsilon_target, name="epsilon target", line={"color": _TARGET_COLOR, "dash": "dash"},
-                         annotation_text=f"ε target = {_fmt(epsilon_target)}", annotation_position="top right")
+    if epsilon_cap is not None:
+        figure.add_vline(x=epsilon_cap, name="epsilon target", line={"color": _TARGET_COLOR, "dash": "dash"},
+                         annotation_text=f"ε target = {_fmt(epsilon_cap)}", annotation_position="top right")
     if f1_macro_threshold is not None:
         figure.add_hline(y=f1_macro_threshold, name="macro-F1 threshold", line={"color": _SPIKE_COLOR, "dash": "dash"},
                          annotation_text=f"macro-F1 {statistic} threshold = {f1_macro_threshold:.3f}",

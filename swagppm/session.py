@@ -55,19 +55,16 @@ class Session(Resources):
         stage1 = self._stage1(progress=progress, timer=timer)
         return Preparation.of(self.data, stage1, timings=timer.seconds)
 
-    def fit(
-        self, *, c: float, ft_epochs: int, g: float = 0.0, stop_above_epsilon: float | None = None,
-        seed: int | None = None, on_epoch: EpochCallback | None = None, progress: bool | None = None,
-    ) -> Fit:
-        """One SWAG-PPM fit for (c, g, ft_epochs), kept in memory (see ``Fit`` and ``stage2.fit``).
+    def fit(self, params: TrialParams, *, stop_above_epsilon: float | None = None,
+            on_epoch: EpochCallback | None = None, progress: bool | None = None) -> Fit:
+        """One SWAG-PPM fit of ``params`` (c, g, ft_epochs, seed), kept in memory (see ``Fit`` and ``stage2.fit``).
 
-        ``seed`` (default ``config.seed``) seeds the trial's stage-2 training and
-        draws; stage 1 always uses ``config.seed``. ``stop_above_epsilon`` stops the
-        privacy draws once one draw shows ε above it (ε is then a lower bound).
+        ``params.seed`` (default ``config.seed``) seeds the trial's stage-2 training
+        and draws; stage 1 always uses ``config.seed``. ``stop_above_epsilon`` stops
+        the privacy draws once one draw shows ε above it (ε is then a lower bound).
         ``on_epoch`` sees every epoch's aggregates and may return True to stop (a
         catastrophic fit). The timings add the setup (first fit only) and stage 1.
         """
-        params = TrialParams(c=c, ft_epochs=ft_epochs, g=g, seed=seed)
         timer = self._new_timer()
         start = time.perf_counter() - timer.seconds.get("setup", 0.0)
         stage1 = self._stage1(progress=progress, timer=timer)
@@ -146,24 +143,15 @@ def _posterior(fit: Fit) -> SWAGPosterior:
     return fit.posterior
 
 
-def run_fit(
-    config: SWAGPPMConfig,
-    *,
-    c: float,
-    ft_epochs: int,
-    g: float = 0.0,
-    stop_above_epsilon: float | None = None,
-    seed: int | None = None,
-    on_epoch: EpochCallback | None = None,
-    progress: bool | None = None,
-) -> SWAGPPMResult:
+def run_fit(config: SWAGPPMConfig, params: TrialParams, *, stop_above_epsilon: float | None = None,
+            on_epoch: EpochCallback | None = None, progress: bool | None = None) -> SWAGPPMResult:
     """One SWAG-PPM fit in a session of its own (stage 1 from the cache when it can); see ``Session.fit``.
 
     Several fits of one configuration are faster in one ``Session``.
     """
     with Session(config) as session:
-        return session.fit(c=c, ft_epochs=ft_epochs, g=g, stop_above_epsilon=stop_above_epsilon, seed=seed,
-                           on_epoch=on_epoch, progress=progress).result
+        return session.fit(params, stop_above_epsilon=stop_above_epsilon, on_epoch=on_epoch,
+                           progress=progress).result
 
 
 def prepare(config: SWAGPPMConfig, *, progress: bool | None = None) -> Preparation:
@@ -172,35 +160,21 @@ def prepare(config: SWAGPPMConfig, *, progress: bool | None = None) -> Preparati
         return session.prepare(progress=progress)
 
 
-def release(
-    config: SWAGPPMConfig,
-    *,
-    c: float,
-    ft_epochs: int,
-    out_dir: str | Path,
-    epsilon_cap: float,
-    g: float = 0.0,
-    seed: int | None = None,
-    force: bool = False,
-    overwrite: bool = False,
-    public_labels: bool = False,
-    public_eval: str | None = None,
-    progress: bool | None = None,
-) -> Path:
-    """Fit (c, g, ft_epochs) and release one draw of it to ``out_dir``, with no audit (see ``swagppm.releases``).
+def release(config: SWAGPPMConfig, params: TrialParams, spec: ReleaseSpec, *, out_dir: str | Path,
+            progress: bool | None = None) -> Path:
+    """Fit ``params`` and release one draw of it to ``out_dir`` under ``spec``, with no audit (see
+    ``swagppm.releases``).
 
-    ``epsilon_cap`` is the claim ε* declared before the fit. The output folder, the
-    declared label set, a data-derived tokenizer and ``public_eval`` are checked, and
-    the folder claimed (locked), before the fit, so a refused release costs nothing.
-    The release is committed with ``audit=None``: its card says that no audit was run
-    (``swagppm-tune release`` audits before it commits).
+    ``spec.epsilon_cap`` is the claim ε* declared before the fit. The output folder,
+    the declared label set, a data-derived tokenizer and ``spec.public_eval`` are
+    checked, and the folder claimed (locked), before the fit, so a refused release
+    costs nothing. The release is committed with ``audit=None``: its card says that
+    no audit was run (``swagppm-tune release`` audits before it commits).
     """
-    spec = ReleaseSpec(epsilon_cap=epsilon_cap, public_labels=public_labels, public_eval=public_eval, force=force,
-                       overwrite=overwrite)
     check_release(out_dir, spec, config)
-    with claim(out_dir, overwrite=overwrite) as target, Session(config) as session:
-        if public_eval is not None:
-            check_public_set(session, public_eval)
-        fit = session.fit(c=c, ft_epochs=ft_epochs, g=g, seed=seed, progress=progress)
+    with claim(out_dir, overwrite=spec.overwrite) as target, Session(config) as session:
+        if spec.public_eval is not None:
+            check_public_set(session, spec.public_eval)
+        fit = session.fit(params, progress=progress)
         with stage(session, fit, target, spec) as staged:
             return staged.commit(audit=None)

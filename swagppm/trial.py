@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from swagppm.config import check_value
 
@@ -31,3 +33,13 @@ class TrialParams:
             raise ValueError(f"g must be finite, got {self.g}")
         if self.seed is not None:
             check_value(0 <= self.seed < 2**32, "seed", self.seed, "an integer in [0, 2**32)")
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], *, g: float = 0.0, seed: int | None = None) -> TrialParams:
+        """The one reader of stored parameters (an Optuna trial's, an export's, a table row's): ``g`` is the fixed
+        intercept a study that does not search g never stores, so its caller passes the study's."""
+        return cls(c=float(params["c"]), ft_epochs=int(params["ft_epochs"]), g=float(params.get("g", g)), seed=seed)
+
+    def as_params(self) -> dict[str, float | int]:
+        """(c, ft_epochs, g) as an export and a card's owner report write them (the seed is owner-side, apart)."""
+        return {"c": self.c, "ft_epochs": self.ft_epochs, "g": self.g}

@@ -25,6 +25,7 @@ from scorers import PrivacyAudit, Refutation
 from tuner.outputs import write_atomic
 
 if TYPE_CHECKING:
+    from swagppm import TrialParams
     from swagppm.evaluate.probes import RecordLosses
 
 BASELINE = "non_private_baseline"
@@ -97,6 +98,6 @@ def audit_document(audits: Mapping[str, PrivacyAudit], *, epsilon_cap: float,
             "sentence": released.sentence(epsilon_cap) if released else None, "audits_run": audits_run}
 
 
-def write_audit(path: Path, document: Mapping[str, Any], *, c: float, ft_epochs: int, g: float) -> None:
-    """The audit of the configuration (c, ft_epochs, g) as JSON: aggregates only."""
-    write_atomic(path, json.dumps({"c": c, "ft_epochs": ft_epochs, "g": g, **document}, indent=2) + "\n")
+def write_audit(path: Path, document: Mapping[str, Any], params: TrialParams) -> None:
+    """The audit of the configuration ``params`` as JSON: aggregates only (the seed, owner-side, is not written)."""
+    write_atomic(path, json.dumps({**params.as_params(), **document}, indent=2) + "\n")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import swagppm
-from swagppm import ConfigError, SWAGPPMConfig
+from swagppm import ConfigError, SWAGPPMConfig, TrialParams
 from swagppm.config import check_value
 from swagppm.utility import quartile_size
 from tuner.extras import require
@@ -63,9 +63,7 @@ class CompareSettings:
     used 30 epochs); ``delta=None`` is 1/n.
     """
 
-    c: float
-    ft_epochs: int
-    g: float = 0.0
+    params: TrialParams
     reweight_k: float = 0.95
     long_epochs: int | None = None
     stricter_epsilon: float | None = None
@@ -77,16 +75,15 @@ class CompareSettings:
 
     def __post_init__(self) -> None:
         """Every setting checked before any fit (a comparison runs for minutes to hours)."""
-        positive = {"c": self.c, "stricter_epsilon": self.stricter_epsilon, "dpsgd_learning_rate":
+        positive = {"stricter_epsilon": self.stricter_epsilon, "dpsgd_learning_rate":
                     self.dpsgd_learning_rate, "dpsgd_max_grad_norm": self.dpsgd_max_grad_norm}
         for name, value in positive.items():
             check_value(value is None or (value > 0 and math.isfinite(value)), name, value, "positive and finite")
-        for name, count in {"ft_epochs": self.ft_epochs, "long_epochs": self.long_epochs,
+        for name, count in {"long_epochs": self.long_epochs,
                             "dpsgd_batch_size": self.dpsgd_batch_size, "dpsgd_epochs": self.dpsgd_epochs}.items():
             check_value(count is None or count >= 1, name, count, "at least 1")
         check_value(0 < self.reweight_k <= 1, "reweight_k", self.reweight_k, "in (0, 1]")
         check_value(self.delta is None or 0 < self.delta < 1, "delta", self.delta, "in (0, 1)")
-        check_value(math.isfinite(self.g), "g", self.g, "finite")
 
 
 def _row(method: str, scores: dict[str, float], *, epsilon: float | None, delta: float | str | None,
@@ -106,9 +103,10 @@ def _percentile_row(
 
 
 def _swagppm_rows(session: swagppm.Session, settings: CompareSettings, *, label: str) -> list[ComparisonRow]:
-    fit = session.fit(c=settings.c, ft_epochs=settings.ft_epochs, g=settings.g)
+    params = settings.params
+    fit = session.fit(params)
     if fit.result.failure:
-        raise ConfigError(f"{label} at c = {settings.c:g}, {settings.ft_epochs} epochs failed: {fit.result.failure}")
+        raise ConfigError(f"{label} at c = {params.c:g}, {params.ft_epochs} epochs failed: {fit.result.failure}")
     epsilon, draws = fit.result.epsilon, session.draw_scores(fit, draws=session.config.draws_utility)
     return [
         _percentile_row(label, draws, epsilon=epsilon, q=0.5, note=f"median of {len(draws)} posterior draws"),
@@ -202,7 +200,7 @@ def _compare(config: SWAGPPMConfig, settings: CompareSettings, *, echo: Callable
             echo(f"non-private, {settings.long_epochs} epochs ...")
             rows.append(_row(f"non-private ({settings.long_epochs} epochs)",
                              session.non_private_scores(epochs=settings.long_epochs), epsilon=None, delta=None))
-        echo(f"SWAG-PPM at c = {settings.c:g}, {settings.ft_epochs} epochs ...")
+        echo(f"SWAG-PPM at c = {settings.params.c:g}, {settings.params.ft_epochs} epochs ...")
         rows += _swagppm_rows(session, settings, label="SWAG-PPM")
         epsilon = rows[-1].epsilon
         assert epsilon is not None

@@ -139,7 +139,9 @@ class StudySettings:
 class Targets:
     """``[targets]``: what a feasible configuration must meet.
 
-    ``epsilon``: the ε target. ``max_f1_degradation``: macro- and weighted-F1 (their
+    ``epsilon_cap``: ε*, the cap on ε that trials are judged against and that the
+    study's releases claim (one name from the study file to the card; fixed when the
+    study is created). ``max_f1_degradation``: macro- and weighted-F1 (their
     ``statistic`` over the utility draws) within this fraction of the non-private
     baseline. ``require_well_fit``: the max-delta series must look well fit
     (bulk spread ≤ ``max_bulk_spread``, no draw above ``spike_z`` robust SDs).
@@ -148,10 +150,10 @@ class Targets:
     training accuracy stays at the majority-class rate this many epochs in a row is
     catastrophic and pruned. ``require_audit``: every trial also runs the membership
     audit of one secret draw (``scorers.privacy_audit``), and a trial the audit
-    refutes at ε ≤ ``epsilon`` is infeasible.
+    refutes at ε ≤ ``epsilon_cap`` is infeasible.
     """
 
-    epsilon: float = 10.0
+    epsilon_cap: float = 10.0
     max_f1_degradation: float = 0.10
     statistic: Statistic = "median"
     require_well_fit: bool = True
@@ -164,8 +166,8 @@ class Targets:
 
     def __post_init__(self) -> None:
         check_finite("targets", self, ("max_f1_degradation", "max_bulk_spread", "spike_z"))
-        check_value(self.epsilon > 0 and math.isfinite(self.epsilon), "targets.epsilon", self.epsilon,
-                    "positive and finite")
+        check_value(self.epsilon_cap > 0 and math.isfinite(self.epsilon_cap), "targets.epsilon_cap",
+                    self.epsilon_cap, "positive and finite")
         check_value(0.0 <= self.max_f1_degradation < 1.0, "targets.max_f1_degradation", self.max_f1_degradation,
                "a fraction in [0, 1)")
         check_choice("targets.statistic", self.statistic, Statistic)
@@ -231,7 +233,7 @@ class StudyConfig:
         if "start" in search_table:
             search_table["start"] = _start_points(search_table["start"], path)
         search = config_from_table(SearchSpace, search_table, f"{path} [search]")
-        targets = config_from_table(Targets, document.get("targets", {}), f"{path} [targets]")
+        targets = config_from_table(Targets, _targets_table(document.get("targets", {}), path), f"{path} [targets]")
         if study.accounted and targets.early_stop:
             raise ConfigError(f"{path} [targets]: early_stop = true cannot be used with study.accounted = true "
                               "(the accounting needs every trial's exact epsilon); remove it")
@@ -347,6 +349,14 @@ def _tracking_paths(table: dict[str, Any], path: Path) -> dict[str, Any]:
         table["wandb_dir"] = str(path.parent / folder)
     elif folder is None and table.get("wandb_project") is not None:
         table["wandb_dir"] = str(path.parent / f"{path.stem}-wandb")
+    return table
+
+
+def _targets_table(table: Any, path: Path) -> Any:
+    """``[targets]`` as written; the key this version renamed is named in one line rather than called unknown."""
+    if isinstance(table, dict) and "epsilon" in table:
+        raise ConfigError(f"{path} [targets]: epsilon is now called epsilon_cap (the cap epsilon* that trials are "
+                          "judged against and the release claims): rename the key")
     return table
 
 

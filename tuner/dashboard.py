@@ -215,9 +215,9 @@ def figures_svg(record: TrialRecord, config: StudyConfig) -> str:
              f"viewBox='0 0 {width} {height}' font-family='sans-serif' font-size='12'>",
              f"<rect width='{width}' height='{height}' fill='white'/>",
              _text(16, 22, f"{record.diagnosis.replace('_', ' ')}, {'feasible' if record.feasible else 'not feasible'}"
-                           f" — ε = {bound}{record.epsilon_or_inf:.4g} (target {config.targets.epsilon:g})",
+                           f" — ε = {bound}{record.epsilon_or_inf:.4g} (target {config.targets.epsilon_cap:g})",
                    size=15, weight="bold")]
-    parts += _max_delta_panel(record.max_delta_series, config.targets.epsilon / 2, x0=70, y0=50, w=520, h=240)
+    parts += _max_delta_panel(record.max_delta_series, config.targets.epsilon_cap / 2, x0=70, y0=50, w=520, h=240)
     parts += _f1_panel(record, config.targets.max_f1_degradation, x0=690, y0=50, w=240, h=240)
     return "".join(parts) + "</svg>"
 

@@ -13,7 +13,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 import swagppm
-from swagppm import ConfigError, SWAGPPMConfig
+from swagppm import ConfigError, SWAGPPMConfig, TrialParams
 from swagppm.statement import privacy_statement
 from tuner.config import StudyConfig
 from tuner.ledger import seal
@@ -40,8 +40,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
     record = TrialRecord.of(trial)
     if record is None:
         raise ConfigError(f"trial {trial.number} of study {study.study_name!r} has no judged fit to export")
-    params = {"c": trial.params["c"], "ft_epochs": trial.params["ft_epochs"],
-              "g": trial.params.get("g", config.search.g)}
+    params = config.search.params_of(trial.params).as_params()
     metrics = {key: getattr(record, key) for key in (
         "epsilon", "epsilon_is_lower_bound", "f1_macro_median", "f1_macro_q10", "f1_weighted_median",
         "f1_weighted_q10", "baseline_f1_macro", "baseline_f1_weighted", "max_delta_median", "bulk_spread",
@@ -92,7 +91,8 @@ def write_export(document: dict[str, Any], path: str | Path) -> Path:
 
 @dataclass(frozen=True, kw_only=True)
 class Chosen:
-    """A configuration read back from an export: the fit settings, the trial's (c, epochs, g) and what it measured.
+    """A configuration read back from an export or a study: the fit settings, the trial's parameters and what it
+    measured.
 
     ``device``, ``threads`` (the CPU thread count; ε depends on it in the last
     digits on a CPU), ``cpu_kernels`` (torch's CPU kernel level, e.g. AVX512; another
@@ -101,9 +101,7 @@ class Chosen:
     """
 
     config: SWAGPPMConfig
-    c: float
-    ft_epochs: int
-    g: float
+    params: TrialParams
     epsilon: float | None
     trials_run: int | None
     path: Path
@@ -139,12 +137,11 @@ def read_export(path: str | Path) -> Chosen:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ConfigError(f"{path}: not an export of swagppm-tune (expected \"format\": \"{FORMAT}\")")
     check_export_fields(document, path)
-    params = document["params"]
-    c, ft_epochs, g = float(params["c"]), int(params["ft_epochs"]), float(params.get("g", 0.0))
+    params = TrialParams.from_params(document["params"])
     config = SWAGPPMConfig.from_dict(document["swagppm"], where=f"{path} swagppm")
     epsilon = (document.get("metrics") or {}).get("epsilon")
     threads, kernels, stage1 = document.get("threads"), document.get("cpu_kernels"), document.get("stage1_fingerprint")
-    return Chosen(config=config, c=c, ft_epochs=ft_epochs, g=g, epsilon=epsilon,
+    return Chosen(config=config, params=params, epsilon=epsilon,
                   trials_run=(document.get("trials_run") or {}).get("total"), path=path,
                   device=document.get("device"), threads=threads if _count(threads) and threads > 0 else None,
                   cpu_kernels=kernels if isinstance(kernels, str) and kernels else None,
@@ -222,8 +219,8 @@ def chosen_from_study(study: optuna.Study, config: StudyConfig, what: str) -> Ch
     if best is None:
         return None
     record = TrialRecord.of(best)
-    return Chosen(config=config.fit, c=best.params["c"], ft_epochs=best.params["ft_epochs"],
-                  g=best.params.get("g", config.search.g), epsilon=record.epsilon if record else None,
+    return Chosen(config=config.fit, params=config.search.params_of(best.params),
+                  epsilon=record.epsilon if record else None,
                   trials_run=len(study.get_trials(deepcopy=False)), path=config.path,
                   tuning=tuning_cost(study, config), claim=claim_of(study), trial=best.number)
 

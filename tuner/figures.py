@@ -17,7 +17,7 @@ def trial_figures(record: TrialRecord, config: StudyConfig) -> list[Any]:
     """The max-delta figure and, when the utility draws ran, the F1 violins of one trial."""
     targets = config.targets
     figures = [scorers.plots.max_delta_figure(
-        record.max_delta_series, epsilon_target=targets.epsilon, epsilon_is_lower_bound=record.epsilon_is_lower_bound,
+        record.max_delta_series, epsilon_cap=targets.epsilon_cap, epsilon_is_lower_bound=record.epsilon_is_lower_bound,
         title=record.diagnosis.replace("_", " "))]
     if record.f1_macro_draws:
         figures.append(scorers.plots.f1_violin_figure(
@@ -66,8 +66,8 @@ def study_figures(study: optuna.Study, config: StudyConfig) -> dict[str, Any]:
     prep = study.user_attrs.get(BASELINE_F1_MACRO)
     threshold = None if prep is None else (1 - config.targets.max_f1_degradation) * prep
     return {
-        "search-grid": scorers.plots.search_grid_figure(fits, epsilon_target=config.targets.epsilon),
-        "tradeoff": scorers.plots.tradeoff_figure(fits, epsilon_target=config.targets.epsilon,
+        "search-grid": scorers.plots.search_grid_figure(fits, epsilon_cap=config.targets.epsilon_cap),
+        "tradeoff": scorers.plots.tradeoff_figure(fits, epsilon_cap=config.targets.epsilon_cap,
                                                   f1_macro_threshold=threshold, statistic=statistic),
         "feasibility": feasibility_table(study),
     }

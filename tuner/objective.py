@@ -83,24 +83,17 @@ class Objective:
             self._session.close()
             self._session = None
 
-    def suggest(self, trial: Trial) -> tuple[float, int, float]:
-        search = self.config.search
-        c = trial.suggest_float("c", search.c_min, search.c_max, log=search.c_log)
-        epochs = trial.suggest_int("ft_epochs", search.ft_epochs_min, search.ft_epochs_max)
-        g = trial.suggest_float("g", search.g_min, search.g_max) if search.searches_g else search.g  # type: ignore[arg-type]
-        return c, epochs, g
-
     def __call__(self, trial: Trial) -> float | tuple[float, float]:
-        c, epochs, g = self.suggest(trial)
+        params = self.config.search.suggest(trial)
         trial.set_user_attr(RAN_BY, WORKER)
         with trial_heartbeat(trial, self.config):
-            return self._fit(trial, c, epochs, g)
+            return self._fit(trial, params)
 
-    def _fit(self, trial: Trial, c: float, epochs: int, g: float) -> float | tuple[float, float]:
+    def _fit(self, trial: Trial, params: swagppm.TrialParams) -> float | tuple[float, float]:
         config = self.config
-        stop_above_epsilon = config.targets.epsilon if config.early_stop else None
+        stop_above_epsilon = config.targets.epsilon_cap if config.early_stop else None
         try:
-            fit = self.session.fit(c=c, ft_epochs=epochs, g=g, stop_above_epsilon=stop_above_epsilon,
+            fit = self.session.fit(params, stop_above_epsilon=stop_above_epsilon,
                                    on_epoch=StuckDetector(config.targets.stuck_epochs), progress=self.progress)
             result = fit.result
         except (swagppm.ConfigError, swagppm.DataError):
@@ -110,7 +103,7 @@ class Objective:
             raise
         except Exception as error:
             trial.set_user_attr(FAILURE, f"{type(error).__name__}: {error}")
-            raise FitCrashed(f"trial {trial.number} (c={c:g}, epochs={epochs}): "
+            raise FitCrashed(f"trial {trial.number} (c={params.c:g}, epochs={params.ft_epochs}): "
                              f"{type(error).__name__}: {error}") from error
         checks = DrawChecks() if result.failure else secret_draw_checks(self.session, fit, config)
         outcome = judge(result, targets=config.targets, search=config.search, accounted=config.study.accounted,

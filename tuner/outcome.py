@@ -191,8 +191,8 @@ def judge(result: SWAGPPMResult, *, targets: Targets, search: SearchSpace, accou
     if accounted and not outcome.catastrophic:
         outcome = _accounted(outcome)
     if checks.audit_epsilon_bound is not None:
-        outcome = _audited(outcome, checks.audit_epsilon_bound, targets.epsilon, search)
-    return dataclasses.replace(outcome, checks=checks, cap=targets.epsilon)
+        outcome = _audited(outcome, checks.audit_epsilon_bound, targets.epsilon_cap, search)
+    return dataclasses.replace(outcome, checks=checks, cap=targets.epsilon_cap)
 
 
 def _accounted(outcome: Outcome) -> Outcome:
@@ -204,15 +204,15 @@ def _accounted(outcome: Outcome) -> Outcome:
     return dataclasses.replace(outcome, constraints={**outcome.constraints, **waived}, reasons=(*outcome.reasons, why))
 
 
-def _audited(outcome: Outcome, bound: float, epsilon_target: float, search: SearchSpace) -> Outcome:
+def _audited(outcome: Outcome, bound: float, epsilon_cap: float, search: SearchSpace) -> Outcome:
     """The audit as a constraint: the trial is judged by the larger of its measured ε and the audit's ε lower bound,
     so a bound above ε* violates the ε constraint, and the guide's next move says so (never "every target met")."""
-    refuted = bound / epsilon_target - 1.0
+    refuted = bound / epsilon_cap - 1.0
     constraints = {**outcome.constraints,
                    "epsilon": min(scorers.CONSTRAINT_CAP, max(outcome.constraints["epsilon"], refuted))}
     verdict = "refutes" if refuted > 0 else "does not refute"
     why = (f"membership audit of one secret draw: epsilon lower bound {bound:.3g} (95% family-wise, delta = 0) "
-           f"{verdict} epsilon* = {epsilon_target:g}")
+           f"{verdict} epsilon* = {epsilon_cap:g}")
     recommendation = outcome.recommendation
     if refuted > 0 and not outcome.catastrophic:
         recommendation = scorers.recommend_lower_c(
@@ -225,7 +225,7 @@ def _audited(outcome: Outcome, bound: float, epsilon_target: float, search: Sear
 def _judged(result: SWAGPPMResult, *, targets: Targets, search: SearchSpace) -> Outcome:
     """Score, diagnose and constrain one fit against the study's targets (its ε and private-split F1)."""
     thresholds = scorers.DiagnosisThresholds(max_bulk_spread=targets.max_bulk_spread, min_spikes=targets.min_spikes)
-    md = scorers.score_max_delta(result.max_delta, epsilon_target=targets.epsilon, spike_z=targets.spike_z)
+    md = scorers.score_max_delta(result.max_delta, epsilon_cap=targets.epsilon_cap, spike_z=targets.spike_z)
     steps: dict[str, Any] = dict(epochs_step=search.epochs_step, c_step=search.c_step,
                                  restart_epochs=search.restart_epochs)
     if result.epsilon_is_lower_bound:
@@ -262,10 +262,11 @@ def _stopped_early(result: SWAGPPMResult, md: scorers.MaxDeltaScores, targets: T
     required targets are unmeasured (violated by ``UNMEASURED``, see ``Outcome``)."""
     unmeasured = ("f1_macro", "f1_weighted") + (("fit_spread", "fit_spikes") if targets.require_well_fit else ())
     constraints = dict.fromkeys(CONSTRAINT_KEYS, 0.0) | dict.fromkeys(unmeasured, UNMEASURED)
-    constraints["epsilon"] = min(scorers.CONSTRAINT_CAP, result.epsilon / targets.epsilon - 1.0)
+    constraints["epsilon"] = min(scorers.CONSTRAINT_CAP, result.epsilon / targets.epsilon_cap - 1.0)
     drawn = len(result.max_delta)
     reasons = (f"privacy draws stopped after {drawn} of {drawn + result.draws_skipped}: epsilon >= "
-               f"{result.epsilon:.2f} already exceeds the target {targets.epsilon:.2f}; fit and utility not measured",)
+               f"{result.epsilon:.2f} already exceeds the target {targets.epsilon_cap:.2f}; fit and utility not "
+               "measured",)
     recommendation = scorers.recommend_lower_c("epsilon above target", c=result.c, epochs=result.ft_epochs,
                                                c_step=steps["c_step"], restart_epochs=steps["restart_epochs"])
     return Outcome(result=result, max_delta=md, utility=None, label=NOT_JUDGED, reasons=reasons,

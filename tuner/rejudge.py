@@ -35,14 +35,17 @@ REJUDGED = "rejudged"  # study attribute of a rejudged study: {"source": name, "
 
 if TYPE_CHECKING:
     from swagppm import SWAGPPMResult
+    from tuner.search import SearchSpace
 
 
-def result_of(trial: optuna.trial.FrozenTrial, record: TrialRecord) -> SWAGPPMResult:
-    """The fit's public result rebuilt from what the study stored about it."""
+def result_of(trial: optuna.trial.FrozenTrial, record: TrialRecord, *, search: SearchSpace) -> SWAGPPMResult:
+    """The fit's public result rebuilt from what the study stored about it (g: the trial's, or ``search``'s fixed
+    one)."""
     from swagppm import SWAGPPMResult
 
+    params = search.params_of(trial.params, seed=record.seed)
     return SWAGPPMResult(
-        c=trial.params["c"], g=trial.params.get("g", 0.0), ft_epochs=trial.params["ft_epochs"], seed=record.seed,
+        c=params.c, g=params.g, ft_epochs=params.ft_epochs, seed=record.seed,
         epsilon=record.epsilon_or_inf, max_delta=list(record.max_delta_series), f1_macro=list(record.f1_macro_draws),
         f1_weighted=list(record.f1_weighted_draws), baseline_f1_macro=record.baseline_f1_macro,
         baseline_f1_weighted=record.baseline_f1_weighted, epsilon_is_lower_bound=record.epsilon_is_lower_bound,
@@ -66,12 +69,12 @@ def rejudge(config: StudyConfig, targets: Targets, *, name: str) -> optuna.Study
     source = open_study(config, create=False)
     check_new_name(config, name)
     accounted = is_accounted(source)
-    if accounted and targets.epsilon != config.targets.epsilon:
-        raise ConfigError(f"rejudge --epsilon {targets.epsilon:g}: the study {config.study.name!r} is accounted at "
-                          f"epsilon* = {config.targets.epsilon:g}, and its total holds for that cap only; rejudge it "
-                          "with the same epsilon, or run a new accounted study")
+    if accounted and targets.epsilon_cap != config.targets.epsilon_cap:
+        raise ConfigError(f"rejudge --epsilon-cap {targets.epsilon_cap:g}: the study {config.study.name!r} is "
+                          f"accounted at epsilon* = {config.targets.epsilon_cap:g}, and its total holds for that cap "
+                          "only; rejudge it with the same cap, or run a new accounted study")
     new = dataclasses.replace(config, targets=targets, study=dataclasses.replace(config.study, name=name))
-    claim = claim_of(source) | {"ranked_at": targets.epsilon}
+    claim = claim_of(source) | {"ranked_at": targets.epsilon_cap}
     study = open_study(new, claim=claim)
     for key in (ACCOUNTED_TRIALS, NUM_TRAIN, BASELINE_F1_MACRO):  # the baseline: the new F1 threshold's reference
         if key in source.user_attrs:
@@ -88,11 +91,11 @@ def rejudged_trial(trial: optuna.trial.FrozenTrial, record: TrialRecord, config:
                    accounted: bool) -> optuna.trial.FrozenTrial:
     """``trial`` judged against ``config``'s targets, as a finished trial of the new study."""
     checks = DrawChecks(public_score=record.public_score, audit_epsilon_bound=record.audit_epsilon_bound)
-    outcome = judge(result_of(trial, record), targets=config.targets, search=config.search, accounted=accounted,
-                    checks=checks)
+    outcome = judge(result_of(trial, record, search=config.search), targets=config.targets, search=config.search,
+                    accounted=accounted, checks=checks)
     state = TrialState.PRUNED if outcome.catastrophic else TrialState.COMPLETE
     values = outcome.objective_values(config.study.objective) if state == TrialState.COMPLETE else None
-    refit = record.epsilon_is_lower_bound and record.epsilon_or_inf <= config.targets.epsilon
+    refit = record.epsilon_is_lower_bound and record.epsilon_or_inf <= config.targets.epsilon_cap
     return create_trial(
         state=state, values=None if values is None else list(values) if isinstance(values, tuple) else [values],
         params=trial.params, distributions=trial.distributions,

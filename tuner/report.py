@@ -48,7 +48,8 @@ def report_html(study: optuna.Study, config: StudyConfig, *,
              f"<h1>SWAG-PPM study <code>{esc(study.study_name)}</code></h1>",
              f"<p>Storage {esc(masked_url(config.storage_url))} · sampler {esc(config.study.sampler)} · "
              f"{counts['total']} trials ({counts['complete']} complete, {counts['pruned']} pruned, {counts['fail']} "
-             f"failed) · targets: ε ≤ {config.targets.epsilon:g}, macro- and weighted-F1 ({config.targets.statistic}) "
+             f"failed) · targets: ε ≤ {config.targets.epsilon_cap:g}, macro- and weighted-F1 "
+             f"({config.targets.statistic}) "
              f"within {config.targets.max_f1_degradation:.0%} of the non-private baseline"
              f"{', a well-fit max-delta series' if config.targets.require_well_fit else ''}.</p>"]
     if best is not None:

@@ -7,11 +7,16 @@ study file, which names a sampler, import it without importing each other.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from scorers import GUIDE
-from swagppm import ConfigError
+from swagppm import ConfigError, TrialParams
 from swagppm.config import check_value
+
+if TYPE_CHECKING:
+    from optuna.trial import BaseTrial
 
 
 def check_finite(table: str, settings: object, names: tuple[str, ...]) -> None:
@@ -94,6 +99,18 @@ class SearchSpace:
     @property
     def searches_g(self) -> bool:
         return self.g_min is not None
+
+    def suggest(self, trial: BaseTrial) -> TrialParams:
+        """The one place a trial's parameters are proposed: c (log-uniform with ``c_log``), the FT epochs and, when
+        searched, g (else the fixed ``g``, never stored as a parameter)."""
+        c = trial.suggest_float("c", self.c_min, self.c_max, log=self.c_log)
+        epochs = trial.suggest_int("ft_epochs", self.ft_epochs_min, self.ft_epochs_max)
+        g = trial.suggest_float("g", self.g_min, self.g_max) if self.searches_g else self.g  # type: ignore[arg-type]
+        return TrialParams(c=c, ft_epochs=epochs, g=g)
+
+    def params_of(self, params: Mapping[str, Any], *, seed: int | None = None) -> TrialParams:
+        """A stored trial's parameters read back, with this search's fixed g where the trial stored none."""
+        return TrialParams.from_params(params, g=self.g, seed=seed)
 
     def start_points(self) -> tuple[StartPoint, ...]:
         """The points every study evaluates first: ``start``, then (with ``probe``) the private-side probe.

@@ -332,7 +332,7 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
         return finish(stop_rule.end_reason(study))
 
     echo(f"study {settings.name!r} in {masked_url(config.storage_url)}: {before} finished trial(s); "
-         f"sampler {settings.sampler}, target epsilon <= {config.targets.epsilon:g}, F1 within "
+         f"sampler {settings.sampler}, target epsilon <= {config.targets.epsilon_cap:g}, F1 within "
          f"{config.targets.max_f1_degradation:.0%} of the baseline ({config.targets.statistic})")
     check_artifact_dir(config)
     check_public_eval(config)

@@ -86,7 +86,7 @@ def study_claim(config: StudyConfig) -> dict[str, Any]:
     the hidden trial count's distribution."""
     settings, mode = config.study, mode_of(config)
     delta = settings.accounting_delta or (default_delta(settings.max_records) if settings.max_records else None)
-    claim = {"epsilon_cap": config.targets.epsilon, "mode": mode, "data_public": config.fit.data.public,
+    claim = {"epsilon_cap": config.targets.epsilon_cap, "mode": mode, "data_public": config.fit.data.public,
              "delta": delta, "max_records": settings.max_records,
              "accounting": {"trials_shape": settings.trials_shape, "trials_mean": settings.trials_mean}
              if mode == ACCOUNTED else None}

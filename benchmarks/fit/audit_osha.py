@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "model": {"name_or_path": str(minilm.get_model_path()), "trainable": "last_n_layers", "n_layers": 1}})
         with swagppm.Session(config) as session:
             for c, epochs in GRID:
-                fit = session.fit(c=c, ft_epochs=epochs)
+                fit = session.fit(swagppm.TrialParams(c=c, ft_epochs=epochs))
                 for cap in CAPS:
                     out = Path(work) / f"release-c{c}-e{epochs}-cap{cap}"
                     rows.append({"c": c, "ft_epochs": epochs, **attempt(session, fit, out, cap)})

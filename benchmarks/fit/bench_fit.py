@@ -80,6 +80,7 @@ from torch.nn import functional as F
 import swagppm
 from benchmarks import OSHA_SAMPLE, rerun_command
 from benchmarks.fit import fit_growth, fit_modes
+from swagppm import TrialParams
 from swagppm.models.tokenizer import fit_wordpiece_tokenizer
 from swagppm.train.engine import Net, Split, adamw, sweep_draws, train
 
@@ -760,9 +761,9 @@ def first_fits(args: argparse.Namespace, workdir: Path) -> tuple[swagppm.Session
     session = swagppm.Session(config)
     print(f"bench_fit: device {session.device}, bf16 autocast {session.net.amp}, CUDA graphs {session.net.graphs}",
           file=sys.stderr, flush=True)
-    fits = [session.fit(c=C, g=G, ft_epochs=args.settings.ft_epochs).result]
+    fits = [session.fit(TrialParams(c=C, ft_epochs=args.settings.ft_epochs, g=G)).result]
     print(f"bench_fit: fit 1 {timings_line(fits[0])}; fit 2 of {count} ...", file=sys.stderr, flush=True)
-    fits.append(session.fit(c=C, g=G, ft_epochs=args.settings.ft_epochs).result)
+    fits.append(session.fit(TrialParams(c=C, ft_epochs=args.settings.ft_epochs, g=G)).result)
     print(f"bench_fit: fit 2 {timings_line(fits[1])}", file=sys.stderr, flush=True)
     failures = [f.failure for f in fits if f.failure]
     if failures:
@@ -777,7 +778,7 @@ def extras(args: argparse.Namespace, session: swagppm.Session, fits: Sequence[sw
     """Fit 3 (the ε early stop), the draw overhead, padding and the ablations, added to ``report``; their texts."""
     s: Settings = args.settings
     print("bench_fit: fit 3 of 3 (epsilon early stop) ...", file=sys.stderr, flush=True)
-    stopped = session.fit(c=C, g=G, ft_epochs=s.ft_epochs, stop_above_epsilon=fits[1].epsilon / 2).result
+    stopped = session.fit(TrialParams(c=C, ft_epochs=s.ft_epochs, g=G), stop_above_epsilon=fits[1].epsilon / 2).result
     print("bench_fit: draw overhead ...", file=sys.stderr, flush=True)
     report.update(draw_overhead=draw_overhead(session, s.repeats),
                   padding=padding(session.tokens[0], session.config.eval_batch_size), ratios=ratios(fits, stopped))

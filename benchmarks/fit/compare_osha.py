@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         config = swagppm.SWAGPPMConfig.from_toml(ROOT / "studies" / "osha.toml").replace(
             data={"source": str(OSHA_SAMPLE)}, model={"name_or_path": "all-MiniLM-L6-v2", "trainable": "head"},
             device="cpu", cache_dir=cache)
-        rows = compare(config, CompareSettings(c=args.c, ft_epochs=args.ft_epochs, long_epochs=30))
+        params = swagppm.TrialParams(c=args.c, ft_epochs=args.ft_epochs)
+        rows = compare(config, CompareSettings(params=params, long_epochs=30))
     print(comparison_table(rows))
     if args.json:
         document = {"command": rerun_command(__file__, argv), "rows": [dataclasses.asdict(row) for row in rows]}

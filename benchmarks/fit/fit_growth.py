@@ -83,7 +83,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         if spec["phase"] == "stage1":
             session.prepare()
             return {"seconds": time.perf_counter() - start}
-        result = session.fit(**TRIAL).result
+        result = session.fit(swagppm.TrialParams(**TRIAL)).result
     assert result.stage1_cache_hit, "stage 1 should have been cached by the previous subprocess"
     return {"timings": {k: round(v, 3) for k, v in result.timings.items()}, "num_train": result.num_train,
             "num_test": result.num_test, "num_classes": result.num_classes,

@@ -91,7 +91,7 @@ def one_mode(mode: str, cache: Path) -> dict[str, Any]:
         swag_rank=MEASURED["swag_rank"], draws_risk=draws, draws_privacy=draws,
         draws_utility=MEASURED["draws_utility"], seed=0, device="cpu")
     with swagppm.Session(config) as session:
-        result = session.fit(c=1.0, ft_epochs=MEASURED["ft_epochs"]).result
+        result = session.fit(swagppm.TrialParams(c=1.0, ft_epochs=MEASURED["ft_epochs"])).result
         t = result.timings
         parameters = dict(session.bundle.model.named_parameters())
         private = sum(parameters[name].numel() for name in session.bundle.private_parameters)

@@ -97,7 +97,7 @@ def measure(name: str, config: Any, *, old: bool) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as cache, variance_formula(old):
         with swagppm.Session(config.replace(cache_dir=cache)) as session:
             for c, epochs in CONFIGURATIONS:
-                result = session.fit(c=c, ft_epochs=epochs).result
+                result = session.fit(swagppm.TrialParams(c=c, ft_epochs=epochs)).result
                 rows.append({"workload": name, "variance": "float32 s - mu^2 (before)" if old else "centred (after)",
                              "c": c, "ft_epochs": epochs, "epsilon": result.epsilon,
                              "f1_macro_median": result.f1_macro_median,

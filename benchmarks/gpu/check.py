@@ -49,6 +49,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import swagppm  # noqa: E402
+from swagppm import TrialParams  # noqa: E402
 from swagppm.train.engine import Net, adamw, sgd, train  # noqa: E402
 
 PEAK_TFLOPS = 989.0  # H100/H200 dense bf16
@@ -203,7 +204,7 @@ def compiled_sweep(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
 def trial(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
     """Stage 1 (reduced) timed, then one trial at the paper's settings with stage 1 cached."""
     prep = session.prepare()
-    result = session.fit(c=1.0, ft_epochs=sizes.ft_epochs).result
+    result = session.fit(TrialParams(c=1.0, ft_epochs=sizes.ft_epochs)).result
     if result.failure:
         return {"stage1_s": prep.timings, "failure": result.failure}
     work = _workload(session)
@@ -241,7 +242,7 @@ def concurrent_worker(config: dict[str, Any], ft_epochs: int, barrier: Any, resu
                 torch.cuda.reset_peak_memory_stats(session.device)
             barrier.wait()
             started = time.perf_counter()
-            result = session.fit(c=1.0, ft_epochs=ft_epochs).result
+            result = session.fit(TrialParams(c=1.0, ft_epochs=ft_epochs)).result
             wall = time.perf_counter() - started
             peak = torch.cuda.max_memory_allocated(session.device) / 2**30 if session.device.type == "cuda" else 0.0
         results.put({"timings_s": result.timings, "wall_s": wall, "epsilon": result.epsilon, "peak_gib": peak,

@@ -133,7 +133,7 @@ def nearest(cells: Sequence[tuple[float, int]], c: float, epochs: int, search: S
 
 def outcomes(cells: dict[tuple[float, int], Cell], targets: Targets, search: SearchSpace,
              *, early_stop: bool) -> dict[tuple[float, int], tuple[Outcome, float]]:
-    stop_above = targets.epsilon / 2 if early_stop else None
+    stop_above = targets.epsilon_cap / 2 if early_stop else None
     judged = {}
     for key, cell in cells.items():
         result, cost = cell.result(stop_above=stop_above)
@@ -144,7 +144,7 @@ def outcomes(cells: dict[tuple[float, int], Cell], targets: Targets, search: Sea
 def auto_epsilon(cells: dict[tuple[float, int], Cell], search: SearchSpace, max_degradation: float,
                  feasible_cells: int, well_fit: bool) -> float:
     """The smallest ε target with at least ``feasible_cells`` feasible cells (rounded up to 0.01)."""
-    loose = Targets(epsilon=1e9, max_f1_degradation=max_degradation, require_well_fit=well_fit)
+    loose = Targets(epsilon_cap=1e9, max_f1_degradation=max_degradation, require_well_fit=well_fit)
     candidates = sorted(o.result.epsilon for o, _ in outcomes(cells, loose, search, early_stop=False).values()
                         if o.feasible)
     if not candidates:
@@ -168,9 +168,8 @@ def replay(sampler: BaseSampler, judged: dict[tuple[float, int], tuple[Outcome, 
             study.enqueue_trial({"c": point.c, "ft_epochs": point.ft_epochs})
 
     def objective(trial: optuna.Trial) -> float:
-        c = trial.suggest_float("c", search.c_min, search.c_max)
-        e = trial.suggest_int("ft_epochs", search.ft_epochs_min, search.ft_epochs_max)
-        outcome, cost = judged[nearest(recorded, c, e, search)]
+        params = search.suggest(trial)  # the tuner's own rule
+        outcome, cost = judged[nearest(recorded, params.c, params.ft_epochs, search)]
         record_outcome(trial, outcome, storage=storage)
         trials.append((outcome.feasible, cost))
         if outcome.catastrophic:
@@ -270,7 +269,7 @@ def fmt_ci(interval: Sequence[float]) -> str:
 def compare(args: argparse.Namespace, cells: dict[tuple[float, int], Cell], search: SearchSpace, epsilon: float,
             stage1: float) -> dict[str, Any]:
     """Every sampler on one ε target: printed as a table and returned."""
-    targets = Targets(epsilon=epsilon, max_f1_degradation=args.max_degradation, require_well_fit=args.well_fit)
+    targets = Targets(epsilon_cap=epsilon, max_f1_degradation=args.max_degradation, require_well_fit=args.well_fit)
     judged = {stop: outcomes(cells, targets, search, early_stop=stop) for stop in (True, False)}
     feasible = sorted(k for k, (o, _) in judged[False].items() if o.feasible)
     labels: dict[str, int] = {}

@@ -395,7 +395,7 @@ def run(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
         cells = [(c, epochs) for c, epochs in grid if (name, c, epochs) not in done]
         for index, (c, epochs) in enumerate(cells):
             fit_start = time.perf_counter()
-            result = swagppm.run_fit(config, c=c, ft_epochs=epochs)
+            result = swagppm.run_fit(config, swagppm.TrialParams(c=c, ft_epochs=epochs))
             seconds = time.perf_counter() - fit_start
             print(summary_line(name, result, seconds), flush=True)
             if index == 0 and (line := other_stage1(name, entry(name, result), fits)):

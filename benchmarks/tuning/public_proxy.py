@@ -48,7 +48,7 @@ start = []
 probe = false
 
 [targets]
-epsilon = 10.0
+epsilon_cap = 10.0
 max_f1_degradation = 0.25
 require_well_fit = false
 

@@ -183,7 +183,7 @@ def replay_row(table: str, model: str, one_stage1: bool, well_fit: bool, epsilon
     """Every variant's fits to the first feasible configuration on one table and target."""
     cells, _ = load_cells(TABLES / table, model, one_stage1=one_stage1)
     search = table_search(cells)
-    targets = Targets(epsilon=epsilon, max_f1_degradation=0.10, require_well_fit=well_fit)
+    targets = Targets(epsilon_cap=epsilon, max_f1_degradation=0.10, require_well_fit=well_fit)
     judged = {stop: outcomes(cells, targets, search, early_stop=stop) for stop in (True, False)}
     stage1 = next(iter(cells.values())).stage1
     found = {}

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow  # no fit, no service, but seconds a test
 
 SEARCH = SearchSpace(c_min=0.3, c_max=1.2, ft_epochs_min=4, ft_epochs_max=8, restart_epochs=6,
                      start=(StartPoint(1.0, 6),))
-TARGETS = Targets(epsilon=10.0)
+TARGETS = Targets(epsilon_cap=10.0)
 TRIALS = 6
 
 
@@ -31,9 +31,9 @@ def run(name: str, *, seed: int, n_trials: int = TRIALS) -> optuna.Study:
     rule = stop_rule_of(study.sampler)
 
     def objective(trial: optuna.Trial) -> float:
-        c = trial.suggest_float("c", SEARCH.c_min, SEARCH.c_max, log=SEARCH.c_log)
-        epochs = trial.suggest_int("ft_epochs", SEARCH.ft_epochs_min, SEARCH.ft_epochs_max)
-        outcome = judge(result(tight(median=2.0 + 4.0 * c), c=c, epochs=epochs), targets=TARGETS, search=SEARCH)
+        params = SEARCH.suggest(trial)
+        outcome = judge(result(tight(median=2.0 + 4.0 * params.c), c=params.c, epochs=params.ft_epochs),
+                        targets=TARGETS, search=SEARCH)
         record_outcome(trial, outcome, storage=storage)
         return outcome.objective_values("epsilon")  # type: ignore[return-value]
 

@@ -202,12 +202,12 @@ def test_priority_catastrophic_over_everything(series_kind: str) -> None:
 
 
 def test_epsilon_and_utility_reasons() -> None:
-    d = diagnose(score_max_delta(tight(), epsilon_target=1.0), poor_utility())
+    d = diagnose(score_max_delta(tight(), epsilon_cap=1.0), poor_utility())
     assert d.label == "well_fit"
     assert any("exceeds the target 1.00" in r for r in d.reasons)
     assert any(r.startswith("macro F1 median 0.600 is below the threshold 0.765") for r in d.reasons)
     assert any(r.startswith("weighted F1 median 0.700 is below the threshold 0.810") for r in d.reasons)
-    d = diagnose(score_max_delta(tight(), epsilon_target=100.0), good_utility())
+    d = diagnose(score_max_delta(tight(), epsilon_cap=100.0), good_utility())
     assert any("meets the target 100.00" in r for r in d.reasons)
     assert any(r.startswith("macro F1 median 0.780 meets") for r in d.reasons)
 
@@ -217,7 +217,7 @@ def test_epsilon_and_utility_reasons() -> None:
 
 def test_margins_golden() -> None:
     thresholds = DiagnosisThresholds(max_bulk_spread=0.2)
-    s = score_max_delta(HAND, epsilon_target=50.0, spike_z=HAND_Z)
+    s = score_max_delta(HAND, epsilon_cap=50.0, spike_z=HAND_Z)
     d = diagnose(s, good_utility(), thresholds)
     assert set(d.margins) == {"bulk_spread", "spikes", "epsilon", "f1_macro", "f1_weighted"}
     assert d.margins["bulk_spread"] == pytest.approx(0.28 - 0.2)
@@ -230,14 +230,14 @@ def test_margins_golden() -> None:
 
 def test_margin_signs() -> None:
     # a good fit: every margin on the good side (≤ 0)
-    s = score_max_delta(tight(), epsilon_target=100.0)
+    s = score_max_delta(tight(), epsilon_cap=100.0)
     d = diagnose(s, good_utility())
     assert d.margins["bulk_spread"] == pytest.approx(s.bulk_spread - T.max_bulk_spread)
     assert d.margins["spikes"] == pytest.approx(s.max_robust_z - DEFAULT_SPIKE_Z)
     assert d.margins["epsilon"] == pytest.approx(s.epsilon - 100.0)
     assert all(v < 0 for v in d.margins.values()), d.margins
     # a bad fit: every margin on the bad side (> 0)
-    s = score_max_delta(with_spikes(wide(), 3), epsilon_target=1.0)
+    s = score_max_delta(with_spikes(wide(), 3), epsilon_cap=1.0)
     d = diagnose(s, poor_utility())
     assert all(v > 0 for v in d.margins.values()), d.margins
     assert d.margins["f1_macro"] == pytest.approx(0.765 - 0.6)
@@ -261,20 +261,20 @@ def test_spike_margin_agrees_with_spike_count() -> None:
 
 
 def test_feasible_only_when_well_fit_and_targets_met() -> None:
-    good = diagnose(score_max_delta(tight(), epsilon_target=100.0), good_utility())
+    good = diagnose(score_max_delta(tight(), epsilon_cap=100.0), good_utility())
     assert good.label == "well_fit" and good.epsilon_ok is True and good.utility_ok is True
     assert good.feasible
 
-    eps_bad = diagnose(score_max_delta(tight(), epsilon_target=1.0), good_utility())
+    eps_bad = diagnose(score_max_delta(tight(), epsilon_cap=1.0), good_utility())
     assert eps_bad.label == "well_fit" and eps_bad.epsilon_ok is False
     assert not eps_bad.feasible
 
-    util_bad = diagnose(score_max_delta(tight(), epsilon_target=100.0), poor_utility())
+    util_bad = diagnose(score_max_delta(tight(), epsilon_cap=100.0), poor_utility())
     assert util_bad.label == "well_fit" and util_bad.utility_ok is False
     assert not util_bad.feasible
 
     for series in (wide(), spiky()):
-        d = diagnose(score_max_delta(series, epsilon_target=100.0), good_utility())
+        d = diagnose(score_max_delta(series, epsilon_cap=100.0), good_utility())
         assert d.epsilon_ok and d.utility_ok
         assert not d.feasible
 
@@ -286,7 +286,7 @@ def test_feasible_without_targets() -> None:
 
 
 def test_epsilon_ok_at_exactly_the_target() -> None:
-    d = diagnose(score_max_delta(HAND, epsilon_target=60.0))
+    d = diagnose(score_max_delta(HAND, epsilon_cap=60.0))
     assert d.epsilon_ok is True
 
 
@@ -295,7 +295,7 @@ def test_epsilon_ok_at_exactly_the_target() -> None:
 
 def test_constraint_values_golden() -> None:
     thresholds = DiagnosisThresholds(max_bulk_spread=0.2)
-    s = score_max_delta(HAND, epsilon_target=50.0, spike_z=HAND_Z)
+    s = score_max_delta(HAND, epsilon_cap=50.0, spike_z=HAND_Z)
     values = constraint_values(s, good_utility(), thresholds)
     assert list(values) == KEYS
     assert values["epsilon"] == pytest.approx(60.0 / 50.0 - 1)  # 0.2
@@ -306,7 +306,7 @@ def test_constraint_values_golden() -> None:
 
 
 def test_constraint_values_with_default_thresholds() -> None:
-    s = score_max_delta(tight(), epsilon_target=100.0)
+    s = score_max_delta(tight(), epsilon_cap=100.0)
     u = good_utility()
     values = constraint_values(s, u)
     assert values["epsilon"] == pytest.approx(s.epsilon / 100.0 - 1)
@@ -318,20 +318,20 @@ def test_constraint_values_with_default_thresholds() -> None:
 
 
 def test_constraint_signs_follow_the_diagnosis() -> None:
-    underfit = constraint_values(score_max_delta(wide(), epsilon_target=100.0), good_utility())
+    underfit = constraint_values(score_max_delta(wide(), epsilon_cap=100.0), good_utility())
     assert underfit["fit_spread"] > 0 and underfit["fit_spikes"] <= 0
     assert underfit["fit_spread"] == pytest.approx(1.0, abs=0.3)  # bulk at twice the threshold
-    overfit = constraint_values(score_max_delta(spiky(), epsilon_target=100.0), good_utility())
+    overfit = constraint_values(score_max_delta(spiky(), epsilon_cap=100.0), good_utility())
     assert overfit["fit_spread"] <= 0 and overfit["fit_spikes"] > 0
-    eps_bad = constraint_values(score_max_delta(tight(), epsilon_target=1.0), good_utility())
+    eps_bad = constraint_values(score_max_delta(tight(), epsilon_cap=1.0), good_utility())
     assert eps_bad["epsilon"] > 0
-    util_bad = constraint_values(score_max_delta(tight(), epsilon_target=100.0), poor_utility())
+    util_bad = constraint_values(score_max_delta(tight(), epsilon_cap=100.0), poor_utility())
     assert util_bad["f1_macro"] > 0 and util_bad["f1_weighted"] > 0
 
 
 def test_constraint_values_are_capped() -> None:
     # ε far above target, an enormous spike on a tight bulk: capped at +CAP
-    s = score_max_delta(list(tight()) + [1e6], epsilon_target=1.0)
+    s = score_max_delta(list(tight()) + [1e6], epsilon_cap=1.0)
     assert s.max_robust_z > 100 * s.spike_z
     values = constraint_values(s, good_utility())
     assert values["epsilon"] == CONSTRAINT_CAP
@@ -339,32 +339,32 @@ def test_constraint_values_are_capped() -> None:
     # utility far above a tiny baseline: capped at −CAP
     u = score_utility([0.9] * 5, [0.9] * 5, baseline_macro=0.01, baseline_weighted=0.01)
     assert not u.collapsed
-    values = constraint_values(score_max_delta(tight(), epsilon_target=100.0), u)
+    values = constraint_values(score_max_delta(tight(), epsilon_cap=100.0), u)
     assert values["f1_macro"] == -CONSTRAINT_CAP and values["f1_weighted"] == -CONSTRAINT_CAP
     for v in values.values():
         assert math.isfinite(v) and -CONSTRAINT_CAP <= v <= CONSTRAINT_CAP
 
 
 def test_constraint_values_too_few_draws_are_finite() -> None:
-    values = constraint_values(score_max_delta([1.0, 1.1, 0.9], epsilon_target=10.0), good_utility())
+    values = constraint_values(score_max_delta([1.0, 1.1, 0.9], epsilon_cap=10.0), good_utility())
     assert list(values) == KEYS
     assert all(math.isfinite(v) and abs(v) <= CONSTRAINT_CAP for v in values.values())
     assert values["fit_spread"] == 0.0  # too few draws to measure the spread: not judged, as in diagnose
 
 
 def test_constraint_values_catastrophic_flag() -> None:
-    values = constraint_values(score_max_delta(tight(), epsilon_target=100.0), good_utility(), catastrophic=True)
+    values = constraint_values(score_max_delta(tight(), epsilon_cap=100.0), good_utility(), catastrophic=True)
     assert values == {key: CONSTRAINT_CAP for key in KEYS}
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_constraint_values_nonfinite_series(bad: float) -> None:
-    values = constraint_values(score_max_delta(np.append(tight(), bad), epsilon_target=100.0), good_utility())
+    values = constraint_values(score_max_delta(np.append(tight(), bad), epsilon_cap=100.0), good_utility())
     assert values == {key: CONSTRAINT_CAP for key in KEYS}
 
 
 def test_constraint_values_empty_series() -> None:
-    values = constraint_values(score_max_delta([], epsilon_target=100.0), good_utility())
+    values = constraint_values(score_max_delta([], epsilon_cap=100.0), good_utility())
     assert values == {key: CONSTRAINT_CAP for key in KEYS}
 
 
@@ -372,28 +372,28 @@ def test_constraint_values_collapsed_utility() -> None:
     for u in (score_utility([0.1] * 5, [0.1] * 5, baseline_macro=0.85, baseline_weighted=0.90),
               score_utility([], [], baseline_macro=0.85, baseline_weighted=0.90)):
         assert u.collapsed
-        values = constraint_values(score_max_delta(tight(), epsilon_target=100.0), u)
+        values = constraint_values(score_max_delta(tight(), epsilon_cap=100.0), u)
         assert values == {key: CONSTRAINT_CAP for key in KEYS}
 
 
 def test_constraint_values_need_epsilon_target() -> None:
-    with pytest.raises(ValueError, match="epsilon_target"):
+    with pytest.raises(ValueError, match="epsilon_cap"):
         constraint_values(score_max_delta(tight()), good_utility())
 
 
 def test_constraint_keys_are_always_the_same() -> None:
     cases = [
-        (score_max_delta(tight(), epsilon_target=100.0), good_utility(), False),
-        (score_max_delta(wide(), epsilon_target=1.0), poor_utility(), False),
-        (score_max_delta(spiky(), epsilon_target=100.0), good_utility(), False),
-        (score_max_delta(np.append(tight(), math.nan), epsilon_target=100.0), good_utility(), False),
-        (score_max_delta([], epsilon_target=100.0), good_utility(), False),
-        (score_max_delta([2.0], epsilon_target=100.0), good_utility(), False),
-        (score_max_delta([1.0] * 20, epsilon_target=100.0), good_utility(), False),
-        (score_max_delta(tight(), epsilon_target=100.0), score_utility([], [], baseline_macro=0.8,
+        (score_max_delta(tight(), epsilon_cap=100.0), good_utility(), False),
+        (score_max_delta(wide(), epsilon_cap=1.0), poor_utility(), False),
+        (score_max_delta(spiky(), epsilon_cap=100.0), good_utility(), False),
+        (score_max_delta(np.append(tight(), math.nan), epsilon_cap=100.0), good_utility(), False),
+        (score_max_delta([], epsilon_cap=100.0), good_utility(), False),
+        (score_max_delta([2.0], epsilon_cap=100.0), good_utility(), False),
+        (score_max_delta([1.0] * 20, epsilon_cap=100.0), good_utility(), False),
+        (score_max_delta(tight(), epsilon_cap=100.0), score_utility([], [], baseline_macro=0.8,
                                                                       baseline_weighted=0.8), False),
-        (score_max_delta(tight(), epsilon_target=100.0), good_utility(), True),
-        (score_max_delta(tight(), epsilon_target=100.0), good_utility(statistic="q10"), False),
+        (score_max_delta(tight(), epsilon_cap=100.0), good_utility(), True),
+        (score_max_delta(tight(), epsilon_cap=100.0), good_utility(statistic="q10"), False),
     ]
     for s, u, catastrophic in cases:
         values = constraint_values(s, u, catastrophic=catastrophic)
@@ -407,7 +407,7 @@ def test_constraint_keys_are_always_the_same() -> None:
 def fit(label: str, seed: int) -> Diagnosis:
     """A diagnosis of the given label from a synthetic series (targets met where it matters)."""
     series = {"underfit": wide, "overfit": spiky, "feasible": tight}[label](seed)
-    d = diagnose(score_max_delta(series, epsilon_target=100.0), good_utility())
+    d = diagnose(score_max_delta(series, epsilon_cap=100.0), good_utility())
     assert d.label == ("well_fit" if label == "feasible" else label)
     assert d.feasible == (label == "feasible")
     return d
@@ -450,7 +450,7 @@ def test_repeated_c_steps_do_not_drift() -> None:
 
 
 def test_well_fit_epsilon_above_target_lowers_c() -> None:
-    d = diagnose(score_max_delta(tight(), epsilon_target=1.0), good_utility())
+    d = diagnose(score_max_delta(tight(), epsilon_cap=1.0), good_utility())
     assert d.label == "well_fit" and d.epsilon_ok is False
     rec = recommend(d, c=1.0, epochs=13)
     assert rec.action == "lower_c"
@@ -460,7 +460,7 @@ def test_well_fit_epsilon_above_target_lowers_c() -> None:
 
 
 def test_well_fit_epsilon_ok_utility_failing_revisits_targets() -> None:
-    d = diagnose(score_max_delta(tight(), epsilon_target=100.0), poor_utility())
+    d = diagnose(score_max_delta(tight(), epsilon_cap=100.0), poor_utility())
     assert d.label == "well_fit" and d.epsilon_ok is True and d.utility_ok is False
     rec = recommend(d, c=0.85, epochs=10)
     assert rec.action == "revisit_targets"
@@ -469,7 +469,7 @@ def test_well_fit_epsilon_ok_utility_failing_revisits_targets() -> None:
 
 
 def test_epsilon_is_fixed_before_utility() -> None:
-    d = diagnose(score_max_delta(tight(), epsilon_target=1.0), poor_utility())
+    d = diagnose(score_max_delta(tight(), epsilon_cap=1.0), poor_utility())
     assert recommend(d, c=1.0, epochs=10).action == "lower_c"
 
 
@@ -490,7 +490,7 @@ def test_custom_steps_are_honoured() -> None:
     rec = recommend(overfit, c=0.9, epochs=11, c_step=0.2, restart_epochs=4)
     assert rec.action == "lower_c" and rec.c == pytest.approx(0.7) and rec.epochs == 4
     assert "0.2" in rec.sentence and "4 epochs" in rec.sentence
-    eps_bad = diagnose(score_max_delta(tight(), epsilon_target=1.0))
+    eps_bad = diagnose(score_max_delta(tight(), epsilon_cap=1.0))
     rec = recommend(eps_bad, c=0.5, epochs=9, c_step=0.1, restart_epochs=3)
     assert rec.action == "lower_c" and rec.c == pytest.approx(0.4) and rec.epochs == 3
 
@@ -517,5 +517,5 @@ def test_empty_series_is_catastrophic_with_a_clear_reason() -> None:
 def test_invalid_thresholds_are_rejected() -> None:
     with pytest.raises(ValueError, match="max_bulk_spread"):
         DiagnosisThresholds(max_bulk_spread=0.0)
-    with pytest.raises(ValueError, match="epsilon_target"):
-        score_max_delta(tight(), epsilon_target=0.0)
+    with pytest.raises(ValueError, match="epsilon_cap"):
+        score_max_delta(tight(), epsilon_cap=0.0)

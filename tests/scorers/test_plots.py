@@ -76,7 +76,7 @@ def test_bulk_band_spans_the_quartiles_of_the_non_spike_draws(spiky_series: np.n
 
 
 def test_target_line_at_half_the_target_and_epsilon_in_title(spiky_series: np.ndarray) -> None:
-    figure = max_delta_figure(spiky_series, epsilon_target=30.0)
+    figure = max_delta_figure(spiky_series, epsilon_cap=30.0)
     line = _shape(figure, "epsilon target / 2")
     assert line.y0 == line.y1 == 15.0
     assert any(a.text == "ε target / 2 = 15.00" for a in figure.layout.annotations)
@@ -87,7 +87,7 @@ def test_target_line_at_half_the_target_and_epsilon_in_title(spiky_series: np.nd
 
 
 def test_target_taken_from_given_scores_and_custom_title(spiky_series: np.ndarray) -> None:
-    scores = score_max_delta(spiky_series, epsilon_target=20.0)
+    scores = score_max_delta(spiky_series, epsilon_cap=20.0)
     figure = max_delta_figure(spiky_series, scores=scores, title="trial 4", epsilon_is_lower_bound=True)
     assert _shape(figure, "epsilon target / 2").y0 == 10.0
     title = figure.layout.title.text
@@ -97,7 +97,7 @@ def test_target_taken_from_given_scores_and_custom_title(spiky_series: np.ndarra
 def test_a_target_far_above_the_series_does_not_flatten_it() -> None:
     """The demo's series (about 0.005) against a target of 10: the axis keeps to the data, the target is a note."""
     series = 0.005 + 0.0002 * np.random.default_rng(3).standard_normal(60)
-    figure = max_delta_figure(series, epsilon_target=10.0)
+    figure = max_delta_figure(series, epsilon_cap=10.0)
     assert "epsilon target / 2" not in [s.name for s in figure.layout.shapes]
     low, high = figure.layout.yaxis.range
     assert series.min() - 0.0005 < low < series.min() and series.max() < high < series.max() + 0.0005
@@ -107,7 +107,7 @@ def test_a_target_far_above_the_series_does_not_flatten_it() -> None:
 
 def test_a_target_far_below_the_series_is_noted_below() -> None:
     series = 10 + 0.1 * np.random.default_rng(4).standard_normal(40)
-    figure = max_delta_figure(series, epsilon_target=0.02)
+    figure = max_delta_figure(series, epsilon_cap=0.02)
     (note,) = [a for a in figure.layout.annotations if a.name == "epsilon target / 2"]
     assert note.text == "↓ ε target / 2 = 0.01 (below the plot)"
     assert figure.layout.yaxis.range[0] > 9
@@ -123,7 +123,7 @@ def test_non_finite_values_are_skipped_and_counted(spiky_series: np.ndarray) -> 
     series = spiky_series.copy()
     series[[3, 40]] = np.nan
     series[99] = np.inf
-    figure = max_delta_figure(series, epsilon_target=25.0)
+    figure = max_delta_figure(series, epsilon_cap=25.0)
     drawn = _trace(figure, "max delta")
     assert len(drawn.x) == 497 and np.isfinite(drawn.y).all()
     assert not {4, 41, 100} & set(drawn.x)
@@ -134,7 +134,7 @@ def test_non_finite_values_are_skipped_and_counted(spiky_series: np.ndarray) -> 
 
 @pytest.mark.parametrize("series", [[], [math.nan] * 5, [math.inf, 1.0, 2.0], [3.0], [5.0] * 20])
 def test_degenerate_series_do_not_crash(series: list[float]) -> None:
-    figure = max_delta_figure(series, epsilon_target=10.0)
+    figure = max_delta_figure(series, epsilon_cap=10.0)
     assert "ε = " in figure.layout.title.text
     assert len(_trace(figure, "spikes").x) == 0
     figure.to_json()  # serialisable
@@ -184,7 +184,7 @@ GUIDE_FITS = [
 
 
 def test_grid_symbols_by_label_and_colours_are_epsilon() -> None:
-    figure = search_grid_figure(GUIDE_FITS, epsilon_target=10.0)
+    figure = search_grid_figure(GUIDE_FITS, epsilon_cap=10.0)
     for label in ("underfit", "overfit", "well_fit"):
         trace = _trace(figure, label)
         fits = [f for f in GUIDE_FITS if f["label"] == label]
@@ -212,7 +212,7 @@ def test_grid_non_finite_epsilon_is_grey() -> None:
 
 
 def test_grid_feasible_highlight_hover_and_search_order() -> None:
-    figure = search_grid_figure(GUIDE_FITS, epsilon_target=10.0)
+    figure = search_grid_figure(GUIDE_FITS, epsilon_cap=10.0)
     feasible = _trace(figure, "feasible")
     assert list(zip(feasible.x, feasible.y)) == [(13, 0.7)]
     assert feasible.marker.symbol == "circle-open"
@@ -244,7 +244,7 @@ TRADEOFF_FITS = [
 
 
 def test_tradeoff_points_and_feasible_rectangle() -> None:
-    figure = tradeoff_figure(TRADEOFF_FITS, epsilon_target=10.0, f1_macro_threshold=0.18)
+    figure = tradeoff_figure(TRADEOFF_FITS, epsilon_cap=10.0, f1_macro_threshold=0.18)
     assert list(zip(_trace(figure, "infeasible").x, _trace(figure, "infeasible").y)) == [(18.5, 0.19), (8.0, 0.12)]
     feasible = _trace(figure, "feasible")
     assert list(zip(feasible.x, feasible.y)) == [(9.4, 0.185)]
@@ -258,7 +258,7 @@ def test_tradeoff_points_and_feasible_rectangle() -> None:
 
 
 def test_tradeoff_rectangle_only_with_both_bounds() -> None:
-    figure = tradeoff_figure(TRADEOFF_FITS, epsilon_target=10.0)
+    figure = tradeoff_figure(TRADEOFF_FITS, epsilon_cap=10.0)
     assert [s.name for s in figure.layout.shapes] == ["epsilon target"]
     assert len(tradeoff_figure(TRADEOFF_FITS).layout.shapes) == 0
 
@@ -266,7 +266,7 @@ def test_tradeoff_rectangle_only_with_both_bounds() -> None:
 # --- write_html -----------------------------------------------------------------------------------------------
 
 def test_write_html_is_self_contained(tmp_path, spiky_series: np.ndarray) -> None:
-    figure = max_delta_figure(spiky_series, epsilon_target=30.0, title="trial 12")
+    figure = max_delta_figure(spiky_series, epsilon_cap=30.0, title="trial 12")
     path = write_html(figure, tmp_path / "deep" / "folder" / "max_delta.html")
     assert path == tmp_path / "deep" / "folder" / "max_delta.html" and path.is_file()
     html = path.read_text(encoding="utf-8")
@@ -288,7 +288,7 @@ def test_grid_ticks_only_where_they_cannot_overlap_and_legend_clear_of_the_colou
 
 def test_tradeoff_marks_infeasible_fits_inside_the_shaded_box_with_what_they_missed() -> None:
     inside = {"epsilon": 5.0, "f1_macro": 0.5, "feasible": False, "label": "overfit", "missed": "fit_spikes +0.4"}
-    figure = tradeoff_figure([*TRADEOFF_FITS, inside], epsilon_target=10.0, f1_macro_threshold=0.18)
+    figure = tradeoff_figure([*TRADEOFF_FITS, inside], epsilon_cap=10.0, f1_macro_threshold=0.18)
     marked = _trace(figure, "infeasible inside the box")
     assert list(zip(marked.x, marked.y)) == [(5.0, 0.5)]
     assert marked.text[0].endswith("infeasible: missed fit_spikes +0.4")

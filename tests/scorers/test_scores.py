@@ -69,7 +69,7 @@ def test_golden_hand_series_computed_with_numpy() -> None:
     assert s.epsilon == pytest.approx(2 * x.max())
     assert s.spike_count == 1
     assert s.spike_fraction == pytest.approx(1 / 9)
-    assert s.epsilon_target is None and s.epsilon_margin is None
+    assert s.epsilon_cap is None and s.epsilon_margin is None
 
 
 def test_golden_hand_series_literal_numbers() -> None:
@@ -105,10 +105,10 @@ def test_list_and_array_inputs_agree() -> None:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_shuffling_does_not_change_scores(seed: int) -> None:
     series = with_spikes(gaussian_bulk(seed, 0.5 * SPREAD_THRESHOLD, n=200), 3)
-    reference = score_max_delta(series, epsilon_target=25.0)
+    reference = score_max_delta(series, epsilon_cap=25.0)
     rng = np.random.default_rng(100 + seed)
     for _ in range(50):
-        assert score_max_delta(rng.permutation(series), epsilon_target=25.0) == reference
+        assert score_max_delta(rng.permutation(series), epsilon_cap=25.0) == reference
 
 
 def test_shuffling_hand_series() -> None:
@@ -205,7 +205,7 @@ def test_wide_bulk_with_spikes_keeps_its_spread() -> None:
 
 
 def test_empty_series() -> None:
-    s = score_max_delta([], epsilon_target=10.0)
+    s = score_max_delta([], epsilon_cap=10.0)
     assert s.num_draws == 0
     assert s.num_nonfinite == 0
     assert not s.finite  # nothing to judge
@@ -222,7 +222,7 @@ def test_empty_series() -> None:
 @pytest.mark.parametrize("n", range(1, MIN_DRAWS))
 def test_series_shorter_than_min_draws(n: int) -> None:
     series = [1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 50.0][-n:]
-    s = score_max_delta(series, epsilon_target=10.0)
+    s = score_max_delta(series, epsilon_cap=10.0)
     assert s.num_draws == n
     assert s.finite
     assert math.isnan(s.spread)
@@ -278,7 +278,7 @@ def test_quantised_series_is_not_all_spikes() -> None:
 def test_nan_inside_the_series() -> None:
     series = list(gaussian_bulk(0, 0.5 * SPREAD_THRESHOLD, n=50))
     series[10] = math.nan
-    s = score_max_delta(series, epsilon_target=30.0)
+    s = score_max_delta(series, epsilon_cap=30.0)
     assert s.num_nonfinite == 1
     assert not s.finite
     assert math.isnan(s.epsilon)
@@ -291,7 +291,7 @@ def test_nan_inside_the_series() -> None:
 
 def test_positive_inf_inside_the_series() -> None:
     series = list(gaussian_bulk(1, 0.5 * SPREAD_THRESHOLD, n=50)) + [math.inf]
-    s = score_max_delta(series, epsilon_target=30.0)
+    s = score_max_delta(series, epsilon_cap=30.0)
     assert s.num_nonfinite == 1
     assert not s.finite
     assert s.epsilon == math.inf
@@ -344,8 +344,8 @@ def test_zero_median_with_upper_values() -> None:
 
 @pytest.mark.parametrize(("target", "sign"), [(100.0, -1), (60.0, 0), (50.0, 1)])
 def test_epsilon_target_margin_sign(target: float, sign: int) -> None:
-    s = score_max_delta(HAND, epsilon_target=target)  # ε = 60
-    assert s.epsilon_target == target
+    s = score_max_delta(HAND, epsilon_cap=target)  # ε = 60
+    assert s.epsilon_cap == target
     assert s.epsilon_margin == pytest.approx(60.0 - target)
     assert np.sign(s.epsilon_margin) == sign
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from swagppm import ConfigError
+from swagppm import ConfigError, TrialParams
 from swagppm import cache as cache_module
 from swagppm.cache import MARKER, SUBFOLDER, PrivateCache, cache_key, clear_cache
 from tests.swagppm.helpers import a_process_using, read_only, small_config
@@ -95,7 +95,7 @@ def test_a_folder_published_right_after_the_marker_check_is_used_not_nested(
 def _fit_in_child(cache_dir: str) -> tuple[bool, float]:
     import swagppm
 
-    result = swagppm.run_fit(small_config(Path(cache_dir)), c=1.0, ft_epochs=1)
+    result = swagppm.run_fit(small_config(Path(cache_dir)), TrialParams(c=1.0, ft_epochs=1))
     return result.stage1_cache_hit, result.epsilon
 
 
@@ -236,7 +236,7 @@ def test_a_damaged_stage1_entry_is_recomputed_and_the_fit_gives_the_same_epsilon
 
     config = small_config(tmp_path / "cache", stage1_epochs=2, swag_epochs=2, draws_risk=3, draws_privacy=4,
                           draws_utility=2)
-    first = swagppm.run_fit(config, c=1.0, ft_epochs=1)
+    first = swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=1))
     [entry] = (tmp_path / "cache").glob("stage1-*.pt")
     risk = torch.load(entry, weights_only=True)["risk"]
     data = entry.read_bytes()
@@ -244,5 +244,5 @@ def test_a_damaged_stage1_entry_is_recomputed_and_the_fit_gives_the_same_epsilon
     assert data.count(chunk) == 1
     entry.write_bytes(data.replace(chunk, (risk[5:9] * 1.5).numpy().tobytes()))
     with pytest.warns(UserWarning, match=f"private cache entry {entry} is corrupt \\(its checksum does not match"):
-        second = swagppm.run_fit(config, c=1.0, ft_epochs=1)
+        second = swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=1))
     assert not second.stage1_cache_hit and second.epsilon == first.epsilon

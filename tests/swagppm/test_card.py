@@ -27,7 +27,7 @@ COST: dict[str, Any] = {
     "statement": "accounted: random search over a random, hidden number of trials",
     "trials_run": 48271, "by_state": {"complete": 48270, "fail": 1}, "max_trial_epsilon": 3.14159265,
     "max_trial_epsilon_is_lower_bound": False, "sampler": "random", "accounted": True, "planned_trials": 61283,
-    "trials_shape": 1.0, "trials_mean": 10.0, "epsilon_target": 2.0, "tuning_epsilon": 7.5}
+    "trials_shape": 1.0, "trials_mean": 10.0, "epsilon_cap": 2.0, "tuning_epsilon": 7.5}
 # What the card must never say, whatever the inputs carry: seeds, paths, the machine, trial counts, the largest ε.
 SEED, CACHE, SOURCE, BASE = 987654321, "/srv/owner/cache-7f3a", "/srv/owner/records-7f3a.csv", "/srv/owner/base-7f3a"
 NEVER = ('"seed"', '"cache_dir"', '"device"', '"source"', '"eval_batch_size"', '"amp"', '"cuda_graphs"',

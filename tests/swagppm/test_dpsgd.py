@@ -16,6 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import swagppm
+from swagppm import TrialParams
 from tests.swagppm.helpers import small_config
 
 opacus = pytest.importorskip("opacus", reason="the compare extra (opacus) is not installed")
@@ -173,7 +174,7 @@ def hooks_on(model: nn.Module) -> int:
 
 def test_end_to_end_leaves_the_session_unchanged(tmp_path: Path) -> None:
     with swagppm.Session(small_config(tmp_path / "cache")) as session:
-        before = session.fit(c=1.0, ft_epochs=1).result
+        before = session.fit(TrialParams(c=1.0, ft_epochs=1)).result
         model = session.bundle.model
         state = {k: v.clone() for k, v in model.state_dict().items()}
         flags = [p.requires_grad for p in model.parameters()]
@@ -198,7 +199,7 @@ def test_end_to_end_leaves_the_session_unchanged(tmp_path: Path) -> None:
         for m in model.modules():
             assert not any(name in m.__dict__ for name in dpsgd._MODULE_ATTRS)
 
-        after = session.fit(c=1.0, ft_epochs=1).result
+        after = session.fit(TrialParams(c=1.0, ft_epochs=1)).result
     assert after.epsilon == before.epsilon and after.max_delta == before.max_delta
     assert after.f1_macro == before.f1_macro
 

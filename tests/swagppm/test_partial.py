@@ -11,6 +11,7 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 import swagppm
+from swagppm import TrialParams
 from swagppm.models.partial import HiddenSplit
 from swagppm.provenance import tensor_digest
 from swagppm.train.engine import Net
@@ -43,7 +44,7 @@ def test_cached_path_gives_the_full_models_logits(partial_config: swagppm.SWAGPP
 def test_a_fit_trains_only_the_top_and_keeps_the_rest_public(partial_config: swagppm.SWAGPPMConfig,
                                                              tmp_path: Path) -> None:
     with swagppm.Session(partial_config) as session:
-        fit = session.fit(c=1.0, ft_epochs=2)
+        fit = session.fit(TrialParams(c=1.0, ft_epochs=2))
         assert fit.result.failure is None and np.isfinite(fit.result.epsilon)
         private = set(session.bundle.private_parameters)
         assert any(".layer.1." in n for n in private) and not any(".layer.0." in n for n in private)
@@ -60,7 +61,7 @@ def test_lora_trains_adapters_only_and_releases_a_merged_model(local_pretrained:
     config = make_config(model={"name_or_path": str(local_pretrained), "trainable": "lora", "lora_rank": 2,
                                 "lora_targets": ["query", "value"]})
     with swagppm.Session(config) as session:
-        fit = session.fit(c=1.0, ft_epochs=2)
+        fit = session.fit(TrialParams(c=1.0, ft_epochs=2))
         assert fit.result.failure is None and np.isfinite(fit.result.epsilon)
         private = session.bundle.private_parameters
         assert private and all("lora_" in n or "classifier" in n for n in private)

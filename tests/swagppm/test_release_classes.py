@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import swagppm
+from swagppm import TrialParams
 from swagppm.releases.writer import ReleaseSpec, check_release
 from tests.swagppm.helpers import release_now, small_config
 
@@ -57,7 +58,7 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                               model={"name_or_path": str(base), "trainable": "head"})
         with swagppm.Session(config) as session:
             assert session.data.num_classes == 4
-            fit = session.fit(c=1.0, ft_epochs=2)
+            fit = session.fit(TrialParams(c=1.0, ft_epochs=2))
             found[name] = release_now(session, fit, folder / f"release-{name}", epsilon_cap=1e6)
     return found
 

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import swagppm
+from swagppm import TrialParams
 from swagppm.data.prepare import prepare_data
 from tests.swagppm.helpers import release_now, small_config
 
@@ -52,7 +53,7 @@ def candidates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, 
         config = small_config(folder / "cache", data={"source": str(data)},
                               model={"name_or_path": str(base), "trainable": "head"})
         with swagppm.Session(config) as session:
-            fit = session.fit(c=1.0, ft_epochs=2)
+            fit = session.fit(TrialParams(c=1.0, ft_epochs=2))
             out = release_now(session, fit, folder / f"release-{label}", epsilon_cap=1e6)
         found[label] = {"out": out, "result": fit.result, "bare_hash": prepare_data(config.data).data_hash}
     return found

@@ -17,6 +17,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 import swagppm
+from swagppm import ReleaseSpec, TrialParams
 from swagppm.data.prepare import prepare_data
 from swagppm.releases.staging import owner_report_path
 from swagppm.train import rng
@@ -35,7 +36,7 @@ CARD_KEYS = {"format", "hyperparameters", "mechanism", "unit_of_privacy", "base_
 
 def test_tiny_tokenizer_is_refused_without_force(config: swagppm.SWAGPPMConfig, tmp_path: Path) -> None:
     with pytest.raises(swagppm.ReleaseRefused, match="tokenizer from the training texts"):
-        swagppm.release(config, c=1.0, ft_epochs=1, out_dir=tmp_path / "out", epsilon_cap=CAP)
+        swagppm.release(config, TrialParams(c=1.0, ft_epochs=1), ReleaseSpec(epsilon_cap=CAP), out_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -46,7 +47,7 @@ def release_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("release")
     config = small_config(folder / "cache")
     with swagppm.Session(config) as session:
-        fit = session.fit(c=0.9, ft_epochs=2)
+        fit = session.fit(TrialParams(c=0.9, ft_epochs=2))
         out = release_now(session, fit, folder / "model", epsilon_cap=CAP, force=True, tuning=TUNING)
         again = release_now(session, fit, folder / "again", epsilon_cap=CAP, force=True, public_labels=True)
         data = session.data
@@ -183,7 +184,7 @@ def test_two_releases_differ_and_no_recorded_seed_regenerates_the_noise(release_
 def test_a_measured_epsilon_above_the_declared_cap_is_refused_and_leaves_nothing(
         release_run: dict[str, Any], tmp_path: Path) -> None:
     with swagppm.Session(release_run["config"]) as session:
-        fit = session.fit(c=0.9, ft_epochs=2)
+        fit = session.fit(TrialParams(c=0.9, ft_epochs=2))
         cap = fit.result.epsilon / 2
         with pytest.raises(swagppm.ReleaseRefused, match=f"above the declared cap {cap:g}"):
             release_now(session, fit, tmp_path / "out", epsilon_cap=cap, force=True)
@@ -195,7 +196,8 @@ def test_a_non_empty_release_folder_is_refused_before_fitting(config: swagppm.SW
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
     with pytest.raises(swagppm.ConfigError, match="not empty.*--overwrite"):
-        swagppm.release(config, c=1.0, ft_epochs=1, out_dir=folder, force=True, epsilon_cap=CAP)
+        swagppm.release(config, TrialParams(c=1.0, ft_epochs=1), ReleaseSpec(epsilon_cap=CAP, force=True),
+                        out_dir=folder)
     assert not (tmp_path / "cache").exists()  # refused before any work
     assert [p.name for p in folder.iterdir()] == ["notes.txt"]
 
@@ -204,7 +206,8 @@ def test_an_owner_report_the_tool_did_not_write_is_refused_before_fitting(config
                                                                           tmp_path: Path) -> None:
     owner_report_path(tmp_path / "out").write_text("my notes")
     with pytest.raises(swagppm.ConfigError, match="was not written by swagppm"):
-        swagppm.release(config, c=1.0, ft_epochs=1, out_dir=tmp_path / "out", force=True, epsilon_cap=CAP)
+        swagppm.release(config, TrialParams(c=1.0, ft_epochs=1), ReleaseSpec(epsilon_cap=CAP, force=True),
+                        out_dir=tmp_path / "out")
     assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
 
 
@@ -212,7 +215,8 @@ def test_overwrite_replaces_the_release_folder_as_a_whole(config: swagppm.SWAGPP
     folder = tmp_path / "out"
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
-    swagppm.release(config, c=1.0, ft_epochs=1, out_dir=folder, force=True, overwrite=True, epsilon_cap=CAP)
+    swagppm.release(config, TrialParams(c=1.0, ft_epochs=1), ReleaseSpec(epsilon_cap=CAP, force=True, overwrite=True),
+                    out_dir=folder)
     assert (folder / "release_card.json").exists() and not (folder / "notes.txt").exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")) == [".out.lock"]
 
@@ -222,7 +226,7 @@ def test_a_changed_undrawn_parameter_is_refused(make_config: Any, tmp_path: Path
     config = make_config(model={"name_or_path": "tiny", "tiny_hidden_size": 32, "tiny_layers": 2,
                                 "tiny_vocab_size": 400, "trainable": "last_n_layers", "n_layers": 1})
     with swagppm.Session(config) as session:
-        fit = session.fit(c=1.0, ft_epochs=1)
+        fit = session.fit(TrialParams(c=1.0, ft_epochs=1))
         model = session.bundle.model
         frozen = next(p for p in model.parameters() if not p.requires_grad)
         with torch.no_grad():

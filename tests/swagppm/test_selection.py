@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import swagppm
+from swagppm import TrialParams
 from swagppm.config import PRIVATE_TEST
 from swagppm.releases.selection import Selection, SelectionFailed, check_selection
 from swagppm.releases.staging import owner_report_path
@@ -26,7 +27,7 @@ COST = {"epsilon": 3.1, "delta": 1e-3, "epsilon_per_draw": 1.0, "accountant": "t
 def fitted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[swagppm.Session, swagppm.Fit, Path]]:
     folder = tmp_path_factory.mktemp("selection")
     with swagppm.Session(small_config(folder / "cache")) as session:
-        yield session, session.fit(c=0.9, ft_epochs=2), folder
+        yield session, session.fit(TrialParams(c=0.9, ft_epochs=2)), folder
 
 
 def public_file(session: swagppm.Session, path: Path, *, copy_private: int = 0, shuffle: bool = False) -> str:

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import swagppm
+from swagppm import TrialParams
 from swagppm.train.engine import EpochInfo
 
 pytestmark = pytest.mark.fits
@@ -32,7 +33,7 @@ def check_result(result: swagppm.SWAGPPMResult, config: swagppm.SWAGPPMConfig) -
 
 
 def test_end_to_end_on_the_synthetic_corpus(config: swagppm.SWAGPPMConfig) -> None:
-    result = swagppm.run_fit(config, c=1.0, ft_epochs=2)
+    result = swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=2))
     check_result(result, config)
     assert result.num_classes == 4 and result.num_train + result.num_test == 240
     assert result.baseline_f1_weighted > 0.8  # the tiny model learns the synthetic task
@@ -41,29 +42,29 @@ def test_end_to_end_on_the_synthetic_corpus(config: swagppm.SWAGPPMConfig) -> No
 
 def test_same_seeds_same_epsilon_different_seeds_differ(make_config: MakeConfig) -> None:
     config = make_config()
-    first = swagppm.run_fit(config, c=0.8, ft_epochs=2)
-    second = swagppm.run_fit(config, c=0.8, ft_epochs=2)
+    first = swagppm.run_fit(config, TrialParams(c=0.8, ft_epochs=2))
+    second = swagppm.run_fit(config, TrialParams(c=0.8, ft_epochs=2))
     assert second.stage1_cache_hit
     assert first.max_delta == second.max_delta and first.epsilon == second.epsilon
     assert first.f1_macro == second.f1_macro
     assert re.fullmatch("[0-9a-f]{16}", first.stage1_fingerprint)
     assert second.stage1_fingerprint == first.stage1_fingerprint  # the stage 1 read back is the one computed
-    other_trial = swagppm.run_fit(config, c=0.8, ft_epochs=2, seed=123)
+    other_trial = swagppm.run_fit(config, TrialParams(c=0.8, ft_epochs=2, seed=123))
     assert other_trial.max_delta != first.max_delta
     assert other_trial.stage1_fingerprint == first.stage1_fingerprint  # a trial seed acts on stage 2 only
-    other_study = swagppm.run_fit(make_config(seed=1), c=0.8, ft_epochs=2)
+    other_study = swagppm.run_fit(make_config(seed=1), TrialParams(c=0.8, ft_epochs=2))
     assert not other_study.stage1_cache_hit and other_study.max_delta != first.max_delta
     assert other_study.stage1_fingerprint != first.stage1_fingerprint
 
 
 def test_c_scales_down_epsilon(config: swagppm.SWAGPPMConfig) -> None:
-    high = swagppm.run_fit(config, c=1.0, ft_epochs=2)
-    low = swagppm.run_fit(config, c=0.3, ft_epochs=2)
+    high = swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=2))
+    low = swagppm.run_fit(config, TrialParams(c=0.3, ft_epochs=2))
     assert low.epsilon < high.epsilon
 
 
 def test_stop_above_cuts_the_run_short(config: swagppm.SWAGPPMConfig) -> None:
-    result = swagppm.run_fit(config, c=1.0, ft_epochs=1, stop_above_epsilon=2e-6)
+    result = swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=1), stop_above_epsilon=2e-6)
     assert result.epsilon_is_lower_bound
     assert len(result.max_delta) == 1 and result.draws_skipped == config.draws_privacy - 1
     assert result.epsilon == 2 * result.max_delta[0] > 2e-6
@@ -77,7 +78,7 @@ def test_callback_stop_and_nan_loss_are_failures_not_crashes(config: swagppm.SWA
         seen.append(info)
         return info.train_accuracy <= 1.0
 
-    stopped = swagppm.run_fit(config, c=1.0, ft_epochs=3, on_epoch=stop)
+    stopped = swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=3), on_epoch=stop)
     assert stopped.failure is not None and "stopped by the epoch callback" in stopped.failure
     assert math.isinf(stopped.epsilon) and stopped.max_delta == []
     assert seen[0].stage == "stage2 fine-tune" and seen[0].epoch == 1 and 0 < seen[0].majority_rate < 1
@@ -87,20 +88,20 @@ def test_callback_stop_and_nan_loss_are_failures_not_crashes(config: swagppm.SWA
             with torch.no_grad():
                 session.bundle.model.classifier.weight.fill_(float("nan"))
 
-        diverged = session.fit(c=1.0, ft_epochs=2, on_epoch=poison).result
+        diverged = session.fit(TrialParams(c=1.0, ft_epochs=2), on_epoch=poison).result
     assert diverged.failure is not None and "non-finite training loss" in diverged.failure
 
 
 def test_reweighting_variant_runs(make_config: MakeConfig) -> None:
     config = make_config(reweight_k=0.95)
-    result = swagppm.run_fit(config, c=0.5, ft_epochs=1)
+    result = swagppm.run_fit(config, TrialParams(c=0.5, ft_epochs=1))
     check_result(result, config)
     assert any(h["stage"] == "reweighted fine-tune" for h in result.history)
 
 
 def test_stage2_from_stage1_model(make_config: MakeConfig) -> None:
     config = make_config(stage2_init="stage1")
-    check_result(swagppm.run_fit(config, c=1.0, ft_epochs=1), config)
+    check_result(swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=1)), config)
 
 
 def test_head_mode_caches_features_and_keeps_the_encoder_public(
@@ -108,7 +109,7 @@ def test_head_mode_caches_features_and_keeps_the_encoder_public(
 ) -> None:
     config = make_config(model={"name_or_path": str(local_pretrained), "trainable": "head"})
     session = swagppm.Session(config)
-    result = session.fit(c=1.0, ft_epochs=2).result
+    result = session.fit(TrialParams(c=1.0, ft_epochs=2)).result
     check_result(result, config)
     assert session.bundle.private_parameters == ("classifier.weight", "classifier.bias")
     assert not session.train.is_tokens and session.train.inputs.shape == (result.num_train, 32)
@@ -124,7 +125,7 @@ def test_last_n_layers_freezes_the_rest(local_pretrained: Path, make_config: Mak
     config = make_config(model={"name_or_path": str(local_pretrained),
                                                      "trainable": "last_n_layers", "n_layers": 1})
     with swagppm.Session(config) as session:
-        check_result(session.fit(c=1.0, ft_epochs=1).result, config)
+        check_result(session.fit(TrialParams(c=1.0, ft_epochs=1)).result, config)
         private = session.bundle.private_parameters
     assert any(".layer.1." in n for n in private) and not any(".layer.0." in n or "embeddings" in n for n in private)
     assert "classifier.weight" in private
@@ -133,26 +134,26 @@ def test_last_n_layers_freezes_the_rest(local_pretrained: Path, make_config: Mak
 def test_swag_modules_leaving_trainable_parameters_undrawn_are_refused(make_config: MakeConfig) -> None:
     """They would be released at values learned from the private data without noise."""
     with pytest.raises(swagppm.ConfigError, match="leaves .* trainable parameter.*undrawn"):
-        swagppm.run_fit(make_config(swag_modules=["classifier"]), c=1.0, ft_epochs=1)
+        swagppm.run_fit(make_config(swag_modules=["classifier"]), TrialParams(c=1.0, ft_epochs=1))
 
 
 def test_swag_modules_covering_every_trainable_parameter(local_pretrained: Path, make_config: MakeConfig) -> None:
     config = make_config(model={"name_or_path": str(local_pretrained), "trainable": "head"},
                          swag_modules=["classifier"])
-    check_result(swagppm.run_fit(config, c=1.0, ft_epochs=1), config)
+    check_result(swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=1)), config)
 
 
 def test_bad_c_and_epochs(config: swagppm.SWAGPPMConfig) -> None:
     with pytest.raises(ValueError, match="c must be positive"):
-        swagppm.run_fit(config, c=0.0, ft_epochs=1)
+        swagppm.run_fit(config, TrialParams(c=0.0, ft_epochs=1))
     with pytest.raises(ValueError, match="ft_epochs must be at least 1"):
-        swagppm.run_fit(config, c=1.0, ft_epochs=0)
+        swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=0))
 
 
 def test_osha_sample_end_to_end(osha_path: Path, make_config: MakeConfig) -> None:
     config = make_config(data={"source": str(osha_path), "label_column": "nature",
                                                     "max_per_class": 25})
-    result = swagppm.run_fit(config, c=1.0, ft_epochs=1)
+    result = swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=1))
     check_result(result, config)
     assert result.num_classes == 45
     assert np.isfinite(result.epsilon)
@@ -164,7 +165,7 @@ def test_osha_with_offline_minilm_head(osha_path: Path, make_config: MakeConfig)
                                                     "max_per_class": 40},
                           model={"name_or_path": str(minilm.get_model_path()), "trainable": "head"},
                           stage1_epochs=7, swag_epochs=20, swag_rank=20)
-    result = swagppm.run_fit(config, c=1.0, ft_epochs=7)
+    result = swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=7))
     check_result(result, config)
     assert result.baseline_f1_weighted > 0.45 and result.f1_weighted_median > 0.4
 
@@ -174,7 +175,7 @@ def test_bf16_screening_gives_the_float32_epsilon_exactly(config: swagppm.SWAGPP
     from swagppm.train.engine import Net, sweep_draws
 
     with swagppm.Session(config) as session:
-        fit = session.fit(c=1.0, ft_epochs=1)
+        fit = session.fit(TrialParams(c=1.0, ft_epochs=1))
         assert fit.posterior is not None
         model = session.bundle.model
 
@@ -194,6 +195,6 @@ def test_bad_seed_and_device_are_config_errors(make_config: MakeConfig) -> None:
         with pytest.raises(swagppm.ConfigError, match="swagppm.seed"):
             make_config(seed=seed)
     with pytest.raises(swagppm.ConfigError, match="swagppm.device = 'meta'"):
-        swagppm.run_fit(make_config(device="meta"), c=1.0, ft_epochs=1)
+        swagppm.run_fit(make_config(device="meta"), TrialParams(c=1.0, ft_epochs=1))
     with pytest.raises(ValueError, match="g must be finite"):
-        swagppm.run_fit(make_config(), c=1.0, ft_epochs=1, g=math.nan)
+        swagppm.run_fit(make_config(), TrialParams(c=1.0, ft_epochs=1, g=math.nan))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import swagppm
-from swagppm import resources
+from swagppm import TrialParams, resources
 from swagppm.provenance import stage1_fingerprint, versions
 from swagppm.stage1 import Stage1, compute_or_load
 
@@ -22,15 +22,15 @@ MakeConfig = Callable[..., swagppm.SWAGPPMConfig]
 
 def test_stage1_cache_hit_and_corrupt_entry(tmp_path: Path, config: swagppm.SWAGPPMConfig) -> None:
     cache = tmp_path / "cache"
-    first = swagppm.run_fit(config, c=1.0, ft_epochs=1)
+    first = swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=1))
     assert not first.stage1_cache_hit
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700
     entries = list(cache.glob("stage1-*.pt"))
     assert len(entries) == 1 and stat.S_IMODE(entries[0].stat().st_mode) == 0o600
-    assert swagppm.run_fit(config, c=1.0, ft_epochs=1).stage1_cache_hit
+    assert swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=1)).stage1_cache_hit
     entries[0].write_bytes(b"not a torch file")
     with pytest.warns(UserWarning, match="corrupt"):
-        again = swagppm.run_fit(config, c=1.0, ft_epochs=1)
+        again = swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=1))
     assert not again.stage1_cache_hit
     assert again.max_delta == first.max_delta  # recomputed deterministically
 
@@ -67,7 +67,7 @@ def test_changed_weight_files_miss_the_cache(local_pretrained: Path, make_config
 
 def test_the_thread_count_is_recorded_and_keys_stage1(config: swagppm.SWAGPPMConfig) -> None:
     threads = torch.get_num_threads()
-    assert swagppm.run_fit(config, c=1.0, ft_epochs=1).threads == threads
+    assert swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=1)).threads == threads
     torch.set_num_threads(1 if threads > 1 else 2)
     try:
         assert not _stage1_hit(config)
@@ -83,7 +83,7 @@ def test_an_infinite_risk_is_the_riskiest_record_not_a_nan(config: swagppm.SWAGP
     payload["risk"][0] = math.inf
     torch.save(payload, entry)
     with swagppm.Session(config) as session:
-        fit = session.fit(c=1.0, ft_epochs=1)
+        fit = session.fit(TrialParams(c=1.0, ft_epochs=1))
     assert fit.result.stage1_cache_hit and fit.result.failure is None and math.isfinite(fit.result.epsilon)
     assert float(fit.weights[0]) == 0.0 and bool(torch.isfinite(fit.weights).all())
 

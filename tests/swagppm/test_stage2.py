@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import swagppm
+from swagppm import TrialParams
 from swagppm.stage1 import compute_or_load
 
 pytestmark = pytest.mark.fits
@@ -20,7 +21,7 @@ def test_a_fit_of_explicit_parts_is_the_sessions_fit(config: swagppm.SWAGPPMConf
     result = direct.result
     assert result.failure is None and not result.stage1_cache_hit and result.seed == config.seed
     assert set(result.timings) == {"finetune", "swag", "privacy", "utility", "total"}
-    through_a_session = swagppm.run_fit(config, c=0.8, ft_epochs=2)
+    through_a_session = swagppm.run_fit(config, TrialParams(c=0.8, ft_epochs=2))
     assert through_a_session.stage1_cache_hit
     assert result.max_delta == through_a_session.max_delta and result.epsilon == through_a_session.epsilon
     assert result.f1_macro == through_a_session.f1_macro

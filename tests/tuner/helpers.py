@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from swagppm import SWAGPPMResult
 from tests import PATIENCE
 from tuner import StudyConfig, judge
-from tuner.objective import Objective, record_outcome
+from tuner.objective import record_outcome
 from tuner.study import open_storage, open_study
 
 # A tiny model on a small synthetic corpus: stage 1 and each trial take seconds on a CPU.
@@ -33,7 +33,7 @@ SMALL_STUDY: dict[str, dict[str, Any]] = {
     "study": {"name": "small", "n_trials": 3},
     "search": {"c_min": 0.3, "c_max": 1.2, "ft_epochs_min": 4, "ft_epochs_max": 8, "restart_epochs": 6,
                "start": [{"c": 1.0, "ft_epochs": 6}]},
-    "targets": {"epsilon": 50.0, "stuck_epochs": 20, "max_f1_degradation": 0.5, "max_bulk_spread": 10.0},
+    "targets": {"epsilon_cap": 50.0, "stuck_epochs": 20, "max_f1_degradation": 0.5, "max_bulk_spread": 10.0},
     "data": {"source": "synthetic", "synthetic_size": 240, "synthetic_classes": 4},
     "model": {"name_or_path": "tiny", "tiny_hidden_size": 32, "tiny_layers": 1, "tiny_vocab_size": 400},
     "swagppm": {"stage1_epochs": 6, "swag_epochs": 4, "swag_rank": 4, "draws_risk": 6, "draws_privacy": 12,
@@ -121,8 +121,9 @@ def with_a_feasible_trial(path: Path, *, storage: str | None = None, **fields: o
     storage = open_storage(config)
     study = open_study(config, storage=storage)
     trial = study.ask()
-    c, epochs, _ = Objective(config, storage=storage).suggest(trial)
-    outcome = judge(result(tight(), c=c, epochs=epochs, **fields), targets=config.targets, search=config.search)
+    params = config.search.suggest(trial)
+    outcome = judge(result(tight(), c=params.c, epochs=params.ft_epochs, **fields), targets=config.targets,
+                    search=config.search)
     assert outcome.feasible
     record_outcome(trial, outcome, storage=storage)
     study.tell(trial, outcome.objective_values("epsilon"))

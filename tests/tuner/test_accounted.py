@@ -195,7 +195,7 @@ def test_require_audit_makes_the_audit_of_one_secret_draw_a_constraint(study_fil
     assert record is not None and record.audit_epsilon_bound is not None and record.audit_epsilon_bound >= 0
     assert record.timings["audit"] > 0
     assert any(reason.startswith("membership audit of one secret draw") for reason in record.reasons)
-    assert named_constraints(trial)["epsilon"] >= record.audit_epsilon_bound / config.targets.epsilon - 1.0
+    assert named_constraints(trial)["epsilon"] >= record.audit_epsilon_bound / config.targets.epsilon_cap - 1.0
 
 
 def test_an_audit_that_refutes_epsilon_star_makes_the_trial_infeasible(study_file: Callable[..., Path]) -> None:
@@ -210,7 +210,7 @@ def test_an_audit_that_refutes_epsilon_star_makes_the_trial_infeasible(study_fil
 
 def _source_with_an_early_stop(study_file: Callable[..., Path], **changes: dict[str, object]) -> Path:
     """A study (target epsilon 10) with a feasible fit and one stopped early at epsilon >= 20."""
-    path = study_file(targets={"epsilon": 10.0}, **changes)
+    path = study_file(targets={"epsilon_cap": 10.0}, **changes)
     config = StudyConfig.from_toml(path)
     study = open_study(config)
     checks = DrawChecks(public_score=0.7) if config.study.accounted else DrawChecks()
@@ -223,9 +223,9 @@ def _source_with_an_early_stop(study_file: Callable[..., Path], **changes: dict[
 def test_rejudge_twice_or_onto_its_source_is_refused(study_file: Callable[..., Path], tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     path = _source_with_an_early_stop(study_file)
-    assert main(["rejudge", str(path), "--name", "strict", "--epsilon", "5"]) == 1
+    assert main(["rejudge", str(path), "--name", "strict", "--epsilon-cap", "5"]) == 1
     capsys.readouterr()
-    assert main(["rejudge", str(path), "--name", "strict", "--epsilon", "5"]) == 2
+    assert main(["rejudge", str(path), "--name", "strict", "--epsilon-cap", "5"]) == 2
     err = capsys.readouterr().err
     assert "a study of that name already exists" in err and "--study-name strict" in err
     assert main(["rejudge", str(path), "--name", "small"]) == 2
@@ -238,7 +238,7 @@ def test_rejudge_twice_or_onto_its_source_is_refused(study_file: Callable[..., P
 def test_a_rejudged_study_is_opened_by_status_and_export_and_names_trials_that_need_a_refit(
         study_file: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _source_with_an_early_stop(study_file)
-    assert main(["rejudge", str(path), "--name", "loose", "--epsilon", "30"]) == 0
+    assert main(["rejudge", str(path), "--name", "loose", "--epsilon-cap", "30"]) == 0
     out = capsys.readouterr().out
     assert "trial(s) 1 need a refit to be judged" in out and "--study-name loose" in out
     assert main(["status", str(path), "--study-name", "loose"]) == 0
@@ -261,7 +261,7 @@ def test_rejudge_keeps_the_accounting_or_refuses_a_new_epsilon_star(study_file: 
     config = StudyConfig.from_toml(path)
     source = open_study(config, create=False)
     source.set_user_attr(NUM_TRAIN, 120)
-    assert main(["rejudge", str(path), "--name", "other", "--epsilon", "30"]) == 2
+    assert main(["rejudge", str(path), "--name", "other", "--epsilon-cap", "30"]) == 2
     assert "accounted at epsilon* = 10" in capsys.readouterr().err
     assert main(["rejudge", str(path), "--name", "kept", "--max-f1-degradation", "0.2"]) == 0
     kept = dataclasses.replace(config, study=dataclasses.replace(config.study, name="kept"))

@@ -12,6 +12,7 @@ import pytest
 
 import swagppm
 from scorers import PrivacyAudit
+from swagppm import TrialParams
 from swagppm.evaluate.probes import RecordLosses
 from tests.swagppm.helpers import small_config
 from tuner.audit import (
@@ -40,7 +41,7 @@ def test_the_audit_of_a_fit_has_both_columns_as_family_wise_audits(tmp_path: Pat
     with swagppm.Session(small_config(tmp_path / "cache")) as session:
         untrained = audit_losses(session.record_losses())
         assert abs(untrained.attacks[0].auc - 0.5) < 0.1 and untrained.members == len(session.train)
-        fit = session.fit(c=1.0, ft_epochs=1)
+        fit = session.fit(TrialParams(c=1.0, ft_epochs=1))
         audit = audit_fit(session, fit)
     assert set(audit) == {BASELINE, RELEASE} and all(isinstance(a, PrivacyAudit) for a in audit.values())
     assert [a.attack for a in audit[RELEASE].attacks] == ["loss_threshold", "class_calibrated"]

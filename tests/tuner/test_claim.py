@@ -40,7 +40,7 @@ def _refused_by_every_verb(path: Path, tmp_path: Path, capsys: pytest.CaptureFix
 
 
 @pytest.mark.parametrize(("edit", "says"), [
-    ({"targets": {"epsilon": 51.0}}, "was created with [targets] epsilon = 50.0, but the file now says [targets] "
+    ({"targets": {"epsilon_cap": 51.0}}, "was created with [targets] epsilon = 50.0, but the file now says [targets] "
                                      "epsilon = 51.0"),
     ({"data": {"public": True}}, "was created with mode = unaccounted, [data] public = false, but the file now says "
                                  "mode = public-proxy, [data] public = true"),
@@ -59,7 +59,7 @@ def test_a_rejudged_cap_ranks_but_a_release_of_it_claims_the_cap_fixed_at_creati
         study_file: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = study_file()
     with_a_feasible_trial(path)
-    assert main(["rejudge", str(path), "--name", "looser", "--epsilon", "80"]) == 0
+    assert main(["rejudge", str(path), "--name", "looser", "--epsilon-cap", "80"]) == 0
     assert main(["export", str(path), "--study-name", "looser", "-o", str(tmp_path / "best.json")]) == 0
     document = json.loads((tmp_path / "best.json").read_text())
     assert document["targets"]["epsilon"] == 80.0  # what it was ranked against

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import swagppm
+from swagppm import TrialParams
 from swagppm.config import PRIVATE_TEST
 from tests import PATIENCE
 from tests.tuner.helpers import STUDY, with_a_feasible_trial
@@ -218,7 +219,7 @@ def test_a_redis_storage_works_with_redis_loaded_on_first_use(study_file: Callab
     (["run", "STUDY", "--timeout", "-5"], "--timeout"),
     (["dashboard", "STUDY", "--port", "70000"], "--port"),
     (["export", "STUDY", "-o", "OUT", "--trial", "-1"], "--trial"),
-    (["rejudge", "STUDY", "--name", "strict", "--epsilon", "0"], "--epsilon"),
+    (["rejudge", "STUDY", "--name", "strict", "--epsilon-cap", "0"], "--epsilon-cap"),
     (["launch", "STUDY", "--jobs", "0"], "--jobs"),
 ])
 def test_every_flag_is_checked_before_any_work(tmp_path: Path, argv: list[str], named: str,
@@ -236,6 +237,6 @@ def test_the_library_checks_the_comparison_settings_too() -> None:
     from tuner.compare import CompareSettings
 
     with pytest.raises(swagppm.ConfigError, match="long_epochs = -2"):
-        CompareSettings(c=1.0, ft_epochs=1, long_epochs=-2)
+        CompareSettings(params=TrialParams(c=1.0, ft_epochs=1), long_epochs=-2)
     with pytest.raises(swagppm.ConfigError, match="stricter_epsilon = 0"):
-        CompareSettings(c=1.0, ft_epochs=1, stricter_epsilon=0.0)
+        CompareSettings(params=TrialParams(c=1.0, ft_epochs=1), stricter_epsilon=0.0)

@@ -11,7 +11,7 @@ from typing import Any
 import optuna
 import pytest
 
-from swagppm import ConfigError
+from swagppm import ConfigError, TrialParams
 from tests.tuner.helpers import with_a_feasible_trial
 from tuner.cli import arguments
 from tuner.cli.arguments import (
@@ -292,8 +292,9 @@ def test_data_moves_the_study_to_other_records_unless_a_chosen_configuration_tak
 def chosen(study_file: Callable[..., Path], tmp_path: Path, *, public: bool, mode: str | None) -> Chosen:
     """A configuration read back from an export: the small study's fit, on data declared public or not."""
     fit = StudyConfig.from_toml(study_file(data={"public": public})).fit
-    return Chosen(config=fit, c=0.8, ft_epochs=6, g=0.0, epsilon=6.2, trials_run=3, path=tmp_path / "best.json",
-                  stage1_fingerprint="0123456789abcdef", tuning=None if mode is None else {"mode": mode})
+    return Chosen(config=fit, params=TrialParams(c=0.8, ft_epochs=6), epsilon=6.2, trials_run=3,
+                  path=tmp_path / "best.json", stage1_fingerprint="0123456789abcdef",
+                  tuning=None if mode is None else {"mode": mode})
 
 
 def test_without_data_the_chosen_configuration_is_kept_as_it_is(study_file: Callable[..., Path],

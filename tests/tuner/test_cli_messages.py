@@ -78,7 +78,7 @@ def test_a_study_without_a_finished_trial_says_so(config: StudyConfig, capsys: p
 
 def test_the_closest_trial_is_printed_with_its_violations_and_the_guide_s_next_move(
         config: StudyConfig, capsys: pytest.CaptureFixture[str]) -> None:
-    strict = dataclasses.replace(config.targets, epsilon=1.0)
+    strict = dataclasses.replace(config.targets, epsilon_cap=1.0)
     study = added(new_study(), judged(config, 0.8, 6, targets=strict, f1=0.2), judged(config, 0.9, 6, targets=strict))
     print_closest(study)
     assert capsys.readouterr() == (

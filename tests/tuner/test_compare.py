@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import swagppm
+from swagppm import TrialParams
 from tests.swagppm.helpers import small_config
 from tuner.compare import (
     QUARTILES_WITHHELD,
@@ -27,7 +28,9 @@ pytest.importorskip("opacus", reason="the compare extra (opacus) is not installe
 
 def test_the_comparison_runs_end_to_end_on_the_tiny_preset(tmp_path: Path) -> None:
     config = small_config(tmp_path / "cache")
-    rows = compare(config, CompareSettings(c=1.0, ft_epochs=1, long_epochs=2, dpsgd_epochs=2, dpsgd_batch_size=64),
+    settings = CompareSettings(params=TrialParams(c=1.0, ft_epochs=1), long_epochs=2, dpsgd_epochs=2,
+                               dpsgd_batch_size=64)
+    rows = compare(config, settings,
                    echo=lambda line: None)
     methods = [row.method for row in rows]
     assert methods[:2] == ["non-private (stage 1)", "non-private (2 epochs)"]

@@ -23,7 +23,7 @@ def test_defaults_and_paths_beside_the_file(study_file: Callable[..., Path], tmp
     assert config.fit.model.name_or_path == "distilroberta-base"  # the paper's model by default
     assert config.study.sampler == "tpe" and config.study.objective == "epsilon"
     assert config.search.start == (StartPoint(1.0, 7),)  # the guide's starting point
-    assert config.targets.epsilon == 10.0 and config.targets.max_f1_degradation == 0.10
+    assert config.targets.epsilon_cap == 10.0 and config.targets.max_f1_degradation == 0.10
     assert config.targets.statistic == "median" and config.targets.require_well_fit
     assert config.early_stop  # on by default ...
     flowchart = StudyConfig.from_toml(study_file(study={"sampler": "flowchart"}))
@@ -93,7 +93,7 @@ def test_an_unescaped_at_in_a_password_is_refused_without_showing_it(study_file:
         ({"search": {"start": [{"c": 2.0, "ft_epochs": 6}]}}, "search.start[0].c = 2.0: must be within"),
         ({"search": {"start": [{"c": 1.0}]}}, "start[0]: missing required key(s) ft_epochs"),
         ({"search": {"start": 3}}, "start must be a list of tables"),
-        ({"targets": {"epsilon": -1.0}}, "targets.epsilon = -1.0"),
+        ({"targets": {"epsilon_cap": -1.0}}, "targets.epsilon_cap = -1.0"),
         ({"targets": {"statistic": "mean"}}, "targets.statistic = 'mean'"),
         ({"targets": {"max_f1_degradation": 1.5}}, "targets.max_f1_degradation = 1.5"),
         ({"study": {"sampler": "flowchart"}, "targets": {"early_stop": True}}, "early_stop = true cannot be used"),
@@ -114,6 +114,15 @@ def test_bad_values_name_the_table_and_key(
         StudyConfig.from_toml(path)
     assert expected in str(info.value)
     assert str(path) in str(info.value) or "." in expected  # table-level errors also name the file
+
+
+def test_the_caps_old_key_is_named_with_its_new_name(study_file: Callable[..., Path]) -> None:
+    """One name for the cap from the study file to the card: ``[targets] epsilon`` is refused with the rename."""
+    path = study_file(targets={"epsilon": 5.0})
+    with pytest.raises(ConfigError) as info:
+        StudyConfig.from_toml(path)
+    assert str(info.value) == (f"{path} [targets]: epsilon is now called epsilon_cap (the cap epsilon* that trials "
+                               "are judged against and the release claims): rename the key")
 
 
 @pytest.mark.parametrize(

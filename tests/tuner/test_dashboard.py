@@ -48,7 +48,7 @@ def needs_browser(test: Callable[..., None]) -> Callable[..., None]:
 
 
 def _outcome(series: list[float], tmp_path: Path, **fields: object):  # type: ignore[no-untyped-def]
-    config = StudyConfig.from_toml(write_study(tmp_path / "s.toml", merged(targets={"epsilon": 10.0})))
+    config = StudyConfig.from_toml(write_study(tmp_path / "s.toml", merged(targets={"epsilon_cap": 10.0})))
     return judge(result(series, **fields), targets=config.targets, search=config.search), config
 
 
@@ -148,7 +148,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
                                                                      "cache_dir": str(folder / "cache")})
     path = write_study(folder / "dash.toml", tables)
     assert main(["run", str(path)]) in (0, 1)
-    assert main(["rejudge", str(path), "--name", "dash-strict", "--epsilon", "0.001"]) in (0, 1)
+    assert main(["rejudge", str(path), "--name", "dash-strict", "--epsilon-cap", "0.001"]) in (0, 1)
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "tuner.cli", "dashboard", str(path), "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)

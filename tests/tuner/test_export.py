@@ -12,7 +12,7 @@ import optuna
 import pytest
 import torch
 
-from swagppm import ConfigError, SWAGPPMConfig
+from swagppm import ConfigError, SWAGPPMConfig, TrialParams
 from tests.tuner.helpers import result, tight, with_a_feasible_trial
 from tuner.config import StudyConfig
 from tuner.export import (
@@ -52,27 +52,27 @@ def refused(path: Path) -> str:
 
 def test_a_minimal_export_reads_with_every_optional_field_unset(tmp_path: Path) -> None:
     path = exported(tmp_path)
-    assert read_export(path) == Chosen(config=FIT, c=1.0, ft_epochs=7, g=0.0, epsilon=None, trials_run=None,
-                                       path=path, claim=CLAIM)
+    assert read_export(path) == Chosen(config=FIT, params=TrialParams(c=1.0, ft_epochs=7), epsilon=None,
+                                       trials_run=None, path=path, claim=CLAIM)
 
 
 def test_every_field_of_a_full_export_is_read_back(tmp_path: Path) -> None:
     document = MINIMAL | {
         "params": {"c": 0.75, "ft_epochs": 9, "g": -0.25}, "metrics": {"epsilon": 3.5}, "trials_run": {"total": 12},
         "device": "cpu", "threads": 4, "cpu_kernels": "AVX2", "stage1_fingerprint": "0123456789abcdef",
-        "versions": {"torch": "2.13.0"}, "tuning": {"mode": "unaccounted"}, "targets": {"epsilon": 5}, "trial": 4}
+        "versions": {"torch": "2.13.0"}, "tuning": {"mode": "unaccounted"}, "targets": {"epsilon_cap": 5}, "trial": 4}
     path = exported(tmp_path, document)
     assert read_export(path) == Chosen(
-        config=FIT, c=0.75, ft_epochs=9, g=-0.25, epsilon=3.5, trials_run=12, path=path, device="cpu", threads=4,
-        cpu_kernels="AVX2", stage1_fingerprint="0123456789abcdef", versions={"torch": "2.13.0"},
-        tuning={"mode": "unaccounted"}, claim=CLAIM, trial=4)
+        config=FIT, params=TrialParams(c=0.75, ft_epochs=9, g=-0.25), epsilon=3.5, trials_run=12, path=path,
+        device="cpu", threads=4, cpu_kernels="AVX2", stage1_fingerprint="0123456789abcdef",
+        versions={"torch": "2.13.0"}, tuning={"mode": "unaccounted"}, claim=CLAIM, trial=4)
     assert read_export(path).epsilon_cap == 5.0 and isinstance(read_export(path).epsilon_cap, float)
 
 
 def test_integer_parameters_are_read_as_numbers_of_their_kind(tmp_path: Path) -> None:
     chosen = read_export(exported(tmp_path, MINIMAL | {"params": {"c": 1, "ft_epochs": 7, "g": 0}}))
-    assert (chosen.c, chosen.ft_epochs, chosen.g) == (1.0, 7, 0.0)
-    assert isinstance(chosen.c, float) and isinstance(chosen.g, float)
+    assert (chosen.params.c, chosen.params.ft_epochs, chosen.params.g) == (1.0, 7, 0.0)
+    assert isinstance(chosen.params.c, float) and isinstance(chosen.params.g, float)
 
 
 def test_unusable_run_facts_are_read_as_not_recorded(tmp_path: Path) -> None:
@@ -237,7 +237,7 @@ def test_extra_distributions_are_added_and_a_missing_one_says_so() -> None:
 
 def chosen(**fields: Any) -> Chosen:
     """An exported choice with ``fields`` set and nothing else recorded."""
-    return Chosen(**({"config": FIT, "c": 1.0, "ft_epochs": 7, "g": 0.0, "epsilon": 6.0, "trials_run": 3,
+    return Chosen(**({"config": FIT, "params": TrialParams(c=1.0, ft_epochs=7), "epsilon": 6.0, "trials_run": 3,
                       "path": Path("best.json")} | fields))
 
 
@@ -291,7 +291,7 @@ def test_the_best_feasible_trial_is_chosen_with_what_it_cost(study_file: Callabl
     [trial] = study.get_trials()
     picked = chosen_from_study(study, config, "chosen")
     assert picked is not None
-    assert (picked.c, picked.ft_epochs, picked.g) == (trial.params["c"], trial.params["ft_epochs"], 0.0)
+    assert picked.params == TrialParams(c=trial.params["c"], ft_epochs=trial.params["ft_epochs"], g=0.0)
     assert picked.epsilon == 2 * max(tight())  # the made-up result's epsilon
     assert (picked.trials_run, picked.path, picked.epsilon_cap, picked.config) == (1, path, 50.0, config.fit)
     assert picked.tuning is not None and picked.tuning["mode"] == "unaccounted" and picked.tuning["trials_run"] == 1

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from swagppm import ConfigError
+from swagppm import ConfigError, TrialParams
 from tests.tuner.helpers import one_error_line, with_a_feasible_trial
 from tuner.cli import main
 from tuner.extras import EXTRAS, missing, require, require_storage_driver
@@ -88,7 +88,7 @@ def test_the_library_s_compare_refuses_before_any_fit(study_file: Callable[..., 
 
     hide(monkeypatch, "opacus")
     with pytest.raises(ConfigError, match=r"pip install 'swagppm-tuner\[compare\]'"):
-        compare(StudyConfig.from_toml(study_file()).fit, CompareSettings(c=1.0, ft_epochs=1))
+        compare(StudyConfig.from_toml(study_file()).fit, CompareSettings(params=TrialParams(c=1.0, ft_epochs=1)))
     assert not (tmp_path / "cache").exists()
 
 

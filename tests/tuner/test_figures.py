@@ -32,7 +32,7 @@ PLOTLY_JS = get_plotlyjs()  # the library every page embeds once
 @pytest.fixture
 def config(study_file: Callable[..., Path], tmp_path: Path) -> StudyConfig:
     """The small study with target ε 10 in a journal file."""
-    path = study_file(targets={"epsilon": 10.0})
+    path = study_file(targets={"epsilon_cap": 10.0})
     return StudyConfig.from_toml(path).with_storage(f"journal:{tmp_path / 's.log'}")
 
 
@@ -113,7 +113,7 @@ def test_a_fit_without_draws_gets_an_empty_max_delta_figure(config: StudyConfig)
 
 def test_the_figures_draw_the_targets_of_the_config_given_not_those_of_the_judging(config: StudyConfig) -> None:
     record = record_of(config, result(SERIES))
-    stricter = dataclasses.replace(config, targets=dataclasses.replace(config.targets, epsilon=4.0,
+    stricter = dataclasses.replace(config, targets=dataclasses.replace(config.targets, epsilon_cap=4.0,
                                                                        max_f1_degradation=0.1))
     max_delta, violins = trial_figures(record, stricter)
     assert max_delta.layout.title.text.endswith("(target 4.00)")

@@ -6,11 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import optuna
 import torch
-from optuna.distributions import FloatDistribution, IntDistribution
-from optuna.storages import InMemoryStorage, JournalStorage
-from optuna.storages.journal import JournalFileBackend
+from optuna.storages import InMemoryStorage
 
 import scorers
 import swagppm
@@ -110,54 +107,6 @@ def test_a_study_neither_accounted_nor_audited_draws_nothing(study_file: Callabl
     timings = dict(fit.result.timings)
     assert secret_draw_checks(None, fit, config) == DrawChecks()  # type: ignore[arg-type]  # no session is needed
     assert fit.result.timings == timings  # no draw, no timing
-
-
-# --- Objective.suggest -------------------------------------------------------------------------------------
-
-
-def test_suggest_searches_c_and_epochs_and_keeps_g_fixed(study_file: Callable[..., Path]) -> None:
-    config = StudyConfig.from_toml(study_file(search={"g": 0.25}))
-    storage = InMemoryStorage()
-    study = optuna.create_study(storage=storage, sampler=optuna.samplers.RandomSampler(seed=0))
-    objective = Objective(config, storage=storage)
-    for _ in range(5):
-        trial = study.ask()
-        c, epochs, g = objective.suggest(trial)
-        assert 0.3 <= c <= 1.2 and isinstance(epochs, int) and 4 <= epochs <= 8 and g == 0.25
-        assert trial.params == {"c": c, "ft_epochs": epochs}
-    assert trial.distributions == {"c": FloatDistribution(0.3, 1.2), "ft_epochs": IntDistribution(4, 8)}
-
-
-def test_suggest_searches_g_in_its_range_and_c_on_a_log_scale(study_file: Callable[..., Path]) -> None:
-    config = StudyConfig.from_toml(study_file(search={"g_min": 0.1, "g_max": 0.9, "c_log": True}))
-    storage = InMemoryStorage()
-    study = optuna.create_study(storage=storage, sampler=optuna.samplers.RandomSampler(seed=0))
-    trial = study.ask()
-    c, epochs, g = Objective(config, storage=storage).suggest(trial)
-    assert trial.params == {"c": c, "ft_epochs": epochs, "g": g} and 0.1 <= g <= 0.9
-    assert trial.distributions == {"c": FloatDistribution(0.3, 1.2, log=True), "ft_epochs": IntDistribution(4, 8),
-                                   "g": FloatDistribution(0.1, 0.9)}
-
-
-def test_an_enqueued_point_is_suggested_exactly(study_file: Callable[..., Path]) -> None:
-    config = StudyConfig.from_toml(study_file(search={"g_min": 0.1, "g_max": 0.9}))
-    storage = InMemoryStorage()
-    study = optuna.create_study(storage=storage)
-    study.enqueue_trial({"c": 0.55, "ft_epochs": 5, "g": 0.3})
-    assert Objective(config, storage=storage).suggest(study.ask()) == (0.55, 5, 0.3)
-
-
-def test_suggestions_are_stored_in_a_journal_file_and_read_back(study_file: Callable[..., Path],
-                                                                 tmp_path: Path) -> None:
-    config = StudyConfig.from_toml(study_file())
-    journal = tmp_path / "journal.log"
-    storage = JournalStorage(JournalFileBackend(str(journal)))
-    study = optuna.create_study(study_name="j", storage=storage, sampler=optuna.samplers.RandomSampler(seed=3))
-    trial = study.ask()
-    c, epochs, _ = Objective(config, storage=storage).suggest(trial)
-    study.tell(trial, 1.0)
-    again = optuna.load_study(study_name="j", storage=JournalStorage(JournalFileBackend(str(journal))))
-    assert again.trials[0].params == {"c": c, "ft_epochs": epochs}
 
 
 def test_an_objective_makes_its_artifact_folder_and_closes_without_a_session(study_file: Callable[..., Path]) -> None:

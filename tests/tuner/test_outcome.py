@@ -12,7 +12,7 @@ from scorers import MIN_DRAWS
 from tests.tuner.helpers import result, tight
 from tuner import CONSTRAINT_KEYS, SearchSpace, Targets, judge
 
-TARGETS = Targets(epsilon=10.0)
+TARGETS = Targets(epsilon_cap=10.0)
 SEARCH = SearchSpace()
 
 
@@ -56,7 +56,7 @@ def test_an_early_stop_keeps_the_lower_bound_and_counts_what_it_did_not_measure_
 
 def test_an_early_stop_without_a_fit_requirement_leaves_the_fit_constraints_at_zero() -> None:
     fit = result([4.0, 5.5], f1_macro=[], f1_weighted=[], epsilon=11.0, epsilon_is_lower_bound=True, draws_skipped=498)
-    outcome = judge(fit, targets=Targets(epsilon=10.0, require_well_fit=False), search=SEARCH)
+    outcome = judge(fit, targets=Targets(epsilon_cap=10.0, require_well_fit=False), search=SEARCH)
     assert outcome.unmeasured == ("f1_macro", "f1_weighted")
     assert (outcome.constraints["fit_spread"], outcome.constraints["fit_spikes"]) == (0.0, 0.0)
     assert outcome.constraints["f1_macro"] == 1.0
@@ -82,15 +82,15 @@ def test_without_the_fit_requirement_an_underfit_fit_can_be_feasible() -> None:
     strict = judge(result(wide), targets=TARGETS, search=SEARCH)
     assert strict.label == "underfit" and strict.constraints["fit_spread"] > 0 and not strict.feasible
     assert strict.recommendation.action == "add_epochs" and strict.recommendation.epochs == 10
-    loose = judge(result(wide), targets=Targets(epsilon=10.0, require_well_fit=False), search=SEARCH)
+    loose = judge(result(wide), targets=Targets(epsilon_cap=10.0, require_well_fit=False), search=SEARCH)
     assert loose.feasible and loose.constraints["fit_spread"] == 0.0
     assert loose.recommendation.action == "stop"
 
 
 def test_q10_statistic_and_flowchart_steps_come_from_the_study() -> None:
     fit = result(tight(), f1=0.74, f1_macro=[0.6] * 4 + [0.8] * 26)
-    median = judge(fit, targets=Targets(epsilon=10.0), search=SEARCH)
-    q10 = judge(fit, targets=Targets(epsilon=10.0, statistic="q10"), search=SEARCH)
+    median = judge(fit, targets=Targets(epsilon_cap=10.0), search=SEARCH)
+    q10 = judge(fit, targets=Targets(epsilon_cap=10.0, statistic="q10"), search=SEARCH)
     assert median.constraints["f1_macro"] <= 0 < q10.constraints["f1_macro"]
     wide = list(3.0 * (1 + 0.2 * np.random.default_rng(3).standard_normal(500)))
     steps = judge(result(wide), targets=TARGETS, search=SearchSpace(epochs_step=2))
@@ -115,7 +115,8 @@ def test_a_series_too_short_to_judge_is_infeasible_when_a_good_fit_is_required()
     assert short.constraints["epsilon"] <= 0 and short.constraints["f1_macro"] <= 0  # the rest is still measured
     assert any(f"fewer than {MIN_DRAWS}" in reason and "require_well_fit" in reason for reason in short.reasons)
     assert short.recommendation.action != "stop" and "infeasible" in short.line()
-    loose = judge(result(tight(n=MIN_DRAWS - 1)), targets=Targets(epsilon=10.0, require_well_fit=False), search=SEARCH)
+    loose = judge(result(tight(n=MIN_DRAWS - 1)), targets=Targets(epsilon_cap=10.0, require_well_fit=False),
+                  search=SEARCH)
     assert loose.feasible
     assert judge(result(tight(n=MIN_DRAWS)), targets=TARGETS, search=SEARCH).feasible
 

@@ -109,7 +109,7 @@ def test_an_osha_study_shares_nothing_per_record(tmp_path: Path) -> None:
     path = write_study(tmp_path / "osha.toml", {
         "study": {"name": "osha-privacy", "n_trials": 2},
         "search": {"ft_epochs_min": 3, "ft_epochs_max": 8},
-        "targets": {"epsilon": 10.0},
+        "targets": {"epsilon_cap": 10.0},
         "data": {"source": str(OSHA), "label_column": "nature"},
         "model": {"name_or_path": str(minilm.get_model_path()), "trainable": "head"},
         "swagppm": {"draws_risk": 50, "draws_privacy": 60, "draws_utility": 5, "swag_epochs": 5, "device": "cpu",

@@ -33,7 +33,7 @@ from tuner.record import (
 )
 from tuner.search import SearchSpace
 
-TARGETS = Targets(epsilon=50.0, max_f1_degradation=0.5, max_bulk_spread=10.0)
+TARGETS = Targets(epsilon_cap=50.0, max_f1_degradation=0.5, max_bulk_spread=10.0)
 SEARCH = SearchSpace(c_min=0.3, c_max=1.2, ft_epochs_min=4, ft_epochs_max=8, restart_epochs=6)
 FIVE = {"epsilon": 0.25, "f1_macro": -0.5, "f1_weighted": 0.0, "fit_spread": 1.0, "fit_spikes": -1.0}
 OPTIONAL = ("threads", "cpu_kernels", "stage1_fingerprint", "majority_rate", "timings", "max_delta_series",
@@ -50,7 +50,7 @@ def judged(**fields: object) -> TrialRecord:
 def stopped_early() -> TrialRecord:
     """The record of a fit whose privacy draws stopped at ε ≥ 20 against a target of 10."""
     fit = result([10.0] * 3, epsilon=20.0, epsilon_is_lower_bound=True, draws_skipped=9, f1_macro=[], f1_weighted=[])
-    return judge(fit, targets=Targets(epsilon=10.0), search=SEARCH).record()
+    return judge(fit, targets=Targets(epsilon_cap=10.0), search=SEARCH).record()
 
 
 def a_study(storage: optuna.storages.BaseStorage, name: str = "s") -> optuna.Study:

@@ -55,7 +55,7 @@ def config(study_file: Callable[..., Path], tmp_path: Path) -> StudyConfig:
 
 def journal_study(study_file: Callable[..., Path], tmp_path: Path, **changes: dict[str, object]) -> StudyConfig:
     """A study file (target ε 10 unless changed) whose storage is a journal file in ``tmp_path``."""
-    changes = {"targets": {"epsilon": 10.0}} | changes
+    changes = {"targets": {"epsilon_cap": 10.0}} | changes
     return StudyConfig.from_toml(study_file(**changes)).with_storage(f"journal:{tmp_path / 's.log'}")
 
 
@@ -121,7 +121,7 @@ def test_the_rebuilt_result_judges_to_the_stored_record(config: StudyConfig) -> 
     trial = judged_trial(config, fit)
     record = TrialRecord.of(trial)
     assert record is not None
-    rebuilt = result_of(trial, record)
+    rebuilt = result_of(trial, record, search=config.search)
     for field in ("c", "g", "ft_epochs", "seed", "epsilon", "max_delta", "f1_macro", "f1_weighted",
                   "baseline_f1_macro", "baseline_f1_weighted", "epsilon_is_lower_bound", "draws_skipped", "failure",
                   "stage1_cache_hit", "timings", "majority_rate", "data_hash", "device", "threads"):
@@ -130,7 +130,7 @@ def test_the_rebuilt_result_judges_to_the_stored_record(config: StudyConfig) -> 
 
 
 def test_a_rejudged_trial_keeps_which_stage_1_and_cpu_kernels_its_fit_used(config: StudyConfig) -> None:
-    trial = rejudged(config, result(SERIES, stage1_fingerprint="f00d", cpu_kernels="AVX2"), epsilon=30.0)
+    trial = rejudged(config, result(SERIES, stage1_fingerprint="f00d", cpu_kernels="AVX2"), epsilon_cap=30.0)
     record = TrialRecord.of(trial)
     assert record is not None and (record.stage1_fingerprint, record.cpu_kernels) == ("f00d", "AVX2")
 
@@ -139,7 +139,7 @@ def test_an_early_stop_is_rebuilt_as_a_lower_bound_without_utility_draws(config:
     trial = judged_trial(config, early_stop())
     record = TrialRecord.of(trial)
     assert record is not None
-    rebuilt = result_of(trial, record)
+    rebuilt = result_of(trial, record, search=config.search)
     assert (rebuilt.epsilon, rebuilt.epsilon_is_lower_bound, rebuilt.draws_skipped) == (20.0, True, 9)
     assert (rebuilt.max_delta, rebuilt.f1_macro, rebuilt.f1_weighted) == ([10.0, 10.0, 10.0], [], [])
 
@@ -148,35 +148,35 @@ def test_a_fit_that_failed_is_rebuilt_with_an_infinite_epsilon_and_its_failure(c
     trial = judged_trial(config, crashed())
     record = TrialRecord.of(trial)
     assert record is not None and record.epsilon is None
-    rebuilt = result_of(trial, record)
+    rebuilt = result_of(trial, record, search=config.search)
     assert (rebuilt.epsilon, rebuilt.failure, rebuilt.max_delta) == (math.inf, "training diverged", [])
 
 
-def test_g_is_the_trials_parameter_or_zero_when_not_searched(config: StudyConfig) -> None:
+def test_g_is_the_trials_parameter_or_the_searchs_fixed_one_when_not_searched(config: StudyConfig) -> None:
     searched = judged_trial(config, result(SERIES), params={"c": 1.0, "ft_epochs": 7, "g": -0.25})
     plain = judged_trial(config, result(SERIES))
     for trial, g in ((searched, -0.25), (plain, 0.0)):
         record = TrialRecord.of(trial)
-        assert record is not None and result_of(trial, record).g == g
+        assert record is not None and result_of(trial, record, search=config.search).g == g
 
 
 # --- retarget ----------------------------------------------------------------------------------------------------
 
 
 def test_retarget_changes_only_the_targets_named() -> None:
-    targets = Targets(epsilon=10.0, max_f1_degradation=0.2)
-    assert retarget(targets, {"epsilon": 5.0, "statistic": "q10"}) == dataclasses.replace(
-        targets, epsilon=5.0, statistic="q10")
+    targets = Targets(epsilon_cap=10.0, max_f1_degradation=0.2)
+    assert retarget(targets, {"epsilon_cap": 5.0, "statistic": "q10"}) == dataclasses.replace(
+        targets, epsilon_cap=5.0, statistic="q10")
     assert retarget(targets, {}) == targets
-    assert targets.epsilon == 10.0  # the source's targets are untouched
+    assert targets.epsilon_cap == 10.0  # the source's targets are untouched
 
 
 @pytest.mark.parametrize(("changes", "message"), [
-    ({"epsilon": 0}, "rejudge: targets.epsilon = 0: must be positive and finite"),
-    ({"epsilon": math.inf}, "rejudge: targets.epsilon = inf: must be positive and finite"),
+    ({"epsilon_cap": 0}, "rejudge: targets.epsilon_cap = 0: must be positive and finite"),
+    ({"epsilon_cap": math.inf}, "rejudge: targets.epsilon_cap = inf: must be positive and finite"),
     ({"max_f1_degradation": 1.0}, "rejudge: targets.max_f1_degradation = 1.0: must be a fraction in [0, 1)"),
     ({"statistic": "mean"}, "rejudge: targets.statistic = 'mean': must be one of 'median', 'q10'"),
-    ({"epsilonn": 5.0}, "rejudge: unknown key(s) epsilonn; known keys: epsilon, max_f1_degradation, statistic, "
+    ({"epsilonn": 5.0}, "rejudge: unknown key(s) epsilonn; known keys: epsilon_cap, max_f1_degradation, statistic, "
                         "require_well_fit, max_bulk_spread, spike_z, min_spikes, early_stop, stuck_epochs, "
                         "require_audit"),
 ])
@@ -197,7 +197,7 @@ def test_a_target_of_the_wrong_type_is_refused_by_name() -> None:
 
 def test_a_stricter_epsilon_is_missed_by_the_exact_ratio_and_the_rest_is_judged_as_before(config: StudyConfig) -> None:
     source = judged_trial(config, result(SERIES, c=0.5, epochs=6))
-    new = rejudged(config, result(SERIES, c=0.5, epochs=6), epsilon=5.0)
+    new = rejudged(config, result(SERIES, c=0.5, epochs=6), epsilon_cap=5.0)
     record = TrialRecord.of(new)
     assert record is not None and not record.feasible
     assert (new.state, new.values, new.params, new.distributions) == (
@@ -217,7 +217,7 @@ def test_a_rejudged_trial_carries_its_record_and_nothing_else_of_the_source_tria
     source = judged_trial(config, result(SERIES), **extra)
     record = TrialRecord.of(source)
     assert record is not None
-    new = rejudged_trial(source, record, with_targets(config, epsilon=30.0), accounted=False)
+    new = rejudged_trial(source, record, with_targets(config, epsilon_cap=30.0), accounted=False)
     assert set(new.user_attrs) == set(record.attrs())
     assert set(new.system_attrs) == {"constraints"}
 
@@ -231,7 +231,7 @@ def test_a_looser_f1_target_changes_the_f1_constraints_only(config: StudyConfig)
 
 
 def test_a_catastrophic_fit_stays_pruned_with_every_constraint_at_the_cap(config: StudyConfig) -> None:
-    new = rejudged(config, crashed(), epsilon=1000.0)
+    new = rejudged(config, crashed(), epsilon_cap=1000.0)
     assert (new.state, new.values) == (TrialState.PRUNED, None)
     assert named_constraints(new) == dict.fromkeys(named_constraints(new), scorers.CONSTRAINT_CAP)
     assert new.user_attrs["diagnosis"] == "catastrophic"
@@ -249,7 +249,7 @@ def test_a_pareto_study_gets_epsilon_and_the_macro_f1_statistic(config: StudyCon
 @pytest.mark.parametrize(("target", "refit"), [(30.0, True), (20.0, True), (15.0, False)])
 def test_an_early_stop_needs_a_refit_when_its_lower_bound_meets_the_new_target(
         config: StudyConfig, target: float, refit: bool) -> None:
-    new = rejudged(config, early_stop(20.0), epsilon=target)
+    new = rejudged(config, early_stop(20.0), epsilon_cap=target)
     assert new.user_attrs.get(NEEDS_REFIT) is (True if refit else None)
     record = TrialRecord.of(new)
     assert record is not None and not record.feasible and record.diagnosis == "not_judged"
@@ -258,7 +258,7 @@ def test_an_early_stop_needs_a_refit_when_its_lower_bound_meets_the_new_target(
 
 
 def test_a_fit_that_ran_every_draw_never_needs_a_refit(config: StudyConfig) -> None:
-    assert NEEDS_REFIT not in rejudged(config, result(SERIES), epsilon=1000.0).user_attrs
+    assert NEEDS_REFIT not in rejudged(config, result(SERIES), epsilon_cap=1000.0).user_attrs
 
 
 def test_an_accounted_rejudge_judges_by_epsilon_alone(config: StudyConfig) -> None:
@@ -273,7 +273,7 @@ def test_an_accounted_rejudge_judges_by_epsilon_alone(config: StudyConfig) -> No
 
 
 def test_the_stored_audit_bound_is_judged_against_the_new_target(config: StudyConfig) -> None:
-    new = rejudged(config, result(SERIES), checks=DrawChecks(audit_epsilon_bound=8.0), epsilon=7.0)
+    new = rejudged(config, result(SERIES), checks=DrawChecks(audit_epsilon_bound=8.0), epsilon_cap=7.0)
     record = TrialRecord.of(new)
     assert record is not None and record.audit_epsilon_bound == 8.0 and not record.feasible
     assert named_constraints(new)["epsilon"] == pytest.approx(8.0 / 7.0 - 1.0)  # the audit refutes what ε meets
@@ -311,7 +311,7 @@ def test_a_free_name_passes_and_creates_nothing(config: StudyConfig) -> None:
 def test_every_judged_finished_trial_is_copied_in_order_and_the_source_is_untouched(config: StudyConfig) -> None:
     source = a_source(config)
     before = source.get_trials()
-    targets = retarget(config.targets, {"epsilon": 30.0})
+    targets = retarget(config.targets, {"epsilon_cap": 30.0})
     study = rejudge(config, targets, name="loose")
     assert study.study_name == "loose" and names(config) == ["loose", "small"]
     assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.PRUNED]
@@ -326,7 +326,7 @@ def test_every_judged_finished_trial_is_copied_in_order_and_the_source_is_untouc
 
 def test_the_new_study_opens_under_its_name_with_the_targets_it_was_judged_against(config: StudyConfig) -> None:
     a_source(config)
-    targets = retarget(config.targets, {"epsilon": 30.0, "statistic": "q10"})
+    targets = retarget(config.targets, {"epsilon_cap": 30.0, "statistic": "q10"})
     rejudge(config, targets, name="loose")
     named = named_study(config, "loose")
     assert named.targets == targets and named.study.name == "loose"
@@ -336,7 +336,7 @@ def test_the_new_study_opens_under_its_name_with_the_targets_it_was_judged_again
 
 def test_a_rejudged_studys_trade_off_shades_what_its_new_targets_allow(config: StudyConfig) -> None:
     a_source(config).set_user_attr("baseline_f1_macro", 0.82)
-    study = rejudge(config, retarget(config.targets, {"epsilon": 30.0, "max_f1_degradation": 0.2}), name="loose")
+    study = rejudge(config, retarget(config.targets, {"epsilon_cap": 30.0, "max_f1_degradation": 0.2}), name="loose")
     tradeoff = study_figures(study, named_study(config, "loose"))["tradeoff"]
     assert [shape.name for shape in tradeoff.layout.shapes] == ["epsilon and macro-F1 box", "epsilon target",
                                                                "macro-F1 threshold"]
@@ -359,9 +359,9 @@ def test_a_new_epsilon_for_an_accounted_study_is_refused_before_anything_is_writ
     config = journal_study(study_file, tmp_path, study=ACCOUNTED)
     open_study(config)
     with pytest.raises(ConfigError) as info:
-        rejudge(config, retarget(config.targets, {"epsilon": 30.0}), name="other")
-    assert str(info.value) == ("rejudge --epsilon 30: the study 'small' is accounted at epsilon* = 10, and its total "
-                               "holds for that cap only; rejudge it with the same epsilon, or run a new accounted "
+        rejudge(config, retarget(config.targets, {"epsilon_cap": 30.0}), name="other")
+    assert str(info.value) == ("rejudge --epsilon-cap 30: the study 'small' is accounted at epsilon* = 10, and its "
+                               "total holds for that cap only; rejudge it with the same cap, or run a new accounted "
                                "study")
     assert names(config) == ["small"]
 
@@ -391,10 +391,10 @@ def test_an_unknown_study_name_is_refused_and_not_created(config: StudyConfig, t
 
 def test_stored_targets_that_are_not_valid_are_refused_naming_the_study(config: StudyConfig) -> None:
     study = optuna.create_study(study_name="edited", storage=open_storage(config))
-    study.set_user_attr(REJUDGED, {"source": "small", "targets": {"epsilon": -1.0}})
+    study.set_user_attr(REJUDGED, {"source": "small", "targets": {"epsilon_cap": -1.0}})
     with pytest.raises(ConfigError) as info:
         named_study(config, "edited")
-    assert str(info.value) == "study 'edited': targets.epsilon = -1.0: must be positive and finite"
+    assert str(info.value) == "study 'edited': targets.epsilon_cap = -1.0: must be positive and finite"
 
 
 # --- needs_refit -------------------------------------------------------------------------------------------------

@@ -176,7 +176,7 @@ def test_a_release_its_audit_refutes_is_refused_with_exit_7_unless_forced(
                                           member_classes=np.zeros(400, int), non_member_classes=np.zeros(400, int)))
     monkeypatch.setattr("tuner.release.audit_losses", lambda losses: memorised)
     monkeypatch.setattr("swagppm.releases.writer.check_claim", lambda result, cap: None)
-    study = write_study(study, merged(targets={"epsilon": 0.5}))
+    study = write_study(study, merged(targets={"epsilon_cap": 0.5}))
     refutation = memorised.refutation(0.5)
     assert refutation is not None
     out = tmp_path / "model"

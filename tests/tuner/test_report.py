@@ -83,7 +83,7 @@ def without_plotly(page: str) -> str:
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, StudyConfig, str]:
     """The five-trial study (target ε 10, F1 within 50%) in a journal file, and its report."""
     folder = tmp_path_factory.mktemp("report")
-    config = journal(write_study(folder / "small.toml", merged(targets={"epsilon": 10.0})))
+    config = journal(write_study(folder / "small.toml", merged(targets={"epsilon_cap": 10.0})))
     study = a_study(config)
     return study, config, report_html(study, config)
 
@@ -91,7 +91,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Stud
 @pytest.fixture
 def config(study_file: Callable[..., Path]) -> StudyConfig:
     """The small study with target ε 10 in a journal file (a fresh one per test)."""
-    return journal(study_file(targets={"epsilon": 10.0}))
+    return journal(study_file(targets={"epsilon_cap": 10.0}))
 
 
 # --- what the report holds -----------------------------------------------------------------------------------------
@@ -174,7 +174,7 @@ def test_the_trade_off_tells_the_verdict_s_story_point_by_point(study_file: Call
     inside the box drawn by the two targets but infeasible says what it missed (the audit included)."""
     from tuner.outcome import DrawChecks
 
-    config = journal(study_file(targets={"epsilon": 10.0, "max_f1_degradation": 0.1, "statistic": "q10"}))
+    config = journal(study_file(targets={"epsilon_cap": 10.0, "max_f1_degradation": 0.1, "statistic": "q10"}))
     study = open_study(config)
     study.set_user_attr("baseline_f1_macro", 0.82)  # the macro-F1 q10 threshold: 0.9 · 0.82 = 0.738
     spread = [0.70] * 5 + [0.78] * 25  # median 0.78 clears the threshold, the 10th percentile 0.70 does not
@@ -271,7 +271,7 @@ def test_a_study_without_trials_gets_a_report_that_says_so(config: StudyConfig) 
 
 
 def test_the_targets_line_follows_the_study_files_targets(study_file: Callable[..., Path]) -> None:
-    config = journal(study_file(targets={"epsilon": 2.5, "max_f1_degradation": 0.15, "statistic": "q10",
+    config = journal(study_file(targets={"epsilon_cap": 2.5, "max_f1_degradation": 0.15, "statistic": "q10",
                                          "require_well_fit": False}))
     page = report_html(open_study(config), config)
     assert ("· targets: ε ≤ 2.5, macro- and weighted-F1 (q10) within 15% of the non-private baseline.</p>") in page
@@ -340,7 +340,7 @@ def test_the_report_holds_no_record_of_the_data_and_no_attribute_outside_the_tri
     labels = ["Label-Xylophone", "Label-Marimba"]
     (tmp_path / "records.jsonl").write_text("".join(
         json.dumps({"text": text, "label": labels[i % 2]}) + "\n" for i, text in enumerate(texts)))
-    config = journal(study_file(targets={"epsilon": 10.0}, data={"source": "records.jsonl", "synthetic_size": None,
+    config = journal(study_file(targets={"epsilon_cap": 10.0}, data={"source": "records.jsonl", "synthetic_size": None,
                                                                   "synthetic_classes": None}))
     study = open_study(config)
     losses = [0.7310585786, 0.2689414214, 0.8807970779]  # per-record values a careless caller stored on a trial

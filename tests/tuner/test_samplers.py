@@ -36,7 +36,8 @@ def scripted_objective(config: StudyConfig, verdicts: list[str], storage: BaseSt
     objective = Objective(config, storage=storage)
 
     def run(trial: Trial) -> float:
-        c, epochs, g = objective.suggest(trial)
+        params = config.search.suggest(trial)
+        c, epochs, g = params.c, params.ft_epochs, params.g
         values = series(verdicts[trial.number], trial.number)
         rng = np.random.default_rng(trial.number)
         result = SWAGPPMResult(c=c, g=g, ft_epochs=epochs, seed=0, epsilon=2 * max(values), max_delta=values,
@@ -56,7 +57,7 @@ def flowchart_study(study_file: Callable[..., Path], **search: object) -> StudyC
         study={"sampler": "flowchart", "n_trials": 20},
         search={"c_min": 0.1, "c_max": 1.5, "ft_epochs_min": 1, "ft_epochs_max": 16, "restart_epochs": 7,
                 "start": [{"c": 1.0, "ft_epochs": 7}], **search},
-        targets={"epsilon": 10.0, "max_f1_degradation": 0.1, "max_bulk_spread": 0.05}))
+        targets={"epsilon_cap": 10.0, "max_f1_degradation": 0.1, "max_bulk_spread": 0.05}))
 
 
 def replay(config: StudyConfig, verdicts: list[str]) -> optuna.Study:

@@ -1,15 +1,23 @@
-"""``tuner.search`` directly: the finiteness check, every refusal of ``SearchSpace`` and its start points."""
+"""``tuner.search`` directly: the finiteness check, every refusal of ``SearchSpace``, its start points, the one
+suggest rule and the one reader of stored parameters."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import optuna
 import pytest
+from optuna.distributions import FloatDistribution, IntDistribution
+from optuna.storages import InMemoryStorage, JournalStorage
+from optuna.storages.journal import JournalFileBackend
 
 from scorers import GUIDE
-from swagppm import ConfigError
+from swagppm import ConfigError, TrialParams
+from tuner.config import StudyConfig
 from tuner.search import SearchSpace, StartPoint, check_finite
 
 INF, NAN = float("inf"), float("nan")
@@ -129,3 +137,59 @@ def test_several_start_points_keep_their_order_before_the_probe() -> None:
     start = (StartPoint(1.2, 4), StartPoint(0.3, 8))
     search = SearchSpace(c_min=0.3, c_max=1.2, ft_epochs_min=4, ft_epochs_max=8, restart_epochs=6, start=start)
     assert search.start_points() == (*start, StartPoint(0.75, 8))
+
+
+# --- SearchSpace.suggest and params_of -------------------------------------------------------------------------------
+
+
+def test_suggest_searches_c_and_epochs_and_keeps_g_fixed(study_file: Callable[..., Path]) -> None:
+    config = StudyConfig.from_toml(study_file(search={"g": 0.25}))
+    storage = InMemoryStorage()
+    study = optuna.create_study(storage=storage, sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(5):
+        trial = study.ask()
+        params = config.search.suggest(trial)
+        c, epochs, g = params.c, params.ft_epochs, params.g
+        assert 0.3 <= c <= 1.2 and isinstance(epochs, int) and 4 <= epochs <= 8 and g == 0.25
+        assert trial.params == {"c": c, "ft_epochs": epochs}
+    assert trial.distributions == {"c": FloatDistribution(0.3, 1.2), "ft_epochs": IntDistribution(4, 8)}
+
+
+def test_suggest_searches_g_in_its_range_and_c_on_a_log_scale(study_file: Callable[..., Path]) -> None:
+    config = StudyConfig.from_toml(study_file(search={"g_min": 0.1, "g_max": 0.9, "c_log": True}))
+    storage = InMemoryStorage()
+    study = optuna.create_study(storage=storage, sampler=optuna.samplers.RandomSampler(seed=0))
+    trial = study.ask()
+    params = config.search.suggest(trial)
+    c, epochs, g = params.c, params.ft_epochs, params.g
+    assert trial.params == {"c": c, "ft_epochs": epochs, "g": g} and 0.1 <= g <= 0.9
+    assert trial.distributions == {"c": FloatDistribution(0.3, 1.2, log=True), "ft_epochs": IntDistribution(4, 8),
+                                   "g": FloatDistribution(0.1, 0.9)}
+
+
+def test_an_enqueued_point_is_suggested_exactly(study_file: Callable[..., Path]) -> None:
+    config = StudyConfig.from_toml(study_file(search={"g_min": 0.1, "g_max": 0.9}))
+    storage = InMemoryStorage()
+    study = optuna.create_study(storage=storage)
+    study.enqueue_trial({"c": 0.55, "ft_epochs": 5, "g": 0.3})
+    assert config.search.suggest(study.ask()) == TrialParams(c=0.55, ft_epochs=5, g=0.3)
+
+
+def test_suggestions_are_stored_in_a_journal_file_and_read_back(study_file: Callable[..., Path],
+                                                                 tmp_path: Path) -> None:
+    config = StudyConfig.from_toml(study_file())
+    journal = tmp_path / "journal.log"
+    storage = JournalStorage(JournalFileBackend(str(journal)))
+    study = optuna.create_study(study_name="j", storage=storage, sampler=optuna.samplers.RandomSampler(seed=3))
+    trial = study.ask()
+    params = config.search.suggest(trial)
+    study.tell(trial, 1.0)
+    again = optuna.load_study(study_name="j", storage=JournalStorage(JournalFileBackend(str(journal))))
+    assert config.search.params_of(again.trials[0].params) == params  # g: the search's fixed one
+
+
+def test_stored_params_are_read_with_the_searchs_fixed_g_and_an_exports_own() -> None:
+    search = SearchSpace(g=0.25)
+    assert search.params_of({"c": 0.5, "ft_epochs": 3}, seed=7) == TrialParams(c=0.5, ft_epochs=3, g=0.25, seed=7)
+    assert search.params_of({"c": 0.5, "ft_epochs": 3, "g": 0.1}).g == 0.1
+    assert TrialParams.from_params({"c": 1, "ft_epochs": 2.0}) == TrialParams(c=1.0, ft_epochs=2, g=0.0)

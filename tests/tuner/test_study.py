@@ -176,7 +176,7 @@ def test_no_training_text_lands_in_the_database_artifacts_export_or_report(
 
 def test_epsilon_early_stop_completes_with_a_lower_bound(tmp_path: Path, shared_cache: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    path = study_at(tmp_path, shared_cache, name="strict", study={"n_trials": 2}, targets={"epsilon": 0.05})
+    path = study_at(tmp_path, shared_cache, name="strict", study={"n_trials": 2}, targets={"epsilon_cap": 0.05})
     assert main(["run", str(path)]) == 1  # nothing feasible: non-zero exit and the closest trial
     output = capsys.readouterr().out
     assert "no feasible trial; closest: trial" in output and "violates: epsilon +" in output
@@ -197,7 +197,7 @@ def test_epsilon_early_stop_completes_with_a_lower_bound(tmp_path: Path, shared_
 
 def test_a_fit_stuck_at_the_majority_class_is_pruned_cheaply(tmp_path: Path, shared_cache: Path) -> None:
     path = study_at(tmp_path, shared_cache, name="stuck", study={"n_trials": 1},
-                    targets={"stuck_epochs": 1, "epsilon": 50.0})
+                    targets={"stuck_epochs": 1, "epsilon_cap": 50.0})
     assert main(["run", str(path)]) == 1
     _, study = load(path)
     (trial,) = study.trials
@@ -211,7 +211,7 @@ def test_a_fit_stuck_at_the_majority_class_is_pruned_cheaply(tmp_path: Path, sha
 def test_a_changed_definition_is_refused(finished: tuple[Path, str], tmp_path: Path, shared_cache: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     config = StudyConfig.from_toml(finished[0])
-    changed = study_at(tmp_path, shared_cache, study={"storage": config.storage_url}, targets={"epsilon": 40.0})
+    changed = study_at(tmp_path, shared_cache, study={"storage": config.storage_url}, targets={"epsilon_cap": 40.0})
     assert main(["run", str(changed)]) == 2
     err = capsys.readouterr().err
     assert "[targets] epsilon changed" in err and "use a new [study] name" in err and "Traceback" not in err

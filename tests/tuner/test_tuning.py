@@ -50,7 +50,7 @@ def test_rejudge_judges_stored_fits_against_new_targets_without_refitting(
     config = StudyConfig.from_toml(path)
     source = open_study(config, create=False)
     capsys.readouterr()
-    assert main(["rejudge", str(path), "--name", "strict", "--epsilon", "0.001"]) == 1  # nothing meets it
+    assert main(["rejudge", str(path), "--name", "strict", "--epsilon-cap", "0.001"]) == 1  # nothing meets it
     assert "judged against epsilon = 0.001" in capsys.readouterr().out
     from dataclasses import replace
 
@@ -58,7 +58,7 @@ def test_rejudge_judges_stored_fits_against_new_targets_without_refitting(
     assert [t.params for t in strict.trials] == [t.params for t in source.trials if t.state.is_finished()]
     assert all(named_constraints(t)["epsilon"] > 0 for t in strict.trials)
     assert [t.user_attrs["epsilon"] for t in strict.trials] == [t.user_attrs["epsilon"] for t in source.trials]
-    assert main(["rejudge", str(path), "--name", "loose", "--epsilon", "1000"]) == 0
+    assert main(["rejudge", str(path), "--name", "loose", "--epsilon-cap", "1000"]) == 0
 
 
 def test_other_records_are_refused_before_stage_1(study_file: Callable[..., Path], tmp_path: Path,

@@ -79,12 +79,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class FitRequest:
-    """What ``fit`` fits: the settings, (c, epochs, g), and the study file or the export they come from."""
+    """What ``fit`` fits: the settings, the trial's parameters, and the study file or the export they come from."""
 
     config: swagppm.SWAGPPMConfig
-    c: float
-    ft_epochs: int
-    g: float
+    params: swagppm.TrialParams
     study: StudyConfig | None = None
     chosen: Chosen | None = None
 
@@ -121,7 +119,8 @@ class FitCommand(Command):
             check_release_target(args, args.release, what="--release", config=request.study or request.config)
         figures = None
         if request.study is not None:
-            figures = args.figures or request.study.artifact_dir / f"fit-c{request.c:.3f}-e{request.ft_epochs}.html"
+            name = f"fit-c{request.params.c:.3f}-e{request.params.ft_epochs}.html"
+            figures = args.figures or request.study.artifact_dir / name
             checked_output(args, figures, "--figures", config=request.study,  # the default one is the tool's own
                            overwrite=args.overwrite or args.figures is None)
         if args.json is not None:
@@ -140,8 +139,7 @@ class FitCommand(Command):
                 claim_release_dir(args.release, wanted, report=args.owner_report))
             session = stack.enter_context(swagppm.Session(request.config))
             check_release_inputs(session, wanted)
-            fit = session.fit(c=request.c, ft_epochs=request.ft_epochs, g=request.g,
-                              stop_above_epsilon=args.stop_above_epsilon)
+            fit = session.fit(request.params, stop_above_epsilon=args.stop_above_epsilon)
             page = print_fit(fit.result, request)
             codes = [EXIT_FIT_FAILED if fit.result.failure else EXIT_OK, reproduced(fit.result, request.chosen)]
             if figures is not None and page is not None:
@@ -154,7 +152,8 @@ class FitCommand(Command):
 
 
 def fit_request(args: argparse.Namespace) -> FitRequest:
-    """The fit the flags ask for, checked like a study's (positive finite c, at least one epoch, finite g)."""
+    """The fit the flags ask for (each flag checked by its parser, a start point by the study file, an export's
+    parameters when read)."""
     one_source(args)
     if args.source is not None:
         for flag in ("c", "ft_epochs", "g"):
@@ -162,16 +161,14 @@ def fit_request(args: argparse.Namespace) -> FitRequest:
                 raise ConfigError(f"--{flag.replace('_', '-')} cannot be combined with --from (the export "
                                   "fixes the configuration)")
         chosen = exported(args)
-        request = FitRequest(config=chosen.config, c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, chosen=chosen)
+        request = FitRequest(config=chosen.config, params=chosen.params, chosen=chosen)
     else:
         study = study_config(args)
         start = study.search.start[0] if study.search.start else StartPoint(GUIDE.start_c, GUIDE.start_epochs)
-        request = FitRequest(config=study.fit, c=start.c if args.c is None else args.c,
-                             ft_epochs=start.ft_epochs if args.ft_epochs is None else args.ft_epochs,
-                             g=study.search.g if args.g is None else args.g, study=study)
-    check_value(request.c > 0 and math.isfinite(request.c), "--c", request.c, "positive and finite")
-    check_value(request.ft_epochs >= 1, "--ft-epochs", request.ft_epochs, "at least 1")
-    check_value(math.isfinite(request.g), "--g", request.g, "finite")
+        params = swagppm.TrialParams(c=start.c if args.c is None else args.c,
+                                     ft_epochs=start.ft_epochs if args.ft_epochs is None else args.ft_epochs,
+                                     g=(study.search.g if start.g is None else start.g) if args.g is None else args.g)
+        request = FitRequest(config=study.fit, params=params, study=study)
     stop = args.stop_above_epsilon
     check_value(stop is None or (stop > 0 and math.isfinite(stop)), "--stop-above-epsilon", stop,
                 "positive and finite")
@@ -189,7 +186,8 @@ def print_fit(result: swagppm.SWAGPPMResult, request: FitRequest) -> str | None:
     for reason in outcome.reasons:
         print(f"  - {reason}")
     print(f"  next: {outcome.recommendation.sentence}", flush=True)
-    return figures_html(outcome.record(), study, title=f"Fit c = {request.c:g}, {counted(request.ft_epochs, 'epoch')}")
+    params = request.params
+    return figures_html(outcome.record(), study, title=f"Fit c = {params.c:g}, {counted(params.ft_epochs, 'epoch')}")
 
 
 def write_output(path: Path, text: str, what: str) -> int:
@@ -411,7 +409,7 @@ class ReleaseCommand(Command):
         with (claim_release_dir(args.output, wanted, report=args.owner_report) as target,
               swagppm.Session(chosen.config) as session):
             check_release_inputs(session, wanted)
-            fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g)
+            fit = session.fit(chosen.params)
             return release_fit(session, fit, target, wanted, study, chosen.trial)
 
 
@@ -447,7 +445,7 @@ class CompareCommand(Command):
         chosen = chosen_configuration(args, "compared")
         if chosen is None:
             return EXIT_INFEASIBLE
-        settings = CompareSettings(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g, reweight_k=args.reweight_k,
+        settings = CompareSettings(params=chosen.params, reweight_k=args.reweight_k,
                                    long_epochs=args.long_epochs, stricter_epsilon=args.stricter_epsilon,
                                    delta=args.delta, dpsgd_batch_size=args.dpsgd_batch_size,
                                    dpsgd_learning_rate=args.dpsgd_lr, dpsgd_max_grad_norm=args.dpsgd_clip,
@@ -480,7 +478,7 @@ class AuditCommand(Command):
         cap = chosen.epsilon_cap
         assert cap is not None  # from the study, or a sealed export
         with swagppm.Session(chosen.config) as session:
-            fit = session.fit(c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g)
+            fit = session.fit(chosen.params)
             if fit.result.failure:
                 print(f"nothing audited: the fit failed ({fit.result.failure})", file=sys.stderr)
                 return EXIT_FIT_FAILED
@@ -493,12 +491,13 @@ class AuditCommand(Command):
             remember_audit(open_existing_study(study_config(args, data=False)), chosen.trial,
                            audit[RELEASE].epsilon_lower_bound)
         document = audit_document(audit, epsilon_cap=cap, audits_run=audit_count(ledger))
-        print(f"membership-inference audit of c = {chosen.c:.4g}, {counted(chosen.ft_epochs, 'epoch')} against the "
+        print(f"membership-inference audit of c = {chosen.params.c:.4g}, {counted(chosen.params.ft_epochs, 'epoch')} "
+              "against the "
               f"claim epsilon <= {cap:g} (members: training records, non-members: test records):")
         print(audit_text(audit, epsilon=cap))
         print(measured_text(audit[RELEASE], fit.result.epsilon))
         if args.output is not None:
-            write_audit(args.output, document, c=chosen.c, ft_epochs=chosen.ft_epochs, g=chosen.g)
+            write_audit(args.output, document, chosen.params)
             print(f"wrote {args.output}")
         if refuted:
             print(f"swagppm-tune: the audit refutes the claim epsilon <= {cap:g} (exit {EXIT_AUDIT_REFUTED}): a "

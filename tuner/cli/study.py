@@ -335,7 +335,7 @@ class ExportCommand(Command):
             check_all_trials(study, "exported")
             if is_accounted(study) and named_constraints(trial).get("epsilon", 1.0) > 0:
                 raise ConfigError(f"--trial {args.trial}: its epsilon exceeds the accounted study's binding cap "
-                                  f"epsilon* = {config.targets.epsilon:g}, so it is not releasable")
+                                  f"epsilon* = {config.targets.epsilon_cap:g}, so it is not releasable")
         else:
             check_all_trials(study, "exported")
             best = best_feasible(study)
@@ -358,7 +358,7 @@ def print_needs_refit(study: optuna.Study, config: StudyConfig) -> None:
     numbers = needs_refit(study)
     if numbers:
         print(f"trial(s) {', '.join(map(str, numbers))} need a refit to be judged: their privacy draws stopped early "
-              f"at an epsilon below the target {config.targets.epsilon:g}, so their F1 and fit were never measured "
+              f"at an epsilon below the target {config.targets.epsilon_cap:g}, so their F1 and fit were never measured "
               "(marked 'needs refit' above)")
 
 
@@ -507,7 +507,8 @@ class RejudgeCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_study(parser)
         parser.add_argument("--name", required=True, help="name of the new study (same storage)")
-        parser.add_argument("--epsilon", type=positive_float, default=None, help="new epsilon target")
+        parser.add_argument("--epsilon-cap", type=positive_float, default=None,
+                            help="new cap epsilon* to rank by (its releases still claim the study's own cap)")
         parser.add_argument("--max-f1-degradation", type=degradation, default=None, help="new allowed F1 degradation")
         parser.add_argument("--statistic", choices=("median", "q10"), default=None, help="F1 statistic of the draws")
         parser.add_argument("--require-well-fit", action=argparse.BooleanOptionalAction, default=None,
@@ -517,7 +518,7 @@ class RejudgeCommand(Command):
         config = study_config(args)
         open_existing_study(config)
         changes = {key: value for key, value in (
-            ("epsilon", args.epsilon), ("max_f1_degradation", args.max_f1_degradation),
+            ("epsilon_cap", args.epsilon_cap), ("max_f1_degradation", args.max_f1_degradation),
             ("statistic", args.statistic), ("require_well_fit", args.require_well_fit)) if value is not None}
         targets = retarget(config.targets, changes)
         study = rejudge(config, targets, name=args.name)
