@@ -6,7 +6,7 @@ series) and the fit's settings. ``run_study`` proposes configurations with an
 Optuna sampler (``tuner.samplers``: ``tpe`` by default, ``gp``, ``nsga2``,
 ``random`` or the guide's ``flowchart``), runs a SWAG-PPM fit per trial, and
 records constraints, scores, the diagnosis and figures (``TrialRecord``);
-``best_feasible`` reads the choice back. ``tuner.executors`` runs the trials in
+``best_feasible`` reads the choice back and ``read_export`` an exported one. ``tuner.executors`` runs the trials in
 this process or in local worker processes; ``tuner.cli`` is the command. Names
 load on first use, so the command line starts without the training stack.
 """
@@ -17,34 +17,23 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tuner.config import StudyConfig, StudySettings, Targets
-    from tuner.executors import run_workers
-    from tuner.export import Chosen, export_trial, read_export, write_export
-    from tuner.objective import FitCrashed, Objective, record_outcome
-    from tuner.outcome import Outcome, judge
-    from tuner.queries import best_feasible, closest_trial, is_feasible, pareto_front
-    from tuner.record import CONSTRAINT_KEYS, TrialRecord, constraint_attrs, named_constraints
-    from tuner.report import report_html, write_report
-    from tuner.samplers import FlowchartSampler, make_sampler
+    from tuner.config import StudyConfig, Targets
+    from tuner.export import Chosen, read_export
+    from tuner.queries import best_feasible, closest_trial, pareto_front
+    from tuner.report import write_report
+    from tuner.samplers import make_sampler
     from tuner.search import SearchSpace, StartPoint
-    from tuner.storage import make_storage, masked_url
-    from tuner.study import RunSummary, open_storage, open_study, run_study
-    from tuner.tuning import private_selection, with_selection_cost
+    from tuner.study import RunSummary, open_study, run_study
 
+# What a library user calls; everything else is in its module (tuner.objective, tuner.record, tuner.storage, ...).
 _LAZY = {
-    "tuner.config": ("StudyConfig", "StudySettings", "Targets"),
-    "tuner.executors": ("run_workers",),
-    "tuner.export": ("Chosen", "export_trial", "read_export", "write_export"),
-    "tuner.objective": ("FitCrashed", "Objective", "record_outcome"),
-    "tuner.outcome": ("Outcome", "judge"),
-    "tuner.queries": ("best_feasible", "closest_trial", "is_feasible", "pareto_front"),
-    "tuner.record": ("CONSTRAINT_KEYS", "TrialRecord", "constraint_attrs", "named_constraints"),
-    "tuner.report": ("report_html", "write_report"),
-    "tuner.samplers": ("FlowchartSampler", "make_sampler"),
+    "tuner.config": ("StudyConfig", "Targets"),
+    "tuner.export": ("Chosen", "read_export"),
+    "tuner.queries": ("best_feasible", "closest_trial", "pareto_front"),
+    "tuner.report": ("write_report",),
+    "tuner.samplers": ("make_sampler",),
     "tuner.search": ("SearchSpace", "StartPoint"),
-    "tuner.storage": ("make_storage", "masked_url"),
-    "tuner.study": ("RunSummary", "open_storage", "open_study", "run_study"),
-    "tuner.tuning": ("private_selection", "with_selection_cost"),
+    "tuner.study": ("RunSummary", "open_study", "run_study"),
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
 

@@ -73,7 +73,7 @@ def measured_violations(constraints: Mapping[str, float], unmeasured: Sequence[s
 class TrialRecord:
     """Everything a study stores about one judged fit.
 
-    ``constraints`` follow Optuna's convention (≤ 0 met; see ``tuner.judge``), those
+    ``constraints`` follow Optuna's convention (≤ 0 met; see ``tuner.outcome.judge``), those
     in ``unmeasured`` violated without having been measured;
     ``diagnosis`` is the scorers' label or ``"not_judged"``. F1 statistics are
     None when the utility draws did not run (an ε early stop, a failure).

@@ -28,7 +28,8 @@ from optuna.distributions import FloatDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
 from benchmarks import rerun_command
-from tuner import CONSTRAINT_KEYS, StudyConfig, TrialRecord, constraint_attrs, open_study
+from tuner import StudyConfig, open_study
+from tuner.record import CONSTRAINT_KEYS, TrialRecord, constraint_attrs
 
 STUDY = """[study]
 name = "bench-cli"

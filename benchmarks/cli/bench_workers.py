@@ -1,7 +1,7 @@
 """Throughput of 1, 2, 4, ... tuner workers sharing one machine (or one GPU): trials per hour.
 
 For each worker count the study is started fresh (same name, deleted in between)
-and ``tuner.run_workers`` runs that many ``swagppm-tune worker`` processes until
+and ``tuner.executors.run_workers`` runs that many ``swagppm-tune worker`` processes until
 ``--trials`` trials have finished, exactly as ``swagppm-tune run --workers N`` does.
 Stage 1 is computed once beforehand (``swagppm.prepare``), so every run reads it from
 the private cache (a temporary folder, deleted at the end, unless the study sets
@@ -41,7 +41,9 @@ import optuna
 
 import swagppm
 from benchmarks import rerun_command
-from tuner import StudyConfig, make_storage, open_study, run_workers
+from tuner import StudyConfig, open_study
+from tuner.executors import run_workers
+from tuner.storage import make_storage
 
 STUDY = Path(__file__).resolve().parent / "bench_workers.toml"
 

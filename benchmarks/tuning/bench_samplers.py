@@ -2,7 +2,7 @@
 
 Each study proposes (c, epochs) with one of the tuner's samplers; the point snaps
 to the nearest cell of the table (``benchmarks.tuning.build_table``) and the cell's
-recorded fit is judged exactly as a live trial is (``tuner.judge``), its
+recorded fit is judged exactly as a live trial is (``tuner.outcome.judge``), its
 constraints and recommendation recorded on the trial (``tuner``'s own
 ``record_outcome``), and its recorded time counted as the trial's cost. A study
 stops at its first feasible trial or after ``--budget`` trials.
@@ -47,7 +47,10 @@ from scipy import stats
 from benchmarks import rerun_command
 from benchmarks.tuning.build_table import stage1_keys
 from swagppm import SWAGPPMResult
-from tuner import FlowchartSampler, Outcome, SearchSpace, StartPoint, Targets, judge, make_sampler, record_outcome
+from tuner import SearchSpace, StartPoint, Targets, make_sampler
+from tuner.objective import record_outcome
+from tuner.outcome import Outcome, judge
+from tuner.samplers import FlowchartSampler
 
 TABLE = Path(__file__).resolve().parent / "grids" / "osha_grid_minilm_head.json"
 SAMPLERS = ("flowchart", "random", "tpe", "gp")

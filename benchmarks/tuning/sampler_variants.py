@@ -45,8 +45,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from benchmarks import rerun_command
 from benchmarks.tuning.bench_samplers import fmt, fmt_ci, load_cells, outcomes, replay, strict, summarise, table_search
-from tuner import FlowchartSampler, SearchSpace, Targets, make_sampler
-from tuner.samplers import DistinctTPESampler
+from tuner import SearchSpace, Targets, make_sampler
+from tuner.samplers import DistinctTPESampler, FlowchartSampler
 
 TABLES = Path(__file__).resolve().parent / "grids"
 # (table, model, one stage 1 only, well fit required, ε targets): the rows of the sampler comparison's replays

@@ -13,7 +13,9 @@ from optuna.samplers import BaseSampler
 from optuna.storages import InMemoryStorage
 
 from tests.tuner.helpers import result, tight
-from tuner import SearchSpace, StartPoint, Targets, judge, record_outcome
+from tuner import SearchSpace, StartPoint, Targets
+from tuner.objective import record_outcome
+from tuner.outcome import judge
 from tuner.samplers import SAMPLERS, make_sampler, sampler_traits, stop_rule_of
 
 pytestmark = pytest.mark.slow  # no fit, no service, but seconds a test

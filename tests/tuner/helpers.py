@@ -24,8 +24,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from swagppm import SWAGPPMResult
 from tests import PATIENCE
-from tuner import StudyConfig, judge
+from tuner import StudyConfig
 from tuner.objective import record_outcome
+from tuner.outcome import judge
 from tuner.study import open_storage, open_study
 
 # A tiny model on a small synthetic corpus: stage 1 and each trial take seconds on a CPU.

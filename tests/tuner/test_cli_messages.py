@@ -14,9 +14,10 @@ from optuna.storages import InMemoryStorage
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from tests.tuner.helpers import result, tight
-from tuner import StudyConfig, judge
+from tuner import StudyConfig
 from tuner.cli.messages import best_line, print_closest, warn_at_edge, warn_mixed_stage1
 from tuner.config import Targets
+from tuner.outcome import judge
 from tuner.record import constraint_attrs
 
 DISTRIBUTIONS = {"c": FloatDistribution(0.1, 2.0), "ft_epochs": IntDistribution(1, 20)}

@@ -19,8 +19,10 @@ import torch
 import tuner.cli.study
 from tests import PATIENCE
 from tests.tuner.helpers import a_study_on_a_data_file, merged, one_error_line, with_a_feasible_trial, write_study
-from tuner import StudyConfig, export_trial, report_html, write_export
+from tuner import StudyConfig
 from tuner.cli import EXIT_BROKEN_PIPE, EXIT_NOT_REPRODUCED, main
+from tuner.export import export_trial, write_export
+from tuner.report import report_html
 from tuner.storage import STORAGE_ENV
 
 pytestmark = pytest.mark.slow  # no fit, no service, but seconds a test

@@ -10,8 +10,9 @@ import pytest
 from scorers import MIN_DRAWS
 from swagppm import ConfigError
 from tests.tuner.helpers import write_study
-from tuner import SearchSpace, StartPoint, StudyConfig, masked_url
+from tuner import SearchSpace, StartPoint, StudyConfig
 from tuner.cli import main
+from tuner.storage import masked_url
 
 REPO = Path(__file__).resolve().parents[2]
 

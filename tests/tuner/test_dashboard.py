@@ -28,10 +28,12 @@ import pytest
 
 from tests import PATIENCE
 from tests.tuner.helpers import merged, result, tight, write_study
-from tuner import StudyConfig, TrialRecord, best_feasible, is_feasible, named_constraints, open_study
+from tuner import StudyConfig, best_feasible, open_study
 from tuner.cli import main
 from tuner.dashboard import OWNER_SIDE, PICTURE_ALT, DashboardView, feasibility_table, figures_svg, trial_note
 from tuner.outcome import judge
+from tuner.queries import is_feasible
+from tuner.record import TrialRecord, named_constraints
 
 pytestmark = pytest.mark.fits
 

@@ -32,9 +32,9 @@ from tests.tuner.helpers import (
     stored,
     unreachable,
 )
-from tuner import StudyConfig, make_storage, open_study
+from tuner import StudyConfig, open_study
 from tuner.cli import main
-from tuner.storage import STORAGE_ENV
+from tuner.storage import STORAGE_ENV, make_storage
 
 pytestmark = pytest.mark.services
 

@@ -32,9 +32,10 @@ import tuner.study
 from swagppm import ConfigError
 from tests import PATIENCE
 from tests.tuner.helpers import merged, write_study
-from tuner import StudyConfig, make_storage, open_study, run_study
+from tuner import StudyConfig, open_study, run_study
 from tuner.cli import main
 from tuner.faults import recover_stale_trials
+from tuner.storage import make_storage
 from tuner.study import enqueue_start_points, study_lock
 
 pytestmark = pytest.mark.fits

@@ -10,7 +10,9 @@ import pytest
 import scorers
 from scorers import MIN_DRAWS
 from tests.tuner.helpers import result, tight
-from tuner import CONSTRAINT_KEYS, SearchSpace, Targets, judge
+from tuner import SearchSpace, Targets
+from tuner.outcome import judge
+from tuner.record import CONSTRAINT_KEYS
 
 TARGETS = Targets(epsilon_cap=10.0)
 SEARCH = SearchSpace()

@@ -7,9 +7,9 @@ import math
 import optuna
 from optuna.trial import TrialState, create_trial
 
-from tuner import CONSTRAINT_KEYS, best_feasible, closest_trial
+from tuner import best_feasible, closest_trial
 from tuner.queries import describe_violations, violated
-from tuner.record import TrialRecord, constraint_attrs
+from tuner.record import CONSTRAINT_KEYS, TrialRecord, constraint_attrs
 
 
 def synthetic_trial(number: int, *, epsilon: float, f1: float, constraints: dict[str, float],

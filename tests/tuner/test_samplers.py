@@ -13,9 +13,12 @@ from optuna.trial import Trial
 
 from swagppm import SWAGPPMResult
 from tests.scorers.series import CASE_STUDY, gaussian_bulk, with_spikes
-from tuner import FlowchartSampler, SearchSpace, StudyConfig, judge, make_sampler, open_storage, open_study
+from tuner import SearchSpace, StudyConfig, make_sampler, open_study
 from tuner.objective import Objective, record
+from tuner.outcome import judge
+from tuner.samplers import FlowchartSampler
 from tuner.samplers.tpe import repeats
+from tuner.study import open_storage
 
 pytestmark = pytest.mark.slow  # no fit, no service, but seconds a test
 

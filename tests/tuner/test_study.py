@@ -24,8 +24,9 @@ import scorers
 import swagppm
 from tests import PATIENCE
 from tests.tuner.helpers import merged, write_study
-from tuner import CONSTRAINT_KEYS, StudyConfig, best_feasible, named_constraints, open_study
+from tuner import StudyConfig, best_feasible, open_study
 from tuner.cli import main
+from tuner.record import CONSTRAINT_KEYS, named_constraints
 
 pytestmark = pytest.mark.fits
 

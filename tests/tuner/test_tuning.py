@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from swagppm import ConfigError
-from tuner import StudyConfig, named_constraints
+from tuner import StudyConfig
 from tuner.cli import main
+from tuner.record import named_constraints
 from tuner.study import open_study
 
 pytestmark = pytest.mark.fits
