@@ -15,6 +15,8 @@ from swagppm import ConfigError, SWAGPPMConfig
 from swagppm.config import MAX_EPOCHS, PRIVATE_TEST, check_stop_probability
 
 if TYPE_CHECKING:  # the tuner's modules are imported where they are used: --help loads none of them
+    import optuna
+
     from swagppm.releases.selection import Selection
     from tuner.config import StudyConfig
     from tuner.export import Chosen
@@ -80,6 +82,26 @@ def stop_probability(text: str) -> float:
 
 def add_study(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("study", type=Path, help=STUDY_HELP)
+
+
+def add_study_output(parser: argparse.ArgumentParser, *, output_help: str) -> None:
+    """A verb that writes one owner-side file of an existing study: the study file, ``-o FILE``, ``--overwrite``,
+    ``--storage`` and ``--study-name`` (``study_and_output`` reads them back)."""
+    add_study(parser)
+    parser.add_argument("-o", "--output", type=Path, required=True, help=output_help)
+    add_overwrite(parser)
+    add_storage(parser)
+    add_study_name(parser)
+
+
+def study_and_output(args: argparse.Namespace) -> tuple[StudyConfig, optuna.Study]:
+    """The study file read, ``-o`` checked (never an input, never overwritten unasked) and the study opened, in that
+    order, before any work (``add_study_output``'s verbs)."""
+    from tuner.study import open_existing_study
+
+    config = study_config(args)
+    checked_output(args, args.output, "-o", config=config)
+    return config, open_existing_study(config)
 
 
 def add_study_or_export(parser: argparse.ArgumentParser, *, study_help: str,

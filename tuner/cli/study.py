@@ -14,17 +14,17 @@ from optuna.trial import TrialState
 from swagppm import ConfigError
 from tuner.cli.arguments import (
     add_data,
-    add_overwrite,
     add_storage,
     add_study,
     add_study_name,
+    add_study_output,
     check_folder,
-    checked_output,
     degradation,
     nonnegative_int,
     port,
     positive_float,
     positive_int,
+    study_and_output,
     study_config,
 )
 from tuner.cli.base import EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_OK, Command
@@ -312,20 +312,14 @@ class ExportCommand(Command):
     help = "write the best feasible configuration as JSON"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        add_study(parser)
-        parser.add_argument("-o", "--output", type=Path, required=True, help="JSON file to write")
+        add_study_output(parser, output_help="JSON file to write")
         parser.add_argument("--trial", type=nonnegative_int, default=None,
                             help="export this trial instead of the best feasible one")
-        add_overwrite(parser)
-        add_storage(parser)
-        add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from tuner.export import export_trial, write_export
 
-        config = study_config(args)
-        checked_output(args, args.output, "-o", config=config)
-        study = open_existing_study(config)
+        config, study = study_and_output(args)
         if args.trial is not None:
             matching = [t for t in study.get_trials(deepcopy=False) if t.number == args.trial and t.params]
             if not matching or TrialRecord.of(matching[0]) is None:
@@ -479,21 +473,15 @@ class ReportCommand(Command):
     help = "write one self-contained HTML report of the study"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        add_study(parser)
-        parser.add_argument("-o", "--output", type=Path, required=True, help="HTML file to write")
+        add_study_output(parser, output_help="HTML file to write")
         parser.add_argument("--comparison", type=Path, default=None,
                             help="a comparison.json written by `compare`, to add its table and figure")
-        add_overwrite(parser)
-        add_storage(parser)
-        add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from tuner.compare import read_comparison
         from tuner.report import write_report
 
-        config = study_config(args)
-        checked_output(args, args.output, "-o", config=config)
-        study = open_existing_study(config)
+        config, study = study_and_output(args)
         comparison = None if args.comparison is None else read_comparison(args.comparison)
         path = write_report(study, config, args.output, comparison=comparison)
         print(f"report of {finished_count(study)} finished trials written to {path}")
