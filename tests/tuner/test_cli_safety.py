@@ -213,11 +213,14 @@ def test_every_verb_on_a_study_honours_the_storage_variable(study_file: Callable
     assert main(["run", str(path), "--n-trials", "1"]) == 0  # already has its trial: no fit
     assert main(["export", str(path), "-o", str(tmp_path / "best.json")]) == 0
     assert main(["report", str(path), "-o", str(tmp_path / "report.html")]) == 0
-    assert capsys.readouterr().out.count("best feasible: trial 0") == 2
+    assert main(["rejudge", str(path), "--name", "looser", "--epsilon", "60"]) == 0  # into the same storage
+    assert capsys.readouterr().out.count("best feasible: trial 0") == 3
+    assert main(["status", str(path), "--study-name", "looser"]) == 0
     assert not path.with_suffix(".db").exists()  # the study file's own storage was never opened
     other = tmp_path / "other.db"
-    assert main(["status", str(path), "--storage", f"sqlite:///{other}"]) == 2  # the flag wins
-    assert str(other) in one_error_line(capsys.readouterr().err)
+    for verb in (["status"], ["rejudge", "--name", "again"]):
+        assert main([verb[0], str(path), *verb[1:], "--storage", f"sqlite:///{other}"]) == 2  # the flag wins
+        assert str(other) in one_error_line(capsys.readouterr().err)
 
 
 # --- 9. BrokenPipe, seeds, artifacts ----------------------------------------------------------------------------

@@ -512,6 +512,7 @@ class RejudgeCommand(Command):
         parser.add_argument("--statistic", choices=("median", "q10"), default=None, help="F1 statistic of the draws")
         parser.add_argument("--require-well-fit", action=argparse.BooleanOptionalAction, default=None,
                             help="whether the max-delta series must look well fit")
+        add_storage(parser)  # the source's storage, which the new study joins
 
     def run(self, args: argparse.Namespace) -> int:
         config = study_config(args)
