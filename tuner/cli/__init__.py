@@ -48,8 +48,9 @@ Exit status:
   7    the membership-inference audit refutes the claim epsilon <= the study's
        cap: release released nothing (the bound, the cap and the delta that would
        reconcile them are printed; --force-audit releases it anyway), audit says so
-  130  interrupted (Ctrl-C; launch: also SIGTERM, which cancels its local jobs);
-       finished trials are kept
+  130  interrupted by Ctrl-C or SIGTERM (run, worker: the running trial is marked
+       failed and queued again; launch: its local jobs are cancelled); finished
+       trials are kept
   141  the output pipe was closed (e.g. swagppm-tune status STUDY.toml | head)
 """
 

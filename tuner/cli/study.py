@@ -31,7 +31,7 @@ from tuner.cli.base import EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_OK, Command
 from tuner.cli.messages import best_line, print_closest, print_refuted, warn_at_edge, warn_mixed_stage1
 from tuner.config import StudyConfig
 from tuner.extras import require
-from tuner.faults import WORKER
+from tuner.faults import WORKER, interrupt_on_sigterm, interruption, stop_with_parent
 from tuner.outcome import counted
 from tuner.queries import best_feasible, finished_count, format_table, pareto_front, trial_rows, trials_run
 from tuner.record import TrialRecord, named_constraints
@@ -72,9 +72,10 @@ class RunCommand(Command):
         else:
             executor = make_executor("sequential")
         try:
-            executor.run(config, n_trials=args.n_trials, timeout=args.timeout, echo=print)
-        except KeyboardInterrupt:
-            return interrupted(config, args.study)
+            with interrupt_on_sigterm():  # Slurm and Kubernetes stop a run with SIGTERM: as Ctrl-C
+                executor.run(config, n_trials=args.n_trials, timeout=args.timeout, echo=print)
+        except KeyboardInterrupt as interrupt:
+            return interrupted(config, args.study, interrupt)
         return run_summary(config, args.study)
 
 
@@ -100,10 +101,13 @@ class WorkerCommand(Command):
             print(line, flush=True)
 
         try:
-            summary = run_study(config, n_trials=args.n_trials, timeout=args.timeout, worker=args.name or WORKER,
-                                echo=echo, callbacks=tracking_callbacks(config, echo=echo))
-        except KeyboardInterrupt:
-            return interrupted(config, args.study)
+            with interrupt_on_sigterm():  # Slurm and Kubernetes stop a worker with SIGTERM: as Ctrl-C
+                stop_with_parent()  # a worker of `run --workers N` stops with its parent
+                summary = run_study(config, n_trials=args.n_trials, timeout=args.timeout,
+                                    worker=args.name or WORKER, echo=echo,
+                                    callbacks=tracking_callbacks(config, echo=echo))
+        except KeyboardInterrupt as interrupt:
+            return interrupted(config, args.study, interrupt)
         print(f"stopped: {summary.stopped_because}")
         return EXIT_OK
 
@@ -250,10 +254,12 @@ class ProxyCommand(Command):
         return EXIT_OK
 
 
-def interrupted(config: StudyConfig, path: Path) -> int:
+def interrupted(config: StudyConfig, path: Path, interrupt: KeyboardInterrupt) -> int:
+    """The one line of a run or worker stopped by Ctrl-C or SIGTERM; exit status 130."""
     study = open_study(config, create=False)
-    print(f"\ninterrupted: the running trial is marked failed; {finished_count(study)} finished trials are kept. "
-          f"Run `swagppm-tune run {path}` again to resume.", file=sys.stderr)
+    print(f"\n{interruption(interrupt)}: the running trial is marked failed and queued again; "
+          f"{finished_count(study)} finished trials are kept. Run `swagppm-tune run {path}` again to resume.",
+          file=sys.stderr)
     return EXIT_INTERRUPTED
 
 
