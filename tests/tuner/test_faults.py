@@ -31,7 +31,7 @@ from optuna.trial import TrialState
 import tuner.study
 from swagppm import ConfigError
 from tests import PATIENCE
-from tests.tuner.helpers import merged, write_study
+from tests.tuner.helpers import merged, one_error_line, write_study
 from tuner import StudyConfig, make_storage, open_study, run_study
 from tuner.cli import main
 from tuner.faults import recover_stale_trials
@@ -181,6 +181,24 @@ def test_a_run_stopped_mid_trial_by_sigterm_or_ctrl_c_queues_its_trial_again(
     assert main(["run", str(path)]) in (0, 1)
     assert_recovered(path, stopped, n_trials=1)
     assert "left running" not in capsys.readouterr().out  # nothing was left for the stale-trial recovery
+
+
+@pytest.mark.parametrize("verb", ["run", "status"])
+def test_ctrl_c_while_a_verb_loads_its_libraries_is_one_line_and_exit_130(tmp_path: Path, cache: Path,
+                                                                         verb: str) -> None:
+    """SIGINT as soon as the command's own code runs (numpy, the first library it loads, is being mapped): one line,
+    no import traceback."""
+    path = fault_study(tmp_path, cache, "sqlite:///early.db")
+    process = subprocess.Popen([sys.executable, "-m", "tuner.cli", verb, str(path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=REPO)
+    deadline = time.monotonic() + PATIENCE
+    while "_multiarray_umath" not in Path(f"/proc/{process.pid}/maps").read_text():
+        assert process.poll() is None and time.monotonic() < deadline, "numpy was never loaded"
+        time.sleep(0.005)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=PATIENCE)
+    assert process.returncode == 130, err
+    assert "interrupted" in one_error_line(err)
 
 
 def children(pid: int) -> list[int]:
