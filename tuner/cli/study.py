@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import socket
 import sys
 from pathlib import Path
 
@@ -406,6 +407,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse a --port that cannot be listened on (another server holds it) before saying where the dashboard is."""
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as error:
+        raise ConfigError(f"--port {port}: cannot listen on {host}:{port} ({error.strerror or error}; another server "
+                          "holds it?); pass another --port") from None
+
+
 def serve_dashboard(config: StudyConfig, *, host: str, port: int, name: str) -> None:
     """optuna-dashboard on the study's storage and artifact folder, until Ctrl-C."""
     import optuna_dashboard
@@ -414,6 +425,7 @@ def serve_dashboard(config: StudyConfig, *, host: str, port: int, name: str) -> 
     from tuner.dashboard import OWNER_SIDE, DashboardView
 
     storage = make_storage(config.storage_url, connect_timeout=config.study.connect_timeout)
+    check_port(host, port)
     print(f"optuna-dashboard on http://{host}:{port}/dashboard/ (study {name!r} in "
           f"{masked_url(config.storage_url)}); Ctrl-C stops it\n  {OWNER_SIDE}", flush=True)
     view = DashboardView(storage, statistic=config.targets.statistic)  # type: ignore[abstract]  # delegated at run time
