@@ -36,7 +36,7 @@ from tuner.faults import WORKER, mark_interrupted, quiet_heartbeat_errors, recov
 from tuner.ledger import FingerprintsRecords, Ledger
 from tuner.outcome import TRIAL_LEGEND
 from tuner.outputs import OWNER_FILE, create_storage_file, owner_folder
-from tuner.queries import FINISHED, best_feasible, closest_trial, finished_count
+from tuner.queries import DEFINITION_ATTR, FINISHED, best_feasible, closest_trial, finished_count
 from tuner.record import BASELINE_F1_MACRO, FAILURE, RAN_BY
 from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
 from tuner.storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
@@ -57,7 +57,6 @@ if TYPE_CHECKING:
 
     from tuner.objective import Objective
 
-DEFINITION_ATTR = "definition"
 LEDGER_ID = "ledger_id"  # study attribute: the study's entry in its data set's privacy ledger
 STAGE1_FINGERPRINT = "stage1_fingerprint"  # study attribute: the stage 1 every trial of the study used
 CAVEATS = (*statement.CAVEATS,
