@@ -24,6 +24,7 @@ from tuner.storage import JOURNAL, journal_path, masked_url, parse_url
 
 ObjectiveName = Literal["epsilon", "pareto"]
 
+MAX_STUDY_NAME = 512  # characters: Optuna's study_name column on PostgreSQL and MySQL (String(512))
 _TABLES = ("study", "search", "targets", "data", "model", "swagppm", "tracking")
 
 
@@ -84,6 +85,9 @@ class StudySettings:
         check_finite("study", self, ("timeout", "reconnect_wait", "trials_mean"))
         check_value(bool(re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name)), "study.name", self.name,
                "letters, digits, '.', '_' or '-'")
+        if len(self.name) > MAX_STUDY_NAME:  # a server database keeps no longer name (Optuna's column)
+            raise ConfigError(f"study.name = {self.name[:24]!r}... ({len(self.name)} characters): must be at most "
+                              f"{MAX_STUDY_NAME} characters, the longest study name a database storage keeps")
         check_value(self.sampler in SAMPLERS, "study.sampler", self.sampler,
                     f"one of {', '.join(map(repr, SAMPLERS))}")
         check_choice("study.objective", self.objective, ObjectiveName)

@@ -1,6 +1,10 @@
 """Trials whose process died: heartbeats, finding the stale trials, failing and retrying them a bounded number of times.
 
-A trial whose process died (SIGKILL, a lost machine) is failed and re-enqueued
+A trial whose process is stopped (Ctrl-C, or SIGTERM from Slurm, Kubernetes or
+``kill``, raised as ``Terminated``) is failed with the reason and re-enqueued with
+its parameters by that process (``requeue_interrupted``); a worker of ``run
+--workers N`` is sent SIGTERM when its parent dies (``stop_with_parent``). A trial
+whose process died (SIGKILL, a lost machine) is failed and re-enqueued
 with its parameters: on SQLite, which one process at a time may run (a lock file
 beside the database), every running trial found when a run starts; on a journal
 or Redis, one whose heartbeat (a user attribute) is older than the grace period;
@@ -11,25 +15,95 @@ process seen to exit, or of one on this machine that no longer exists.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import signal
 import socket
+import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from types import FrameType, TracebackType
+from typing import Any, NoReturn
 
 import optuna
 from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, Trial, TrialState, create_trial
 
 from tuner.config import StudyConfig
-from tuner.record import HEARTBEAT, RAN_BY, RETRY_OF
+from tuner.record import FAILURE, HEARTBEAT, RAN_BY, RETRY_OF
 from tuner.storage import describe_error, is_connection_error, kind, masked_url
 
 OWN_HEARTBEATS = ("journal", "redis", "grpc")  # storages without Optuna's heartbeats that several processes share
+PARENT_ENV = "SWAGPPM_TUNE_PARENT"  # set by `run --workers N` for its workers: the parent's process id
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what Slurm, Kubernetes and ``kill`` send), raised like Ctrl-C's ``KeyboardInterrupt`` so that it stops
+    a run the same way: the running trial failed with the reason and queued again, exit status 130."""
+
+
+def interruption(error: KeyboardInterrupt) -> str:
+    """What stopped a trial, for its ``failure`` attribute and the interrupted line: SIGTERM or Ctrl-C."""
+    return "interrupted (SIGTERM)" if isinstance(error, Terminated) else "interrupted (Ctrl-C)"
+
+
+@contextlib.contextmanager
+def interrupt_on_sigterm() -> Iterator[None]:
+    """SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) in the block, as Ctrl-C does (main thread only), so that
+    a run, worker or launcher being stopped cleans up as on Ctrl-C instead of dying mid-trial; the old handler is
+    restored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(number: int, frame: FrameType | None) -> NoReturn:
+        raise Terminated("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stop_with_parent() -> None:
+    """In a worker of ``run --workers N`` (``PARENT_ENV`` set), on Linux: get SIGTERM when the parent dies, even by
+    SIGKILL, so that the worker fails and queues again its trial and ends, instead of running on into the parent's
+    closed pipe (a ``BrokenPipeError`` would fail the trial for good). Call it where SIGTERM is handled."""
+    parent = os.environ.get(PARENT_ENV, "")
+    if not parent.isdigit() or not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() != int(parent):  # the parent died before the request: as if it had just died
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def requeue_interrupted(study: optuna.Study, numbers: Collection[int], *, max_retries: int) -> list[int]:
+    """Fail (if Optuna has not) and re-enqueue the trials this process was running when it was interrupted, so that
+    their points are evaluated by the next run; the numbers re-enqueued. Best effort: a storage that refuses leaves a
+    running trial to ``recover_stale_trials``."""
+    requeued = []
+    for trial in study.get_trials(deepcopy=False):
+        if trial.number not in numbers or trial.state not in (TrialState.RUNNING, TrialState.FAIL):
+            continue
+        try:
+            if trial.state == TrialState.RUNNING:
+                study.tell(trial.number, state=TrialState.FAIL)
+            if retry(study, trial, max_retries=max_retries) is not None:
+                requeued.append(trial.number)
+        except Exception:  # noqa: BLE001 - the storage is away or the trial was finished elsewhere
+            continue
+    return requeued
+
+
+def mark_interrupted(trial: Trial, error: KeyboardInterrupt) -> None:
+    """Record why the trial stops (``failure``: SIGTERM or Ctrl-C) before Optuna marks it failed; best effort."""
+    with contextlib.suppress(Exception):
+        trial.set_user_attr(FAILURE, interruption(error))
 
 
 def worker_id(pid: int) -> str:

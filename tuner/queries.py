@@ -19,6 +19,7 @@ from tuner.record import FAILURE, NEEDS_REFIT, TrialRecord, measured_violations,
 from tuner.search import SearchSpace
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+DEFINITION_ATTR = "definition"  # tuner.study's study attribute: the search, targets and fit settings
 
 
 def finished_count(study: optuna.Study) -> int:
@@ -37,9 +38,30 @@ def is_feasible(trial: FrozenTrial) -> bool:
     return trial.state == TrialState.COMPLETE and scorers.is_feasible(trial.constraints)
 
 
-def violation(trial: FrozenTrial) -> float:
-    """The sum of violated measured constraint values (0 for a feasible trial; inf without constraints)."""
-    return sum(violated(trial).values()) if trial.constraints else math.inf
+def violation(trial: FrozenTrial, *, epsilon_cap: float | None = None) -> float:
+    """The sum of violated measured constraint values (0 for a feasible trial; inf without constraints); with
+    ``epsilon_cap``, the ε violation unclipped (``unclipped_violations``)."""
+    if not trial.constraints:
+        return math.inf
+    return sum(unclipped_violations(trial, epsilon_cap=epsilon_cap).values())
+
+
+def unclipped_violations(trial: FrozenTrial, *, epsilon_cap: float | None) -> dict[str, float]:
+    """``violated``, with an ε violation stored clipped at ``scorers.CONSTRAINT_CAP`` (Optuna needs bounded numbers)
+    given whole: ranking ε / ``epsilon_cap`` − 1. Trials that all miss ε by more than the cap would otherwise tie,
+    and the closest be named by trial number."""
+    missed = violated(trial)
+    if epsilon_cap and missed.get("epsilon", 0.0) >= scorers.CONSTRAINT_CAP:
+        record = TrialRecord.of(trial)
+        if record is not None and math.isfinite(record.ranking_epsilon):
+            missed["epsilon"] = max(scorers.CONSTRAINT_CAP, record.ranking_epsilon / epsilon_cap - 1.0)
+    return missed
+
+
+def epsilon_cap_of(study: optuna.Study) -> float | None:
+    """The cap ε* the study's trials are judged against (its stored definition); None before it is stored."""
+    value = study.user_attrs.get(DEFINITION_ATTR, {}).get("targets", {}).get("epsilon_cap")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def best_feasible(study: optuna.Study) -> FrozenTrial | None:
@@ -60,9 +82,11 @@ def _rank(trial: FrozenTrial) -> tuple[float, float]:
 
 
 def closest_trial(study: optuna.Study) -> FrozenTrial | None:
-    """With no feasible trial: the finished trial with the smallest total violation of what it measured."""
+    """With no feasible trial: the finished trial with the smallest total violation of what it measured (ε's
+    unclipped)."""
     finished = [t for t in study.get_trials(deepcopy=False, states=FINISHED) if t.constraints]
-    return min(finished, key=lambda t: (violation(t), t.number)) if finished else None
+    cap = epsilon_cap_of(study)
+    return min(finished, key=lambda t: (violation(t, epsilon_cap=cap), t.number)) if finished else None
 
 
 def pareto_front(study: optuna.Study) -> list[FrozenTrial]:
@@ -92,10 +116,11 @@ def violated(trial: FrozenTrial) -> dict[str, float]:
     return measured_violations(named_constraints(trial), _unmeasured(trial))
 
 
-def describe_violations(trial: FrozenTrial) -> str:
-    """What a trial misses, for a line or a report: ``epsilon +0.200; not measured: f1_macro, f1_weighted``."""
+def describe_violations(trial: FrozenTrial, *, epsilon_cap: float | None = None) -> str:
+    """What a trial misses, for a line or a report: ``epsilon +0.200; not measured: f1_macro, f1_weighted``; with
+    ``epsilon_cap``, ε's miss unclipped (``unclipped_violations``)."""
     unmeasured = _unmeasured(trial)
-    missed = measured_violations(named_constraints(trial), unmeasured)
+    missed = unclipped_violations(trial, epsilon_cap=epsilon_cap)
     text = ", ".join(f"{key} {value:+.3f}" for key, value in missed.items())
     return text + (f"; not measured: {', '.join(unmeasured)}" if unmeasured else "")
 

@@ -16,7 +16,15 @@ from tuner.config import StudyConfig
 from tuner.figures import study_figures, trial_figures
 from tuner.outcome import counted
 from tuner.outputs import write_atomic
-from tuner.queries import FINISHED, best_feasible, closest_trial, describe_violations, trial_rows, trials_run
+from tuner.queries import (
+    FINISHED,
+    best_feasible,
+    closest_trial,
+    describe_violations,
+    epsilon_cap_of,
+    trial_rows,
+    trials_run,
+)
 from tuner.record import TrialRecord, audit_bounds, refuted_note
 from tuner.storage import masked_url
 from tuner.study import CAVEATS
@@ -69,7 +77,8 @@ def report_html(study: optuna.Study, config: StudyConfig, *,
         closest = closest_trial(study)
         text = "<p><b>No feasible configuration yet.</b>"
         if closest is not None:
-            text += f" Closest: trial {closest.number} (violates {esc(describe_violations(closest))})."
+            missed = describe_violations(closest, epsilon_cap=epsilon_cap_of(study))
+            text += f" Closest: trial {closest.number} (violates {esc(missed)})."
         parts.append(text + "</p>")
     cost = tuning_cost(study, config)
     parts.append("<div class='caveats'><h2>Caveats and the privacy of the procedure</h2><ul>"

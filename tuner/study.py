@@ -32,11 +32,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from swagppm import ConfigError, statement
 from tuner.config import StudyConfig
-from tuner.faults import WORKER, quiet_heartbeat_errors, recover_stale_trials
+from tuner.faults import WORKER, mark_interrupted, quiet_heartbeat_errors, recover_stale_trials, requeue_interrupted
 from tuner.ledger import FingerprintsRecords, Ledger
 from tuner.outcome import TRIAL_LEGEND
 from tuner.outputs import OWNER_FILE, create_storage_file, owner_folder
-from tuner.queries import FINISHED, best_feasible, closest_trial, finished_count
+from tuner.queries import DEFINITION_ATTR, FINISHED, best_feasible, closest_trial, finished_count
 from tuner.record import BASELINE_F1_MACRO, FAILURE, RAN_BY
 from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
 from tuner.storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
@@ -57,7 +57,6 @@ if TYPE_CHECKING:
 
     from tuner.objective import Objective
 
-DEFINITION_ATTR = "definition"
 LEDGER_ID = "ledger_id"  # study attribute: the study's entry in its data set's privacy ledger
 STAGE1_FINGERPRINT = "stage1_fingerprint"  # study attribute: the stage 1 every trial of the study used
 CAVEATS = (*statement.CAVEATS,
@@ -290,8 +289,9 @@ def run_study(
     are failed and retried (``recover_stale_trials``) when the run starts and
     after every trial. An SQLite study is locked for the run (``study_lock``). A
     storage that goes away is reconnected with backoff; ``StorageLost`` after the
-    last attempt. Ctrl-C propagates as ``KeyboardInterrupt`` after Optuna marks the
-    running trial failed. Optuna's log level and ``threading.excepthook`` are
+    last attempt. Ctrl-C (or SIGTERM, where ``tuner.faults.interrupt_on_sigterm``
+    holds) propagates as ``KeyboardInterrupt`` after the running trial is marked
+    failed with the reason and queued again with its parameters. Optuna's log level and ``threading.excepthook`` are
     restored on return. ``callbacks`` are called after every trial, after the
     run's own (e.g. ``tuner.tracking.tracking_callbacks``).
     """
@@ -474,12 +474,26 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig,
     if n_trials is not None:
         callbacks.append(MaxTrialsCallback(n_trials, states=FINISHED))
     spent = Reconnects(finished=finished_count(study))
+    interrupted: list[int] = []
+
+    def trial_run(trial: optuna.Trial) -> float | tuple[float, float]:
+        """The objective; a trial stopped by Ctrl-C or SIGTERM says so before Optuna marks it failed."""
+        try:
+            return objective(trial)
+        except KeyboardInterrupt as interrupt:
+            interrupted.append(trial.number)
+            mark_interrupted(trial, interrupt)
+            raise
+
     while True:
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
         try:
-            study.optimize(objective, timeout=remaining, callbacks=callbacks, catch=(FitCrashed,),
+            study.optimize(trial_run, timeout=remaining, callbacks=callbacks, catch=(FitCrashed,),
                            gc_after_trial=False)
             return study
+        except KeyboardInterrupt:  # its trial is queued again: the next run evaluates the point it did not finish
+            requeue_interrupted(study, interrupted, max_retries=config.study.max_retries)
+            raise
         except optuna.exceptions.UpdateFinishedTrialError as error:
             echo(f"a trial was failed by another worker while this one had lost the storage ({error}); going on")
         except Exception as error:

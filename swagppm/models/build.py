@@ -176,9 +176,13 @@ def public_name(name: str) -> str:
 
 
 def _load(loader: Callable[..., Any], name: str, what: str, **kwargs: Any) -> Any:
+    """``loader(name)``; a model that cannot be found or read (a damaged ``model.safetensors`` too) is one
+    ``ConfigError`` naming ``name``."""
+    from safetensors import SafetensorError
+
     try:
         return loader(resolve_model_name(name), **kwargs)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, SafetensorError) as error:
         raise ConfigError(
             f"model.name_or_path = {name!r}: cannot load the {what} "
             f"({type(error).__name__}: {str(error).splitlines()[0]}). "

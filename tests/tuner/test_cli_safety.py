@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,14 @@ import torch
 
 import tuner.cli.study
 from tests import PATIENCE
-from tests.tuner.helpers import a_study_on_a_data_file, merged, one_error_line, with_a_feasible_trial, write_study
+from tests.tuner.helpers import (
+    a_study_on_a_data_file,
+    delete_studies,
+    merged,
+    one_error_line,
+    with_a_feasible_trial,
+    write_study,
+)
 from tuner import StudyConfig
 from tuner.cli import EXIT_BROKEN_PIPE, EXIT_NOT_REPRODUCED, main
 from tuner.export import export_trial, write_export
@@ -194,6 +202,65 @@ def test_loopback_or_consent_passes_the_host_check(study_file: Callable[..., Pat
     assert "no study exists" in capsys.readouterr().err
 
 
+def test_a_dashboard_port_in_use_is_one_line_before_any_listening_line(study_file: Callable[..., Path],
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main(["dashboard", str(path), "--port", str(port)]) == 2
+    out, err = capsys.readouterr()
+    line = one_error_line(err)
+    assert f"--port {port}: cannot listen on 127.0.0.1:{port}" in line and "in use" in line
+    assert "optuna-dashboard on" not in out and "Listening on" not in out + err
+
+
+@pytest.mark.parametrize("verb", [["create"], ["run"], ["rejudge", "--epsilon", "40", "--name"]])
+def test_a_study_name_too_long_for_a_database_is_one_line(study_file: Callable[..., Path], postgres: str,
+                                                          verb: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """PostgreSQL keeps study names of at most 512 characters: a longer one is the study file's (or --name's) fault,
+    refused before the database is written, not an internal error."""
+    long_name = "n" * 513
+    if verb[0] == "rejudge":
+        path = study_file(study={"name": f"short-{uuid.uuid4().hex[:10]}", "storage": postgres})
+        with_a_feasible_trial(path)
+        argv = [*verb, long_name]
+    else:
+        path = study_file(study={"name": long_name, "storage": postgres})
+        argv = verb
+    try:
+        assert main([argv[0], str(path), *argv[1:]]) == 2
+        line = one_error_line(capsys.readouterr().err)
+        assert "study.name = 'nnnn" in line and "(513 characters): must be at most 512 characters" in line
+        assert len(line) < 300
+    finally:
+        delete_studies([path])
+
+
+@pytest.fixture(scope="module")
+def a_damaged_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local model folder (a small BERT's config and vocabulary) whose ``model.safetensors`` is cut short."""
+    from transformers import BertConfig
+
+    folder = tmp_path_factory.mktemp("damaged-model")
+    BertConfig(vocab_size=30, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+               intermediate_size=64).save_pretrained(folder)
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "record", "text"]))
+    (folder / "model.safetensors").write_bytes(b"\x40\x00\x00\x00\x00\x00\x00\x00{\"weight\": {")  # cut mid-header
+    return folder
+
+
+@pytest.mark.fits
+@pytest.mark.parametrize("verb", [["fit", "--ft-epochs", "1"], ["run"]])
+def test_a_damaged_model_file_is_one_line_naming_the_model(study_file: Callable[..., Path], a_damaged_model: Path,
+                                                           verb: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file(model={"name_or_path": str(a_damaged_model), "tiny_hidden_size": None, "tiny_layers": None,
+                             "tiny_vocab_size": None})
+    assert main([verb[0], str(path), *verb[1:], "-q"]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"model.name_or_path = {str(a_damaged_model)!r}: cannot load the model" in line and "internal" not in line
+
+
 def test_help_says_what_the_network_option_exposes(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["dashboard", "--help"])
@@ -215,11 +282,14 @@ def test_every_verb_on_a_study_honours_the_storage_variable(study_file: Callable
     assert main(["run", str(path), "--n-trials", "1"]) == 0  # already has its trial: no fit
     assert main(["export", str(path), "-o", str(tmp_path / "best.json")]) == 0
     assert main(["report", str(path), "-o", str(tmp_path / "report.html")]) == 0
-    assert capsys.readouterr().out.count("best feasible: trial 0") == 2
+    assert main(["rejudge", str(path), "--name", "looser", "--epsilon", "60"]) == 0  # into the same storage
+    assert capsys.readouterr().out.count("best feasible: trial 0") == 3
+    assert main(["status", str(path), "--study-name", "looser"]) == 0
     assert not path.with_suffix(".db").exists()  # the study file's own storage was never opened
     other = tmp_path / "other.db"
-    assert main(["status", str(path), "--storage", f"sqlite:///{other}"]) == 2  # the flag wins
-    assert str(other) in one_error_line(capsys.readouterr().err)
+    for verb in (["status"], ["rejudge", "--name", "again"]):
+        assert main([verb[0], str(path), *verb[1:], "--storage", f"sqlite:///{other}"]) == 2  # the flag wins
+        assert str(other) in one_error_line(capsys.readouterr().err)
 
 
 # --- 9. BrokenPipe, seeds, artifacts ----------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from optuna.trial import TrialState
 import tuner.study
 from swagppm import ConfigError
 from tests import PATIENCE
-from tests.tuner.helpers import merged, write_study
+from tests.tuner.helpers import merged, one_error_line, write_study
 from tuner import StudyConfig, open_study, run_study
 from tuner.cli import main
 from tuner.faults import recover_stale_trials
@@ -96,18 +96,24 @@ def start_until(args: list[str], marker: str) -> tuple[subprocess.Popen[str], li
     raise AssertionError(f"the process ended before {marker!r}:\n{''.join(lines)}")
 
 
-def kill_the_start_point(process: subprocess.Popen[str], path: Path, *, timeout: float = PATIENCE) -> int:
-    """SIGKILL the process whose trial of the start point is RUNNING in the storage; that trial's number."""
+def running_start_point(process: subprocess.Popen[str], path: Path, *, timeout: float = PATIENCE) -> tuple[int, int]:
+    """Wait until the start point's trial is RUNNING in the storage with its process named; (trial, process id)."""
     study = stored(path)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert process.poll() is None, "the process ended before its start point ran"
         for trial in study.get_trials(states=(TrialState.RUNNING,)):
             if trial.system_attrs.get("fixed_params") == START and "worker" in trial.user_attrs:
-                os.kill(int(trial.user_attrs["worker"].rsplit(":", 1)[1]), signal.SIGKILL)
-                return trial.number
+                return trial.number, int(trial.user_attrs["worker"].rsplit(":", 1)[1])
         time.sleep(0.2)
     raise AssertionError("the start point never ran")
+
+
+def kill_the_start_point(process: subprocess.Popen[str], path: Path, *, sent: int = signal.SIGKILL) -> int:
+    """Send ``sent`` (SIGKILL) to the process whose trial of the start point is RUNNING; that trial's number."""
+    number, pid = running_start_point(process, path)
+    os.kill(pid, sent)
+    return number
 
 
 def assert_recovered(path: Path, killed: int, *, n_trials: int, overshoot: int = 0) -> None:
@@ -145,6 +151,103 @@ def test_a_run_killed_mid_trial_on_a_journal_is_recovered_once_its_heartbeat_is_
     assert main(["run", str(path)]) in (0, 1)
     assert_recovered(path, killed, n_trials=2)
     assert f"trial {killed:>3}  {RECOVERED}" in capsys.readouterr().out
+
+
+def queued_again(path: Path, stopped: int, reason: str) -> None:
+    """The stopped trial failed with ``reason`` and is waiting again with its parameters; nothing is left running."""
+    trials = stored(path).get_trials()
+    assert [t.number for t in trials if t.state == TrialState.RUNNING] == []
+    (trial,) = [t for t in trials if t.number == stopped]
+    assert trial.state == TrialState.FAIL and trial.user_attrs["failure"] == reason
+    assert [(t.state, t.system_attrs["fixed_params"]) for t in trials if t.user_attrs.get("retry_of") == stopped] == \
+        [(TrialState.WAITING, START)]
+
+
+@pytest.mark.parametrize("sent, reason", [(signal.SIGTERM, "interrupted (SIGTERM)"),
+                                          (signal.SIGINT, "interrupted (Ctrl-C)")])
+def test_a_run_stopped_mid_trial_by_sigterm_or_ctrl_c_queues_its_trial_again(
+    tmp_path: Path, cache: Path, sent: int, reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM (Slurm, Kubernetes) stops a run as Ctrl-C does: its trial failed with the reason and queued again,
+    one interrupted line, exit 130; the next run evaluates the point."""
+    path = fault_study(tmp_path, cache, "sqlite:///stopped.db", study={"n_trials": 1})
+    process, _ = start_until(["run", str(path)], "finished trial(s)")
+    stopped = kill_the_start_point(process, path, sent=sent)
+    out, _ = process.communicate(timeout=PATIENCE)
+    assert process.returncode == 130, out
+    assert "Traceback" not in out and [line for line in out.splitlines() if "interrupted" in line] == [
+        f"{reason}: the running trial is marked failed and queued again; 0 finished trials are kept. Run "
+        f"`swagppm-tune run {path}` again to resume."]
+    queued_again(path, stopped, reason)
+    assert main(["run", str(path)]) in (0, 1)
+    assert_recovered(path, stopped, n_trials=1)
+    assert "left running" not in capsys.readouterr().out  # nothing was left for the stale-trial recovery
+
+
+@pytest.mark.parametrize("verb", ["run", "status"])
+def test_ctrl_c_while_a_verb_loads_its_libraries_is_one_line_and_exit_130(tmp_path: Path, cache: Path,
+                                                                         verb: str) -> None:
+    """SIGINT as soon as the command's own code runs (numpy, the first library it loads, is being mapped): one line,
+    no import traceback."""
+    path = fault_study(tmp_path, cache, "sqlite:///early.db")
+    process = subprocess.Popen([sys.executable, "-m", "tuner.cli", verb, str(path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=REPO)
+    deadline = time.monotonic() + PATIENCE
+    while "_multiarray_umath" not in Path(f"/proc/{process.pid}/maps").read_text():
+        assert process.poll() is None and time.monotonic() < deadline, "numpy was never loaded"
+        time.sleep(0.005)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=PATIENCE)
+    assert process.returncode == 130, err
+    assert "interrupted" in one_error_line(err)
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux's /proc)."""
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def wait_gone(pids: list[int], *, timeout: float = PATIENCE) -> None:
+    """Wait until every process in ``pids`` has exited (a zombie no one reaps counts as exited)."""
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while time.monotonic() < deadline:
+            try:
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            except (OSError, IndexError):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"process {pid} still runs")
+
+
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGKILL])
+def test_the_workers_of_a_stopped_or_killed_parent_queue_their_trials_again(tmp_path: Path, cache: Path,
+                                                                            sent: int) -> None:
+    """The parent of ``run --workers 2`` is stopped (SIGTERM: passed on) or killed (SIGKILL: each worker gets SIGTERM
+    as its parent dies): no trial fails for a closed pipe, every stopped one is queued again, the next run runs it."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("a worker learns of its parent's death through Linux's prctl")
+    path = fault_study(tmp_path, cache, "journal:faults.log", study={"n_trials": 2, "grace_period": 120})
+    parent, _ = start_until(["run", str(path), "--workers", "2"], "starting 2 workers")
+    stopped, _ = running_start_point(parent, path)
+    workers = children(parent.pid)
+    parent.send_signal(sent)
+    out, _ = parent.communicate(timeout=PATIENCE)
+    wait_gone(workers)
+    if sent == signal.SIGTERM:
+        assert parent.returncode == 130 and "Traceback" not in out, out
+        assert "interrupted (SIGTERM): the running trial is marked failed and queued again" in out
+    else:
+        assert parent.returncode == -signal.SIGKILL
+    queued_again(path, stopped, "interrupted (SIGTERM)")
+    failed = [t for t in stored(path).get_trials() if t.state == TrialState.FAIL]
+    assert {t.user_attrs["failure"] for t in failed} == {"interrupted (SIGTERM)"}  # none for a BrokenPipeError
+    resumed = subprocess.run([sys.executable, "-m", "tuner.cli", "run", str(path), "--workers", "2"], cwd=REPO,
+                             capture_output=True, text=True, timeout=PATIENCE)  # the workers' own thread count
+    assert resumed.returncode in (0, 1), resumed.stdout + resumed.stderr
+    assert_recovered(path, stopped, n_trials=2, overshoot=1)
 
 
 def run_workers_and_kill_one(path: Path) -> tuple[int, str]:

@@ -58,6 +58,20 @@ def test_without_a_feasible_trial_the_closest_is_the_smallest_total_violation() 
     assert closest is not None and closest.number == 1  # 0.1 + 0.2 < 1.0
 
 
+def test_trials_that_all_miss_epsilon_beyond_the_cap_rank_by_their_unclipped_miss() -> None:
+    """ε 600, 1200 and 900 against a target of 50 all store the ε constraint clipped at +10 (Optuna needs bounded
+    values): the closest is the ε 600 trial, and its miss reads +11.000, not the cap."""
+    study = optuna.create_study()
+    study.set_user_attr("definition", {"targets": {"epsilon_cap": 50.0}})
+    for number, epsilon in enumerate((1200.0, 600.0, 900.0)):
+        study.add_trial(synthetic_trial(number, epsilon=epsilon, f1=0.9,
+                                        constraints={**dict.fromkeys(CONSTRAINT_KEYS, -0.1), "epsilon": 10.0}))
+    closest = closest_trial(study)
+    assert closest is not None and closest.number == 1
+    assert describe_violations(closest, epsilon_cap=50.0) == "epsilon +11.000"
+    assert describe_violations(closest) == "epsilon +10.000"  # as stored
+
+
 def test_what_an_early_stop_did_not_measure_is_neither_missed_nor_counted_in_the_closest_choice() -> None:
     study = optuna.create_study()
     unmeasured = ("f1_macro", "f1_weighted", "fit_spread", "fit_spikes")

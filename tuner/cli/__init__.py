@@ -48,8 +48,9 @@ Exit status:
   7    the membership-inference audit refutes the claim epsilon <= the study's
        cap: release released nothing (the bound, the cap and the delta that would
        reconcile them are printed; --force-audit releases it anyway), audit says so
-  130  interrupted (Ctrl-C; launch: also SIGTERM, which cancels its local jobs);
-       finished trials are kept
+  130  interrupted by Ctrl-C or SIGTERM (run, worker: the running trial is marked
+       failed and queued again; launch: its local jobs are cancelled); finished
+       trials are kept
   141  the output pipe was closed (e.g. swagppm-tune status STUDY.toml | head)
 """
 
@@ -67,9 +68,6 @@ import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import swagppm
-from swagppm import ConfigError
-from tuner.cli.arguments import ArgumentsRefused, Parser
 from tuner.cli.base import (
     EXIT_AUDIT_REFUTED,
     EXIT_BAD_INPUT,
@@ -89,6 +87,7 @@ __all__ = ["COMMANDS", "EXIT_AUDIT_REFUTED",
            "EXIT_INTERRUPTED", "EXIT_NOT_REPRODUCED", "EXIT_OK", "EXIT_STORAGE_LOST", "Command", "failures", "main"]
 
 DEBUG_ENV = "SWAGPPM_TUNE_DEBUG"
+INTERRUPTED_LINE = "\nswagppm-tune: interrupted"  # Ctrl-C before a verb says more (run, worker: what was kept)
 PROGRESS_BARS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"  # read by huggingface_hub and transformers; 0 shows the bars
 
 # The verbs, in the order --help lists them: each one's class, imported only when that verb runs (or its --help is
@@ -120,6 +119,8 @@ class Failure:
 def failures() -> dict[type[BaseException], Failure]:
     """Every error a verb may raise on purpose, by type (the nearest base class counts); anything else is internal.
     Built at the first failure: the study machinery it names is not loaded for --help."""
+    import swagppm
+    from swagppm import ConfigError
     from tuner.study import StorageLost
 
     return {
@@ -128,7 +129,7 @@ def failures() -> dict[type[BaseException], Failure]:
         swagppm.ReleaseRefused: Failure(status=EXIT_BAD_INPUT, message="swagppm-tune: error: {error}"),
         swagppm.TrainingFailure: Failure(status=EXIT_FIT_FAILED, message="swagppm-tune: the fit failed: {error}"),
         StorageLost: Failure(status=EXIT_STORAGE_LOST, message="swagppm-tune: error: {error}"),
-        KeyboardInterrupt: Failure(status=EXIT_INTERRUPTED, message="\nswagppm-tune: interrupted"),
+        KeyboardInterrupt: Failure(status=EXIT_INTERRUPTED, message=INTERRUPTED_LINE),
         BrokenPipeError: Failure(status=EXIT_BROKEN_PIPE, message="", quiet_stdout=True),  # `status | head`
     }
 
@@ -153,6 +154,8 @@ def command_of(verb: str) -> Command:
 def build_parser(verbs: Sequence[str] | None = None) -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     """The parser, and the verbs by name; only ``verbs`` (default: all) declare their arguments, so a command line
     loads one verb's module. --help lists the verbs once, from this module's docstring."""
+    from tuner.cli.arguments import Parser
+
     parser = Parser(prog="swagppm-tune", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="verb", required=True, metavar="VERB", help="one of the verbs above")
     commands: dict[str, Command] = {}
@@ -188,8 +191,20 @@ def defer_import(name: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one verb; every failure is one line on stderr and a documented exit status (see the module docstring)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """Run one verb; every failure is one line on stderr and a documented exit status (see the module docstring).
+
+    This module imports only the standard library at its top, so that Ctrl-C while the verb's libraries load (the
+    first second or so) lands here too: one line and exit 130, not an import's traceback."""
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:
+        print(INTERRUPTED_LINE, file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str]) -> int:
+    from tuner.cli.arguments import ArgumentsRefused
+
     defer_import("redis")
     parser, commands = build_parser(argv[:1])  # the verb comes first: the top level has no flag but --help
     try:

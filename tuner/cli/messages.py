@@ -8,7 +8,7 @@ import optuna
 
 from tuner.config import StudyConfig
 from tuner.outcome import counted
-from tuner.queries import closest_trial, describe_violations, range_edges, stage1_runs
+from tuner.queries import closest_trial, describe_violations, epsilon_cap_of, range_edges, stage1_runs
 from tuner.record import TrialRecord, audit_bounds, refuted_note
 
 
@@ -37,7 +37,7 @@ def print_closest(study: optuna.Study) -> None:
     record = TrialRecord.of(closest)
     print(f"no feasible trial; closest: trial {closest.number} (c = {closest.params['c']:.4g}, "
           f"{counted(closest.params['ft_epochs'], 'epoch')}, {record.diagnosis if record else '?'}) violates: "
-          f"{describe_violations(closest)}")
+          f"{describe_violations(closest, epsilon_cap=epsilon_cap_of(study))}")
     if record is not None:
         print(f"  the guide's next move from there: {record.recommendation}")
 

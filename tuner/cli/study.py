@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import socket
 import sys
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from tuner.cli.base import EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_OK, Command
 from tuner.cli.messages import best_line, print_closest, print_refuted, warn_at_edge, warn_mixed_stage1
 from tuner.config import StudyConfig
 from tuner.extras import require
-from tuner.faults import WORKER
+from tuner.faults import WORKER, interrupt_on_sigterm, interruption, stop_with_parent
 from tuner.outcome import counted
 from tuner.queries import best_feasible, finished_count, format_table, pareto_front, trial_rows, trials_run
 from tuner.record import TrialRecord, named_constraints
@@ -72,9 +73,10 @@ class RunCommand(Command):
         else:
             executor = make_executor("sequential")
         try:
-            executor.run(config, n_trials=args.n_trials, timeout=args.timeout, echo=print)
-        except KeyboardInterrupt:
-            return interrupted(config, args.study)
+            with interrupt_on_sigterm():  # Slurm and Kubernetes stop a run with SIGTERM: as Ctrl-C
+                executor.run(config, n_trials=args.n_trials, timeout=args.timeout, echo=print)
+        except KeyboardInterrupt as interrupt:
+            return interrupted(config, args.study, interrupt)
         return run_summary(config, args.study)
 
 
@@ -100,10 +102,13 @@ class WorkerCommand(Command):
             print(line, flush=True)
 
         try:
-            summary = run_study(config, n_trials=args.n_trials, timeout=args.timeout, worker=args.name or WORKER,
-                                echo=echo, callbacks=tracking_callbacks(config, echo=echo))
-        except KeyboardInterrupt:
-            return interrupted(config, args.study)
+            with interrupt_on_sigterm():  # Slurm and Kubernetes stop a worker with SIGTERM: as Ctrl-C
+                stop_with_parent()  # a worker of `run --workers N` stops with its parent
+                summary = run_study(config, n_trials=args.n_trials, timeout=args.timeout,
+                                    worker=args.name or WORKER, echo=echo,
+                                    callbacks=tracking_callbacks(config, echo=echo))
+        except KeyboardInterrupt as interrupt:
+            return interrupted(config, args.study, interrupt)
         print(f"stopped: {summary.stopped_because}")
         return EXIT_OK
 
@@ -250,10 +255,12 @@ class ProxyCommand(Command):
         return EXIT_OK
 
 
-def interrupted(config: StudyConfig, path: Path) -> int:
+def interrupted(config: StudyConfig, path: Path, interrupt: KeyboardInterrupt) -> int:
+    """The one line of a run or worker stopped by Ctrl-C or SIGTERM; exit status 130."""
     study = open_study(config, create=False)
-    print(f"\ninterrupted: the running trial is marked failed; {finished_count(study)} finished trials are kept. "
-          f"Run `swagppm-tune run {path}` again to resume.", file=sys.stderr)
+    print(f"\n{interruption(interrupt)}: the running trial is marked failed and queued again; "
+          f"{finished_count(study)} finished trials are kept. Run `swagppm-tune run {path}` again to resume.",
+          file=sys.stderr)
     return EXIT_INTERRUPTED
 
 
@@ -394,6 +401,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse a --port that cannot be listened on (another server holds it) before saying where the dashboard is."""
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as error:
+        raise ConfigError(f"--port {port}: cannot listen on {host}:{port} ({error.strerror or error}; another server "
+                          "holds it?); pass another --port") from None
+
+
 def serve_dashboard(config: StudyConfig, *, host: str, port: int, name: str) -> None:
     """optuna-dashboard on the study's storage and artifact folder, until Ctrl-C."""
     import optuna_dashboard
@@ -402,6 +419,7 @@ def serve_dashboard(config: StudyConfig, *, host: str, port: int, name: str) -> 
     from tuner.dashboard import OWNER_SIDE, DashboardView
 
     storage = make_storage(config.storage_url, connect_timeout=config.study.connect_timeout)
+    check_port(host, port)
     print(f"optuna-dashboard on http://{host}:{port}/dashboard/ (study {name!r} in "
           f"{masked_url(config.storage_url)}); Ctrl-C stops it\n  {OWNER_SIDE}", flush=True)
     view = DashboardView(storage, statistic=config.targets.statistic)  # type: ignore[abstract]  # delegated at run time
@@ -501,6 +519,7 @@ class RejudgeCommand(Command):
         parser.add_argument("--statistic", choices=("median", "q10"), default=None, help="F1 statistic of the draws")
         parser.add_argument("--require-well-fit", action=argparse.BooleanOptionalAction, default=None,
                             help="whether the max-delta series must look well fit")
+        add_storage(parser)  # the source's storage, which the new study joins
 
     def run(self, args: argparse.Namespace) -> int:
         config = study_config(args)

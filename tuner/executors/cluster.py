@@ -23,7 +23,6 @@ import contextlib
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from tuner.config import StudyConfig
 from tuner.executors.jobs import cancel_jobs, make_private_folder, record_launch
 from tuner.executors.processes import shared_study
 from tuner.executors.registry import register_executor
-from tuner.faults import recover_stale_trials, vanished_workers
+from tuner.faults import interrupt_on_sigterm, recover_stale_trials, vanished_workers
 from tuner.queries import best_feasible, closest_trial, finished_count
 from tuner.storage import STORAGE_ENV, kind, masked_url
 from tuner.study import RunSummary, run_study
@@ -177,24 +176,6 @@ def controller_output(folder: Path) -> Iterator[None]:
             os.dup2(original, descriptor)
             os.close(original)
         os.close(log)
-
-
-@contextlib.contextmanager
-def interrupt_on_sigterm() -> Iterator[None]:
-    """SIGTERM raises ``KeyboardInterrupt`` in the block, as Ctrl-C does (main thread only), so that a launcher
-    being stopped cancels its local jobs instead of leaving them running; the old handler is restored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(number: int, frame: Any) -> NoReturn:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _wait(jobs: list[Any], study: optuna.Study, config: StudyConfig, echo: Callable[[str], None]) -> int:

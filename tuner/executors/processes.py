@@ -25,7 +25,7 @@ import optuna
 from swagppm import ConfigError
 from tuner.config import StudyConfig
 from tuner.executors.registry import register_executor
-from tuner.faults import recover_stale_trials, worker_id
+from tuner.faults import PARENT_ENV, Terminated, recover_stale_trials, worker_id
 from tuner.queries import best_feasible, closest_trial, finished_count
 from tuner.storage import STORAGE_ENV, describe_error, is_connection_error, masked_url, supports_workers
 from tuner.study import RunSummary, enqueue_start_points, open_study, planned_trials, study_lock
@@ -103,8 +103,9 @@ def worker_command(study_path: Path, *, name: str, n_trials: int | None, timeout
 
 
 def worker_environment(config: StudyConfig, *, index: int, workers: int, gpus: Sequence[str]) -> dict[str, str]:
-    """The storage URL, unbuffered output, and the worker's GPU (round-robin) or its share of the CPU cores."""
-    env = {**os.environ, STORAGE_ENV: config.storage_url, "PYTHONUNBUFFERED": "1"}
+    """The storage URL, unbuffered output, this process's id (the worker stops when it dies: ``stop_with_parent``),
+    and the worker's GPU (round-robin) or its share of the CPU cores."""
+    env = {**os.environ, STORAGE_ENV: config.storage_url, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())}
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
     elif "OMP_NUM_THREADS" not in os.environ:  # CPU workers share the cores instead of oversubscribing them
@@ -115,7 +116,8 @@ def worker_environment(config: StudyConfig, *, index: int, workers: int, gpus: S
 def run_processes(study: optuna.Study, config: StudyConfig, *, workers: int, gpus: Sequence[str],
                   n_trials: int | None, timeout: float | None, data: str | None,
                   echo: Callable[[str], None]) -> dict[str, int]:
-    """Start the workers on ``study``, relay their lines, and wait for every one; Ctrl-C is passed on to them."""
+    """Start the workers on ``study``, relay their lines, and wait for every one; Ctrl-C and SIGTERM are passed on to
+    them."""
     echo(f"starting {workers} workers on study {config.study.name!r} in {masked_url(config.storage_url)}"
          + (f", GPUs {', '.join(gpus)} round-robin" if gpus else ""))
     processes: dict[str, subprocess.Popen[str]] = {}
@@ -135,12 +137,14 @@ def run_processes(study: optuna.Study, config: StudyConfig, *, workers: int, gpu
 
     try:
         codes = _wait(processes, study, config, locked_echo)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: passed on, each worker queues its trial again
+        forwarded = signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT
         for process in processes.values():
             if process.poll() is None:
-                process.send_signal(signal.SIGINT)
-        for process in processes.values():
+                process.send_signal(forwarded)
+        for name, process in processes.items():
             process.wait()
+            _recover(study, config, locked_echo, name=name, pid=process.pid)  # what a worker left running
         _join(readers)
         raise
     _join(readers)
