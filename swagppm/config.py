@@ -29,6 +29,7 @@ Pooling = Literal["auto", "native", "mean", "cls"]
 Stage2Init = Literal["base", "stage1"]
 AccumulationDtype = Literal["float32", "float64"]
 DeviationsDevice = Literal["auto", "same", "cpu"]
+StepScale = Literal["none", "largest_weight"]  # swagppm.train.finetune.STEP_SCALES holds what each one does
 
 TINY_MODEL = "tiny"
 SYNTHETIC = "synthetic"  # data.source of the built-in corpus
@@ -214,6 +215,19 @@ class SWAGPPMConfig:
     long sweeps. ``swag_deviations_device = "auto"`` keeps SWAG's deviation matrix
     in pinned host memory when it would take more than half of the device's free
     memory (``"same"``: always on the device, ``"cpu"``: always on the host).
+
+    ``stage2_step_scale`` scales stage 2's AdamW learning rate (see
+    ``swagppm.train.finetune.STEP_SCALES``): ``"largest_weight"`` (default)
+    multiplies it by the largest privacy weight max_i w_i, ``"none"`` keeps it. Why
+    the default: AdamW's step is invariant to a constant factor on the loss, so with
+    w_i = c·(1 − f_i) + g unclipped, ``"none"`` trains the same model for every c
+    while ε = 2·max w_i·NLL_i shrinks with c. docs/results/audit-vs-c.md (OSHA
+    sample, head private): with ``"none"``, c from 0.2 to 0.005 cut ε 40× (0.515 →
+    0.013) while the model moved by 2% and the audit's ε lower bound stayed at 1.74,
+    refuting every c < 1; with ``"largest_weight"`` the model and the bound follow c
+    (1.13, 0.58, 0.39 at c = 0.2, 0.05, 0.005; ε 1.20, 0.60, 0.052), so only the
+    smallest c is still refuted. At max w_i = 1 (c + g ≥ 1, the paper's c = 1)
+    both are the same.
     """
 
     data: DataConfig = field(default_factory=DataConfig, metadata=_metadata(public=True, stage1=True))
@@ -234,6 +248,7 @@ class SWAGPPMConfig:
     draws_privacy: int = setting(500, public=True, stage1=False)
     draws_utility: int = setting(30, public=True, stage1=False)
     stage2_init: Stage2Init = setting("base", public=True, stage1=False)
+    stage2_step_scale: StepScale = setting("largest_weight", public=True, stage1=False)
     reweight_k: float | None = setting(None, public=True, stage1=False)
     eval_batch_size: int = setting(1024, public=False, stage1="cuda")
     device: str = setting("auto", public=False, stage1=False)
@@ -263,6 +278,7 @@ class SWAGPPMConfig:
         check_choice("swagppm.swag_dtype", self.swag_dtype, AccumulationDtype)
         check_choice("swagppm.swag_deviations_device", self.swag_deviations_device, DeviationsDevice)
         check_choice("swagppm.stage2_init", self.stage2_init, Stage2Init)
+        check_choice("swagppm.stage2_step_scale", self.stage2_step_scale, StepScale)
         if self.swag_modules is not None:
             object.__setattr__(self, "swag_modules", tuple(self.swag_modules))
 

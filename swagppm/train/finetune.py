@@ -9,12 +9,26 @@ from contextlib import contextmanager
 
 import torch
 
-from swagppm.config import SWAGPPMConfig
+from swagppm.config import StepScale, SWAGPPMConfig
 from swagppm.progress import tracker
 from swagppm.train import rng
 from swagppm.train.engine import EpochCallback, EpochInfo, Net, Split, adamw, sgd, train
 from swagppm.train.swag import SWAGPosterior
 from swagppm.train.timing import StageTimer
+
+# What ``SWAGPPMConfig.stage2_step_scale`` multiplies stage 2's AdamW learning rate by, given the privacy weights.
+# AdamW divides each step by the root of the gradients' second moment, so a constant factor on the loss (c, when
+# the weights are unclipped and g = 0) leaves its steps unchanged; "largest_weight" puts that factor back into the
+# step, as plain SGD (SWAG's optimiser) has it.
+STEP_SCALES: dict[StepScale, Callable[[torch.Tensor], float]] = {
+    "none": lambda weights: 1.0,
+    "largest_weight": lambda weights: float(weights.max()) if weights.numel() else 1.0,
+}
+
+
+def step_scale(config: SWAGPPMConfig, weights: torch.Tensor | None) -> float:
+    """The factor on the fine-tune's AdamW learning rate: 1 on the plain loss (stage 1), else the setting's."""
+    return 1.0 if weights is None else STEP_SCALES[config.stage2_step_scale](weights)
 
 
 def fine_tune_and_swag(
@@ -26,11 +40,13 @@ def fine_tune_and_swag(
 
     Trains ``net`` in place from the parameters it holds, on the plain loss
     (``weights=None``: stage 1) or the weighted one (stage 2), with ``config``'s
-    optimiser settings. Shuffling and dropout are seeded from (``seed``,
+    optimiser settings; on the weighted loss the AdamW learning rate is multiplied
+    by ``step_scale`` (``config.stage2_step_scale``). Shuffling and dropout are seeded from (``seed``,
     ``stage``). ``after_finetune`` runs between the two (stage 1 records its
     non-private baseline there); ``timer`` gets "finetune" and "swag".
     """
     ft_lr, swag_lr = config.learning_rates
+    ft_lr *= step_scale(config, weights)
     steps = epochs * math.ceil(len(split) / config.batch_size)
     run = functools.partial(train, net, split, batch_size=config.batch_size, weights=weights,
                             majority_rate=majority_rate, progress=progress,

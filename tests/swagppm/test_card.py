@@ -72,7 +72,8 @@ def test_public_config_drops_the_machine_the_seed_the_cache_and_the_data_source(
     values = public_config(_private_config())
     assert set(values) == {"data", "model", "stage1_epochs", "batch_size", "finetune_lr", "finetune_weight_decay",
                            "swag_epochs", "swag_lr", "swag_momentum", "swag_rank", "swag_dtype", "swag_modules",
-                           "draws_risk", "draws_privacy", "draws_utility", "stage2_init", "reweight_k"}
+                           "draws_risk", "draws_privacy", "draws_utility", "stage2_init", "stage2_step_scale",
+                           "reweight_k"}
     assert set(values["data"]) == {"text_column", "label_column", "title_column", "split", "max_per_class",
                                    "min_per_class", "test_size", "max_length", "synthetic_size", "synthetic_classes",
                                    "public"}

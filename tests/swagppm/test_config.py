@@ -182,6 +182,7 @@ def test_invalid_choice_lists_choices(tmp_path):
         ("model", 'pooling = "max"', "model.pooling"),
         ("swagppm", 'swag_dtype = "float16"', "swagppm.swag_dtype"),
         ("swagppm", 'stage2_init = "random"', "swagppm.stage2_init"),
+        ("swagppm", 'stage2_step_scale = "mean_weight"', "swagppm.stage2_step_scale"),
         ("swagppm", 'swag_deviations_device = "gpu"', "swagppm.swag_deviations_device"),
     ],
 )
