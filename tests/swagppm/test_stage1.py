@@ -12,6 +12,7 @@ import torch
 
 import swagppm
 from swagppm import TrialParams, resources
+from swagppm.cache import CHECKSUM, payload_checksum
 from swagppm.provenance import stage1_fingerprint, versions
 from swagppm.stage1 import Stage1, compute_or_load
 
@@ -80,7 +81,8 @@ def test_an_infinite_risk_is_the_riskiest_record_not_a_nan(config: swagppm.SWAGP
         session.prepare()
         entry = session.cache.path("stage1", session.stage1_key)
     payload = torch.load(entry, weights_only=True)
-    payload["risk"][0] = math.inf
+    payload["risk"][0] = math.inf  # an entry the cache wrote so (its checksum remade): not a damaged one
+    payload[CHECKSUM] = payload_checksum({key: value for key, value in payload.items() if key != CHECKSUM})
     torch.save(payload, entry)
     with swagppm.Session(config) as session:
         fit = session.fit(TrialParams(c=1.0, ft_epochs=1))
