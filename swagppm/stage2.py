@@ -86,6 +86,11 @@ class SWAGPPMResult:
     def f1_weighted_q10(self) -> float:
         return summarise(self.f1_weighted)["q10"]
 
+    @property
+    def params(self) -> TrialParams:
+        """The trial's parameters, whole, as the fit ran them (its seed included)."""
+        return TrialParams(c=self.c, ft_epochs=self.ft_epochs, g=self.g, seed=self.seed)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

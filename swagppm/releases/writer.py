@@ -164,8 +164,7 @@ class StagedRelease:
         owner-only report (``owner`` adds sections), then put the folder in place; returns its path."""
         resources, result, spec = self.resources, self.fit.result, self.spec
         scored = public_scores(resources, spec.public_eval) if spec.public_eval is not None else None
-        card = release_card(resources.config, hyperparameters={"c": result.c, "g": result.g,
-                                                               "ft_epochs": result.ft_epochs},
+        card = release_card(resources.config, hyperparameters=result.params.as_params(),
                             drawn=self.drawn, data_derived=resources.bundle.data_derived,
                             epsilon_cap=spec.epsilon_cap, tuning=spec.tuning, selection=self.selection,
                             public_evaluation=scored, audit=AUDIT_SENTENCES[audit])
