@@ -1,7 +1,7 @@
 """The stateful part: batches on the device, training loops, and sweeps over posterior draws.
 
 Everything per batch stays on the device; the host synchronises once per epoch
-(loss and accuracy) and, only when ``stop_above`` is set, once per draw.
+(loss and accuracy) and, only when ``stop_above`` or ``on_draw`` is set, once per draw.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class EpochInfo:
 
 
 EpochCallback = Callable[[EpochInfo], "bool | str | None"]  # True or a reason (str) stops the fit
+DrawCallback = Callable[[int, float], bool]  # (draws done, running max of the draw maxima): True stops the sweep
 
 
 class Split:
@@ -410,6 +411,7 @@ def sweep_draws(
     batch_size: int,
     weights: torch.Tensor | None = None,
     stop_above: float | None = None,
+    on_draw: DrawCallback | None = None,
     desc: str = "draws",
     progress: bool | None = False,
 ) -> Sweep:
@@ -417,7 +419,9 @@ def sweep_draws(
 
     With ``weights=None`` this is the risk sweep (r_i = max_d NLL_i). Streams in
     O(n) memory; restores the SWAG mean into the model afterwards. With
-    ``stop_above`` it stops after the first draw whose max delta exceeds it.
+    ``stop_above`` it stops after the first draw whose max delta exceeds it;
+    ``on_draw(d, running)`` is called after every draw d (1-based) with the running
+    max of the draw maxima so far and stops the sweep when it returns True.
     Records of weight 0 contribute exactly 0. Under ``net.amp`` the bf16 pass only
     screens: each draw's maximum is confirmed at float32 (``confirm_maximum`` with
     one ``ScreenBound`` for the whole sweep), so m_d is what the released precision
@@ -429,6 +433,7 @@ def sweep_draws(
     draw_max: list[torch.Tensor] = []
     stopped = False
     bound = ScreenBound()
+    running = -math.inf
 
     def exact(index: torch.Tensor) -> torch.Tensor:
         values = net.exact_nll(split, index, batch_size)
@@ -444,6 +449,12 @@ def sweep_draws(
                 delta = confirm_maximum(delta, exact, bound=bound, scale=weights)
             torch.maximum(record_max, delta, out=record_max)
             draw_max.append(delta.max())
+            if on_draw is not None:
+                latest = float(draw_max[-1])
+                running = latest if math.isnan(latest) or latest > running else running  # a NaN draw sticks
+                if on_draw(len(draw_max), running):
+                    stopped = True
+                    break
             if stop_above is not None and float(draw_max[-1]) > stop_above:
                 stopped = True
                 break

@@ -56,6 +56,37 @@ def test_stop_above_returns_a_partial_series() -> None:
     torch.testing.assert_close(head.weight.detach().reshape(-1), posterior.mean[:6].float())  # mean restored
 
 
+def _moving_head() -> tuple[Net, Split, SWAGPosterior]:
+    features = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    split = Split(features, np.array([0, 1, 0, 1, 0, 1]), None, torch.device("cpu"))
+    head = nn.Linear(3, 2)
+    posterior = SWAGPosterior(rank=3)
+    for step in range(3):
+        with torch.no_grad():
+            head.weight.add_(0.1 * step)
+        posterior.collect(head)
+    return Net(head, head, device=torch.device("cpu"), amp=False), split, posterior
+
+
+def test_the_draw_callback_sees_the_running_maximum_and_can_stop_the_sweep() -> None:
+    """The callback gets (draws done, max so far) after every draw; the draws before a stop are the full sweep's."""
+    net, split, posterior = _moving_head()
+    full = sweep_draws(net, split, posterior, draws=12, generator=torch.Generator().manual_seed(0), batch_size=4)
+    seen: list[tuple[int, float]] = []
+
+    def on_draw(draws: int, running: float) -> bool:
+        seen.append((draws, running))
+        return draws == 5
+
+    cut = sweep_draws(net, split, posterior, draws=12, generator=torch.Generator().manual_seed(0), batch_size=4,
+                      on_draw=on_draw)
+    assert cut.stopped_early and cut.draw_max == full.draw_max[:5]
+    assert seen == [(d, max(full.draw_max[:d])) for d in range(1, 6)]
+    untouched = sweep_draws(net, split, posterior, draws=12, generator=torch.Generator().manual_seed(0),
+                            batch_size=4, on_draw=lambda draws, running: False)
+    assert not untouched.stopped_early and untouched.draw_max == full.draw_max
+
+
 def test_confirmed_maximum_is_exact_under_screening_errors() -> None:
     """Screening errors up to 0.2 reorder the top records; the confirmed max is still exact, few records recomputed."""
     generator = torch.Generator().manual_seed(0)
