@@ -23,6 +23,7 @@ from tuner.dashboard import AtomicArtifactStore, publish_trial
 from tuner.faults import WORKER, trial_heartbeat
 from tuner.outcome import DrawChecks, Outcome, counted, judge
 from tuner.outputs import owner_folder
+from tuner.pruning import draw_pruner, pruned_outcome
 from tuner.record import FAILURE, FIGURES_ERROR, RAN_BY, store_constraints
 
 if TYPE_CHECKING:
@@ -99,9 +100,11 @@ class Objective:
     def _fit(self, trial: Trial, c: float, epochs: int, g: float) -> float | tuple[float, float]:
         config = self.config
         stop_above_epsilon = config.targets.epsilon if config.early_stop else None
+        pruner = draw_pruner(trial, config)
         try:
             fit = self.session.fit(c=c, ft_epochs=epochs, g=g, stop_above_epsilon=stop_above_epsilon,
-                                   on_epoch=StuckDetector(config.targets.stuck_epochs), progress=self.progress)
+                                   on_epoch=StuckDetector(config.targets.stuck_epochs), progress=self.progress,
+                                   on_draws=pruner)
             result = fit.result
         except (swagppm.ConfigError, swagppm.DataError):
             raise
@@ -115,6 +118,7 @@ class Objective:
         checks = DrawChecks() if result.failure else secret_draw_checks(self.session, fit, config)
         outcome = judge(result, targets=config.targets, search=config.search, accounted=config.study.accounted,
                         checks=checks)
+        outcome = pruned_outcome(outcome, pruner, config)
         record(trial, outcome, self.artifacts, config, storage=self.storage, echo=self.echo)
         self.lines[trial.number] = outcome.line()
         if self.on_outcome is not None:

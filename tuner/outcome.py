@@ -158,6 +158,7 @@ class Outcome:
             text += f"  F1 not measured ({result.draws_skipped} privacy draws skipped)"
         missed = [AUDIT_TARGET if key == "epsilon" and self.audit_refutes_the_cap else key
                   for key in measured_violations(self.constraints, self.unmeasured)]
+        missed = missed or [f"{key} unmeasured" for key in self.unmeasured]  # stopped below the cap (tuner.pruning)
         text += f"  {self.label:<12}  " + ("FEASIBLE" if self.feasible else f"infeasible ({', '.join(missed)})")
         text += f"  {result.timings.get('total', 0.0):.1f}s"
         return text + ("  [stage 1 cached]" if result.stage1_cache_hit else "")
