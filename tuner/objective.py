@@ -118,7 +118,7 @@ class Objective:
         checks = DrawChecks() if result.failure else secret_draw_checks(self.session, fit, config)
         outcome = judge(result, targets=config.targets, search=config.search, accounted=config.study.accounted,
                         checks=checks)
-        outcome = pruned_outcome(outcome, pruner, config)
+        outcome = pruned_outcome(outcome, pruner, config.search)
         record(trial, outcome, self.artifacts, config, storage=self.storage, echo=self.echo)
         self.lines[trial.number] = outcome.line()
         if self.on_outcome is not None:

@@ -27,6 +27,7 @@ from tuner.config import StudyConfig
 from tuner.outcome import Outcome
 from tuner.queries import best_feasible
 from tuner.record import TrialRecord
+from tuner.search import SearchSpace
 
 REPORT_EVERY = 5  # privacy draws between two intermediate values (each is one write to the study's storage)
 
@@ -79,7 +80,7 @@ def best_epsilon(study: optuna.Study) -> float | None:
     return None if record is None or not math.isfinite(record.ranking_epsilon) else record.ranking_epsilon
 
 
-def pruned_outcome(outcome: Outcome, pruner: DrawPruner, config: StudyConfig) -> Outcome:
+def pruned_outcome(outcome: Outcome, pruner: DrawPruner, search: SearchSpace) -> Outcome:
     """``outcome`` with the reason and the next move of a trial stopped by the best feasible trial's ε (as it
     was judged otherwise: stopped early, F1 and fit unmeasured)."""
     result = outcome.result
@@ -89,7 +90,6 @@ def pruned_outcome(outcome: Outcome, pruner: DrawPruner, config: StudyConfig) ->
     why = (f"privacy draws stopped after {drawn} of {drawn + result.draws_skipped}: epsilon >= {result.epsilon:.3g} "
            f"is already above the best feasible trial's {pruner.best:.3g}, so this trial cannot be chosen; fit and "
            "utility not measured")
-    search = config.search
     move = scorers.recommend_lower_c("epsilon above the best feasible trial's", c=result.c, epochs=result.ft_epochs,
                                      c_step=search.c_step, restart_epochs=search.restart_epochs)
     return dataclasses.replace(outcome, reasons=(why, *outcome.reasons[1:]), recommendation=move)

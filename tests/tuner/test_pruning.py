@@ -79,7 +79,7 @@ def test_a_trial_stopped_by_the_best_feasible_one_says_so(study_file: Callable[.
     drawn = _feed(pruner, series)
     stopped = result(series[:drawn], f1_macro=[], f1_weighted=[], epsilon_is_lower_bound=True,
                      draws_skipped=len(series) - drawn)
-    outcome = pruned_outcome(judge(stopped, targets=config.targets, search=config.search), pruner, config)
+    outcome = pruned_outcome(judge(stopped, targets=config.targets, search=config.search), pruner, config.search)
     assert drawn == 1 and not outcome.feasible and outcome.constraints["epsilon"] < 0
     assert "above the best feasible trial's 5" in outcome.reasons[0]
     assert outcome.recommendation.action == "lower_c"
@@ -87,7 +87,7 @@ def test_a_trial_stopped_by_the_best_feasible_one_says_so(study_file: Callable[.
     capped = DrawPruner(cap=1.0)
     _feed(capped, series)
     at_the_cap = judge(stopped, targets=config.targets, search=config.search)
-    assert pruned_outcome(at_the_cap, capped, config) is at_the_cap
+    assert pruned_outcome(at_the_cap, capped, config.search) is at_the_cap
 
 
 @pytest.mark.fits
