@@ -148,7 +148,10 @@ class Targets:
     training accuracy stays at the majority-class rate this many epochs in a row is
     catastrophic and pruned. ``require_audit``: every trial also runs the membership
     audit of one secret draw (``scorers.privacy_audit``), and a trial the audit
-    refutes at ε ≤ ``epsilon`` is infeasible.
+    refutes at ε ≤ ``epsilon`` is infeasible. ``stop_above_best``: with the early
+    stop and ``objective = "epsilon"``, the privacy draws also stop once ε exceeds
+    the best feasible trial's (``tuner.pruning``: exact, such a trial can no longer
+    be chosen; false runs them on, so its F1 is measured).
     """
 
     epsilon: float = 10.0
@@ -161,6 +164,7 @@ class Targets:
     early_stop: bool | None = None
     stuck_epochs: int = 3
     require_audit: bool = False
+    stop_above_best: bool = True
 
     def __post_init__(self) -> None:
         check_finite("targets", self, ("max_f1_degradation", "max_bulk_spread", "spike_z"))

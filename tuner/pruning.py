@@ -66,10 +66,12 @@ class DrawPruner:
 
 def draw_pruner(trial: optuna.Trial, config: StudyConfig) -> DrawPruner:
     """The trial's pruner: the cap when the study stops draws early (``StudyConfig.early_stop``), the best feasible
-    trial's ε too when it also minimises ε alone, and reports in single-objective studies."""
+    trial's ε too when it also minimises ε alone (and ``[targets] stop_above_best``), and reports in single-objective
+    studies."""
     single = config.study.objective == "epsilon"
     stops = config.early_stop
-    best = best_epsilon(trial.study) if stops and single and not config.study.accounted else None
+    by_best = stops and single and config.targets.stop_above_best and not config.study.accounted
+    best = best_epsilon(trial.study) if by_best else None
     return DrawPruner(cap=config.targets.epsilon if stops else None, best=best, trial=trial if single else None)
 
 

@@ -58,6 +58,13 @@ def test_a_study_minimising_epsilon_stops_at_its_cap_and_its_best_feasible_trial
     assert pruner.best == pytest.approx(study.trials[0].value)
 
 
+def test_stop_above_best_false_keeps_the_cap_alone(study_file: Callable[..., Path]) -> None:
+    path = study_file(targets={"require_well_fit": False, "stop_above_best": False})
+    study = with_a_feasible_trial(path)
+    pruner = draw_pruner(study.ask(), StudyConfig.from_toml(path))
+    assert pruner.cap is not None and pruner.best is None and pruner.trial is not None
+
+
 def test_a_pareto_study_stops_at_its_cap_only_and_reports_nothing(study_file: Callable[..., Path]) -> None:
     path = study_file(study={"objective": "pareto"}, targets={"require_well_fit": False})
     config = StudyConfig.from_toml(path)
