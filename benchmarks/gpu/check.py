@@ -49,9 +49,11 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import swagppm  # noqa: E402
+from benchmarks.gpu.flops import forward_flops, training_flops  # noqa: E402
 from swagppm.train.engine import Net, adamw, sgd, train  # noqa: E402
 
 PEAK_TFLOPS = 989.0  # H100/H200 dense bf16
+MFU_COUNTS = "non-embedding matrix-multiply FLOPs over the real tokens (benchmarks/gpu/flops.py)"
 SECTIONS = ("trial", "sweeps", "concurrency", "compiled_sweep", "ablations")
 PAPER = {"ft_epochs": 7, "swag_epochs": 20, "draws_privacy": 500, "draws_utility": 30}
 
@@ -195,9 +197,9 @@ def compiled_sweep(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
         torch.cuda.synchronize(device)
     compile_s = time.perf_counter() - started
     seconds = timed(lambda: compiled.per_record_nll(split, 1024), device, sizes.sweep_repeats)
-    parameters = sum(p.numel() for p in model.parameters())
+    assert split.lengths is not None
     return {"compile_s": compile_s, "bf16_compiled_b1024_s": seconds,
-            "tflops_per_s": 2 * parameters * split.num_tokens / seconds / 1e12}
+            "tflops_per_s": forward_flops(model, split.lengths) / seconds / 1e12, "counts": MFU_COUNTS}
 
 
 def trial(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
@@ -208,10 +210,8 @@ def trial(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
         return {"stage1_s": prep.timings, "failure": result.failure}
     work = _workload(session)
     timings = result.timings
-    flops = {"finetune": 6 * work["parameters"] * work["train_tokens"] * sizes.ft_epochs,
-             "swag": 6 * work["parameters"] * work["train_tokens"] * sizes.swag_epochs,
-             "privacy": 2 * work["parameters"] * work["train_tokens"] * len(result.max_delta),
-             "utility": 2 * work["parameters"] * work["test_tokens"] * sizes.draws_utility}
+    flops = stage_flops(session, ft_epochs=sizes.ft_epochs, swag_epochs=sizes.swag_epochs,
+                        privacy_draws=len(result.max_delta), utility_draws=sizes.draws_utility)
     mfu = {stage: flops[stage] / timings[stage] / 1e12 / PEAK_TFLOPS for stage in flops if timings.get(stage)}
     per_draw = timings["privacy"] / max(len(result.max_delta), 1)
     return {
@@ -221,7 +221,18 @@ def trial(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
         "records_confirmed_fraction": (timings.get("privacy_confirmed_per_draw", 0.0) / work["train_records"]),
         "epsilon": result.epsilon, "f1_macro_median": result.f1_macro_median,
         "baseline_f1_macro": result.baseline_f1_macro, "mfu": mfu, "peak_tflops": PEAK_TFLOPS,
+        "mfu_counts": MFU_COUNTS,
     }
+
+
+def stage_flops(session: swagppm.Session, *, ft_epochs: int, swag_epochs: int, privacy_draws: int,
+                utility_draws: int) -> dict[str, int]:
+    """Model FLOPs per stage of a trial: non-embedding matrix multiplies over the real tokens (``flops``)."""
+    model, (train, test) = session.bundle.model, session.tokens
+    assert train.lengths is not None and test.lengths is not None
+    epoch, sweep = training_flops(model, train.lengths), forward_flops(model, train.lengths)
+    return {"finetune": epoch * ft_epochs, "swag": epoch * swag_epochs, "privacy": sweep * privacy_draws,
+            "utility": forward_flops(model, test.lengths) * utility_draws}
 
 
 def _workload(session: swagppm.Session) -> dict[str, int]:
