@@ -22,6 +22,7 @@ from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmu
 from swagppm.errors import TrainingFailure
 from swagppm.mechanism import weighted_delta, weighted_nll
 from swagppm.progress import steps
+from swagppm.train.compiled import compiled_logits
 from swagppm.train.graphs import GraphedSteps, widths
 from swagppm.train.swag import SWAGPosterior
 
@@ -127,19 +128,24 @@ class Net:
     With ``amp`` the forward passes run under bf16 autocast (the caller enables it
     on CUDA only); ``exact=True`` runs one at the parameters' own precision
     (float32), which is what ε must be computed at. With ``graphs`` (CUDA only)
-    training steps on tokens are replayed from CUDA graphs (``GraphedSteps``).
-    With ``compile_eval`` the screening and prediction passes of a token model run
-    through ``torch.compile`` (dynamic shapes: one compilation serves every batch
-    width); the exact float32 passes stay eager.
+    training steps on tokens are replayed from CUDA graphs (``GraphedSteps``), and
+    with ``compile_train`` too their forward and backward passes run through
+    ``torch.compile`` inside the captured graphs. With ``compile_eval`` the screening
+    and prediction passes of a token model run through ``torch.compile``; the exact
+    float32 passes stay eager. Both use the process's one compilation per model
+    shape (``swagppm.train.compiled``: dynamic shapes, every batch width); ``backend``
+    is the compiler's (tests run ``"aot_eager"`` on a CPU).
     """
 
     def __init__(self, model: nn.Module, head: nn.Module | None, *, device: torch.device, amp: bool,
-                 graphs: bool = False, compile_eval: bool = False) -> None:
+                 graphs: bool = False, compile_eval: bool = False, compile_train: bool = False,
+                 backend: str = "inductor") -> None:
         self.model, self.head, self.device = model, head, device
         self.amp, self.graphs = amp, graphs
-        self._evaluator: nn.Module = model
+        self.compile_train, self.backend = compile_train and head is None, backend
+        self._evaluator: Callable[[dict[str, torch.Tensor]], torch.Tensor] | None = None
         if compile_eval and head is None:
-            self._evaluator = cast(nn.Module, torch.compile(model, dynamic=True))
+            self._evaluator = compiled_logits(model, training=False, backend=backend)
 
     def autocast(self, *, exact: bool = False) -> contextlib.AbstractContextManager:
         # No cast cache: a forward casts each weight once anyway, and CUDA graphs capture these passes.
@@ -152,8 +158,9 @@ class Net:
         with self.autocast(exact=exact):
             if self.head is not None:
                 return self.head(inputs)
-            model = self._evaluator if evaluating and not exact else self.model
-            return model(**inputs).logits  # type: ignore[arg-type]
+            if evaluating and not exact and self._evaluator is not None:
+                return self._evaluator(cast("dict[str, torch.Tensor]", inputs))
+            return self.model(**inputs).logits  # type: ignore[arg-type]
 
     def train(self, mode: bool = True) -> None:
         self.model.train(mode)
@@ -282,21 +289,47 @@ def graphed_steps(net: Net, split: Split, optimizer: torch.optim.Optimizer, *, b
     """Captured training steps for a token model on CUDA with ``net.graphs``, else None (eager steps)."""
     if not (net.graphs and net.device.type == "cuda" and net.head is None and split.is_tokens):
         return None
-    assert split.lengths is not None
+    lengths = split.lengths
+    assert lengths is not None
     limit = int(split.inputs.shape[1])
 
-    def forward(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return net.logits({"input_ids": ids, "attention_mask": mask})
-
-    try:
+    def capture(forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> GraphedSteps:
         return GraphedSteps(forward=forward, parameters=[p for p in net.model.parameters() if p.requires_grad],
                             optimizer=optimizer, batch_size=batch_size, inputs=split.inputs,
-                            lengths=split.device_lengths, labels=split.labels, widths=widths(split.lengths, limit))
+                            lengths=split.device_lengths, labels=split.labels, widths=widths(lengths, limit))
+
+    def eager(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return net.logits({"input_ids": ids, "attention_mask": mask})
+
+    if net.compile_train:
+        try:
+            return capture(fused_forward(net))
+        except Exception as error:  # noqa: BLE001 - any compiler failure: the step is captured uncompiled
+            _warn("the compiled training step could not be captured", error, "the step is captured uncompiled")
+    try:
+        return capture(eager)
     except RuntimeError as error:  # a model whose step cannot be captured still trains, launched op by op
-        first_line = (str(error).splitlines() or [""])[0]
-        warnings.warn(f"CUDA graphs: the training step could not be captured ({type(error).__name__}: "
-                      f"{first_line}); training steps run eagerly", RuntimeWarning, stacklevel=2)
+        _warn("the training step could not be captured", error, "training steps run eagerly")
         return None
+
+
+def fused_forward(net: Net) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The training forward pass through the process's compilation (its backward compiled with it), under the
+    net's autocast; dropout draws from torch's own random kernels (``fallback_random``), as the eager step's do."""
+    options = {"fallback_random": True} if net.backend == "inductor" else None
+    compiled = compiled_logits(net.model, training=True, backend=net.backend, options=options)
+
+    def forward(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        with net.autocast():
+            return compiled({"input_ids": ids, "attention_mask": mask})
+
+    return forward
+
+
+def _warn(what: str, error: BaseException, instead: str) -> None:
+    first_line = (str(error).splitlines() or [""])[0]
+    warnings.warn(f"CUDA graphs: {what} ({type(error).__name__}: {first_line}); {instead}", RuntimeWarning,
+                  stacklevel=3)
 
 
 def adamw(net: Net, *, lr: float, weight_decay: float, total_steps: int,
