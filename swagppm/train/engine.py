@@ -147,6 +147,11 @@ class Net:
         if compile_eval and head is None:
             self._evaluator = compiled_logits(model, training=False, backend=backend)
 
+    def on(self, model: nn.Module, head: nn.Module | None) -> Net:
+        """A ``Net`` with these settings on another copy of the model (a compiled pass is shared, not recompiled)."""
+        return Net(model, head, device=self.device, amp=self.amp, graphs=self.graphs,
+                   compile_eval=self._evaluator is not None, compile_train=self.compile_train, backend=self.backend)
+
     def autocast(self, *, exact: bool = False) -> contextlib.AbstractContextManager:
         # No cast cache: a forward casts each weight once anyway, and CUDA graphs capture these passes.
         if self.amp and not exact:
