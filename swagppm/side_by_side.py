@@ -19,6 +19,7 @@ import copy
 import dataclasses
 import threading
 from collections.abc import Sequence
+from typing import TypeVar
 
 import torch
 
@@ -30,8 +31,10 @@ from swagppm.trial import TrialParams
 ACTIVATIONS_BYTES = 2 * 2**30  # a trial's activations, buffers and CUDA graphs besides its weights and states
 HEADROOM = 0.9  # share of the free device memory the trials may take
 
+_R = TypeVar("_R", bound=Resources)
 
-def replica(resources: Resources) -> Resources:
+
+def replica(resources: _R) -> _R:
     """``resources`` with its own copy of the model (and head) and its own ``Net``; the rest shared.
 
     A replica is never closed (that would release the shared cache): drop it.

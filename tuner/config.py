@@ -55,6 +55,12 @@ class StudySettings:
     training records (never the private count itself: one of the two is required).
     The cap, the mode and whether the data are public are fixed when a study is
     created (``tuner.tuning.CLAIM``).
+
+    ``concurrent_trials``: trials one worker runs at once, each in a thread with its
+    own model copy and CUDA stream (``swagppm.side_by_side``); 0 means as many as fit
+    in the free GPU memory (1 on a CPU). Each trial gives the ε it gives alone; a run
+    may finish up to N − 1 trials past ``n_trials`` or a stop rule (Optuna's threads),
+    so an accounted study runs one at a time.
     """
 
     name: str
@@ -79,6 +85,7 @@ class StudySettings:
     accounting_delta: float | None = None
     max_records: int | None = None
     public_eval: str | None = None
+    concurrent_trials: int = 1
 
     def __post_init__(self) -> None:
         check_finite("study", self, ("timeout", "reconnect_wait", "trials_mean"))
@@ -99,6 +106,8 @@ class StudySettings:
         check_value(self.connect_timeout >= 1, "study.connect_timeout", self.connect_timeout, "at least 1 (seconds)")
         check_value(self.reconnect_attempts >= 0, "study.reconnect_attempts", self.reconnect_attempts, "0 or more")
         check_value(self.reconnect_wait > 0, "study.reconnect_wait", self.reconnect_wait, "positive (seconds)")
+        check_value(self.concurrent_trials >= 0, "study.concurrent_trials", self.concurrent_trials,
+                    "0 (as many as fit in the GPU's memory) or more")
         check_value(self.trials_mean >= 1, "study.trials_mean", self.trials_mean, "at least 1")
         check_value(self.trials_shape >= 0, "study.trials_shape", self.trials_shape, "0 or more (or inf for Poisson)")
         delta = self.accounting_delta
@@ -128,6 +137,10 @@ class StudySettings:
                 raise ConfigError(f"study.{key} = {value!r} cannot be used with study.accounted = true: the total "
                                   "holds for a study that runs all of its hidden number of trials, and a stop that "
                                   "depends on the results is a release of information it does not count; remove it")
+        if self.concurrent_trials != 1:
+            raise ConfigError(f"study.concurrent_trials = {self.concurrent_trials} cannot be used with study.accounted "
+                              "= true: trials side by side may run past the hidden number of trials the total holds "
+                              "for; remove it")
         if self.accounting_delta is None and self.max_records is None:
             raise ConfigError("study.accounted = true needs study.max_records = N (a public upper bound on the number "
                               "of training records; delta is then a power of ten at most 1/N^2) or "

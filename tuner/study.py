@@ -441,7 +441,9 @@ class AfterTrial:
                 self.echo(TRIAL_LEGEND)
                 self.legend_shown = True
             self.echo(f"trial {trial.number:>3}  {self.objective.lines.pop(trial.number)}")
-        recover_stale_trials(study, self.config, echo=self.echo)
+        # a locked SQLite study's running trials are this run's own while trials run side by side
+        if self.config.study.concurrent_trials == 1 or kind(self.config.storage_url) != "sqlite":
+            recover_stale_trials(study, self.config, echo=self.echo)
         if trial.state == TrialState.FAIL:
             self._crashed(study, trial)
             return
@@ -478,7 +480,7 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig,
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
         try:
             study.optimize(objective, timeout=remaining, callbacks=callbacks, catch=(FitCrashed,),
-                           gc_after_trial=False)
+                           gc_after_trial=False, n_jobs=objective.jobs)
             return study
         except optuna.exceptions.UpdateFinishedTrialError as error:
             echo(f"a trial was failed by another worker while this one had lost the storage ({error}); going on")
