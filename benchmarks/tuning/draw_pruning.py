@@ -18,7 +18,7 @@ the recorded timings) summed over the studies, and the share ``cap+best`` saves.
 
 Usage::
 
-    python -m benchmarks.tuning.draw_pruning --json docs/results/draw-pruning.json
+    python -m benchmarks.tuning.draw_pruning --json benchmarks/tuning/results/draw_pruning.json
 """
 
 from __future__ import annotations
