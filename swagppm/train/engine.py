@@ -164,7 +164,13 @@ class Net:
             if self.head is not None:
                 return self.head(inputs)
             if evaluating and not exact and self._evaluator is not None:
-                return self._evaluator(cast("dict[str, torch.Tensor]", inputs))
+                try:
+                    return self._evaluator(cast("dict[str, torch.Tensor]", inputs))
+                except Exception as error:  # noqa: BLE001 - a model the compiler cannot handle runs eagerly
+                    self._evaluator = None
+                    first_line = (str(error).splitlines() or [""])[0]
+                    warnings.warn(f"torch.compile: the evaluation pass could not be compiled ({type(error).__name__}: "
+                                  f"{first_line}); it runs eagerly", RuntimeWarning, stacklevel=2)
             return self.model(**inputs).logits  # type: ignore[arg-type]
 
     def train(self, mode: bool = True) -> None:

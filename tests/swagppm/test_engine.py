@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -166,3 +167,19 @@ def test_bf16_screened_sweep_gives_the_float32_maxima_and_recomputes_few_records
     float32_ulp = float(torch.finfo(torch.float32).eps)
     assert sweeps[True].draw_max == pytest.approx(sweeps[False].draw_max, rel=4 * float32_ulp, abs=0)
     assert 0 < sweeps[True].confirmed < 0.5 * 6 * 400
+
+
+def test_an_evaluation_pass_the_compiler_cannot_build_runs_eagerly_with_a_warning() -> None:
+    class Logits(nn.Module):
+        def forward(self, input_ids: torch.Tensor) -> SimpleNamespace:
+            return SimpleNamespace(logits=input_ids.float())
+
+    def broken(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        raise RuntimeError("Dynamo cannot trace this model\nmore detail")
+
+    net = Net(Logits(), None, device=torch.device("cpu"), amp=False)
+    net._evaluator = broken
+    inputs = {"input_ids": torch.tensor([[1.0, 2.0]])}
+    with pytest.warns(RuntimeWarning, match=r"could not be compiled \(RuntimeError: Dynamo cannot trace this model\)"):
+        torch.testing.assert_close(net.logits(inputs, evaluating=True), torch.tensor([[1.0, 2.0]]))
+    assert net._evaluator is None
