@@ -509,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         config = workload(workdir, sizes, device)
         with swagppm.Session(config) as session:
             gpu = not args.smoke
-            runs = {"tests": (150 if gpu else 60, lambda: gpu_tests(min(max(report.left() - 10, 30), 200))),
+            runs = {"tests": (150 if gpu else 60, lambda: gpu_tests(min(max(report.left() - 10, 30), 150))),
                     "fused_step": (90, lambda: fused_step(session)),
                     "compiled_sweep": (60, lambda: compiled_sweep(session, sizes)),
                     "draw_pruning": (45, lambda: draw_pruning(config, sizes)),
