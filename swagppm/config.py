@@ -210,9 +210,11 @@ class SWAGPPMConfig:
     passes under bf16 autocast (ε is still confirmed at float32) and ``cuda_graphs``
     replays whole training steps of a token model from CUDA graphs (batches padded to
     16-token buckets); both change results in the last digits only, and neither acts
-    on a CPU. ``compile_eval`` (CUDA only, opt-in) runs the draws' forward passes
-    through ``torch.compile``: compiling costs tens of seconds, which pays only on
-    long sweeps. ``swag_deviations_device = "auto"`` keeps SWAG's deviation matrix
+    on a CPU. ``compile_train`` also runs those captured steps' forward and backward
+    passes through ``torch.compile`` (with ``cuda_graphs``), and ``compile_eval`` the
+    draws' forward passes (the float32 confirmations stay eager); each compiles once
+    per process and model shape (tens of seconds, reused by every trial of a worker),
+    and neither acts on a CPU. ``swag_deviations_device = "auto"`` keeps SWAG's deviation matrix
     in pinned host memory when it would take more than half of the device's free
     memory (``"same"``: always on the device, ``"cpu"``: always on the host).
 
@@ -254,7 +256,8 @@ class SWAGPPMConfig:
     device: str = setting("auto", public=False, stage1=False)
     amp: bool = setting(True, public=False, stage1="cuda")
     cuda_graphs: bool = setting(True, public=False, stage1="cuda")
-    compile_eval: bool = setting(False, public=False, stage1="cuda")
+    compile_eval: bool = setting(True, public=False, stage1="cuda")
+    compile_train: bool = setting(True, public=False, stage1="cuda")
     cache_dir: str | None = setting(None, public=False, stage1=False)
 
     def __post_init__(self) -> None:

@@ -76,7 +76,8 @@ class Resources:
         self.train, self.test = self._splits()
         on_cuda = self.device.type == "cuda"
         self.net = Net(self.bundle.model, self.bundle.head, device=self.device, amp=config.amp and on_cuda,
-                       graphs=config.cuda_graphs and on_cuda, compile_eval=config.compile_eval and on_cuda)
+                       graphs=config.cuda_graphs and on_cuda, compile_eval=config.compile_eval and on_cuda,
+                       compile_train=config.compile_train and config.cuda_graphs and on_cuda)
         self.setup_seconds = time.perf_counter() - start
 
     def __enter__(self: _R) -> _R:

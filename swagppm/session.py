@@ -24,7 +24,7 @@ from swagppm.releases.staging import claim
 from swagppm.releases.writer import ReleaseSpec, check_release, stage
 from swagppm.resources import Resources
 from swagppm.stage1 import Preparation, Stage1, compute_or_load, stage1_key
-from swagppm.stage2 import Fit, SWAGPPMResult, fit
+from swagppm.stage2 import DrawsCallback, Fit, SWAGPPMResult, fit
 from swagppm.train.engine import EpochCallback
 from swagppm.train.swag import SWAGPosterior
 from swagppm.train.timing import StageTimer
@@ -56,14 +56,15 @@ class Session(Resources):
         return Preparation.of(self.data, stage1, timings=timer.seconds)
 
     def fit(self, params: TrialParams, *, stop_above_epsilon: float | None = None,
-            on_epoch: EpochCallback | None = None, progress: bool | None = None) -> Fit:
+            on_epoch: EpochCallback | None = None, on_draws: DrawsCallback | None = None,
+            progress: bool | None = None) -> Fit:
         """One SWAG-PPM fit of ``params`` (c, g, ft_epochs, seed), kept in memory (see ``Fit`` and ``stage2.fit``).
 
         ``params.seed`` (default ``config.seed``) seeds the trial's stage-2 training
         and draws; stage 1 always uses ``config.seed``. ``stop_above_epsilon`` stops
         the privacy draws once one draw shows ε above it (ε is then a lower bound).
         ``on_epoch`` sees every epoch's aggregates and may return True to stop (a
-        catastrophic fit). The timings add the setup (first fit only) and stage 1.
+        catastrophic fit). ``on_draws``: see ``stage2.fit``. The timings add the setup (first fit only) and stage 1.
         """
         timer = self._new_timer()
         start = time.perf_counter() - timer.seconds.get("setup", 0.0)
@@ -71,7 +72,7 @@ class Session(Resources):
         if not stage1.cached:  # the breakdown of a stage 1 computed in this call
             timer.seconds.update({f"stage1_{part}": seconds for part, seconds in stage1.timings.items()})
         done = fit(self, stage1, params, stop_above_epsilon=stop_above_epsilon, on_epoch=on_epoch,
-                   progress=progress)
+                   progress=progress, on_draws=on_draws)
         own = {stage: seconds for stage, seconds in done.result.timings.items() if stage != "total"}
         done.result.timings = {**timer.seconds, **own, "total": time.perf_counter() - start}
         return done

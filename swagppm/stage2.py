@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ from swagppm.mechanism import epsilon_from_series, normalise_risk, privacy_weigh
 from swagppm.resources import Resources
 from swagppm.stage1 import Stage1
 from swagppm.train import rng
-from swagppm.train.engine import EpochCallback, Sweep, predict_draws, sweep_draws
+from swagppm.train.engine import DrawCallback, EpochCallback, Sweep, predict_draws, sweep_draws
 from swagppm.train.finetune import fine_tune_and_swag
 from swagppm.train.swag import SWAGPosterior
 from swagppm.train.timing import StageTimer
@@ -109,13 +110,21 @@ class Fit:
     weights: torch.Tensor
 
 
+DrawsCallback = Callable[[int, float], bool]  # (privacy draws done, running ε): True stops the privacy draws
+
+
 def fit(resources: Resources, stage1: Stage1, params: TrialParams, *, stop_above_epsilon: float | None = None,
-        on_epoch: EpochCallback | None = None, progress: bool | None = None) -> Fit:
+        on_epoch: EpochCallback | None = None, progress: bool | None = None,
+        on_draws: DrawsCallback | None = None) -> Fit:
     """One SWAG-PPM fit of ``params`` from ``stage1``, kept in memory (see ``Fit``).
 
     ``stop_above_epsilon`` stops the privacy draws once one draw shows ε above it
-    (ε is then a lower bound). ``on_epoch`` sees every epoch's aggregates and may
-    return True to stop (a catastrophic fit). ``result.timings`` holds this fit's
+    (ε is then a lower bound). ``on_draws(d, ε_d)`` is called after each privacy
+    draw d of the sweep that gives ε, with the running ε_d = 2·max of the first d
+    draw maxima, a lower bound of ε that only grows; returning True stops the draws
+    there (ε is then the lower bound ε_d, and the utility draws are skipped).
+    ``on_epoch`` sees every epoch's aggregates and may return True to stop (a
+    catastrophic fit). ``result.timings`` holds this fit's
     stages and their ``total``. ``progress``: see ``swagppm.progress`` (None: shown
     when stderr is a terminal).
     """
@@ -127,7 +136,8 @@ def fit(resources: Resources, stage1: Stage1, params: TrialParams, *, stop_above
     init = stage1.model_state if resources.config.stage2_init == "stage1" else None
     try:
         posterior, sweep, weights = _stage2(resources, result, weights, init=init, seed=seed, on_epoch=on_epoch,
-                                            stop_above_epsilon=stop_above_epsilon, progress=progress, timer=timer)
+                                            stop_above_epsilon=stop_above_epsilon, progress=progress, timer=timer,
+                                            on_draws=on_draws)
     except TrainingFailure as failure:
         result.failure = str(failure)
         result.timings = {**timer.seconds, "total": time.perf_counter() - start}
@@ -157,9 +167,11 @@ def _empty_result(resources: Resources, stage1: Stage1, params: TrialParams, *, 
 def _stage2(
     resources: Resources, result: SWAGPPMResult, weights: torch.Tensor, *, init: dict[str, torch.Tensor] | None,
     seed: int, on_epoch: EpochCallback | None, stop_above_epsilon: float | None, progress: bool | None,
-    timer: StageTimer,
+    timer: StageTimer, on_draws: DrawsCallback | None = None,
 ) -> tuple[SWAGPosterior, Sweep, torch.Tensor]:
-    """Steps 5-7, twice with the reweighting variant: (posterior, privacy sweep, the weights it used)."""
+    """Steps 5-7, twice with the reweighting variant: (posterior, privacy sweep, the weights it used).
+
+    ``on_draws`` sees the last round's sweep only (the one that gives ε)."""
     config, net = resources.config, resources.net
     rounds = 2 if config.reweight_k is not None else 1
     stop_above = None if stop_above_epsilon is None else stop_above_epsilon / 2
@@ -171,15 +183,22 @@ def _stage2(
             seed=seed, timer=timer, weights=weights, majority_rate=resources.data.majority_rate, on_epoch=on_epoch,
             progress=progress)
         result.history += [dataclasses.asdict(h) for h in history]
+        last = round_ == rounds - 1
+        on_draw = None if on_draws is None or not last else _as_epsilon(on_draws)
         with timer("privacy"):
             sweep = sweep_draws(net, resources.train, posterior, draws=config.draws_privacy,
                                 generator=rng.generator(seed, "privacy", round_, device=resources.device),
                                 batch_size=config.eval_batch_size, weights=weights, stop_above=stop_above,
-                                desc=f"{stage}: privacy draws", progress=progress)
-        if sweep.stopped_early or round_ == rounds - 1:
+                                on_draw=on_draw, desc=f"{stage}: privacy draws", progress=progress)
+        if sweep.stopped_early or last:
             break
         weights = reweight(weights, sweep.record_max, k=config.reweight_k)  # type: ignore[arg-type]
     return posterior, sweep, weights
+
+
+def _as_epsilon(on_draws: DrawsCallback) -> DrawCallback:
+    """The sweep's callback (running max of the draw maxima) as ``on_draws`` takes it (the running ε)."""
+    return lambda draws, running: on_draws(draws, 2.0 * running)
 
 
 def _record_privacy(result: SWAGPPMResult, series: list[float], *, stopped_early: bool, draws: int) -> None:

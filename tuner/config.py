@@ -56,6 +56,12 @@ class StudySettings:
     training records (never the private count itself: one of the two is required).
     The cap, the mode and whether the data are public are fixed when a study is
     created (``tuner.tuning.CLAIM``).
+
+    ``concurrent_trials``: trials one worker runs at once, each in a thread with its
+    own model copy and CUDA stream (``swagppm.side_by_side``); 0 means as many as fit
+    in the free GPU memory (1 on a CPU). Each trial gives the ε it gives alone; a run
+    may finish up to N − 1 trials past ``n_trials`` or a stop rule (Optuna's threads),
+    so an accounted study runs one at a time.
     """
 
     name: str
@@ -80,6 +86,7 @@ class StudySettings:
     accounting_delta: float | None = None
     max_records: int | None = None
     public_eval: str | None = None
+    concurrent_trials: int = 1
 
     def __post_init__(self) -> None:
         check_finite("study", self, ("timeout", "reconnect_wait", "trials_mean"))
@@ -103,6 +110,8 @@ class StudySettings:
         check_value(self.connect_timeout >= 1, "study.connect_timeout", self.connect_timeout, "at least 1 (seconds)")
         check_value(self.reconnect_attempts >= 0, "study.reconnect_attempts", self.reconnect_attempts, "0 or more")
         check_value(self.reconnect_wait > 0, "study.reconnect_wait", self.reconnect_wait, "positive (seconds)")
+        check_value(self.concurrent_trials >= 0, "study.concurrent_trials", self.concurrent_trials,
+                    "0 (as many as fit in the GPU's memory) or more")
         check_value(self.trials_mean >= 1, "study.trials_mean", self.trials_mean, "at least 1")
         check_value(self.trials_shape >= 0, "study.trials_shape", self.trials_shape, "0 or more (or inf for Poisson)")
         delta = self.accounting_delta
@@ -132,6 +141,10 @@ class StudySettings:
                 raise ConfigError(f"study.{key} = {value!r} cannot be used with study.accounted = true: the total "
                                   "holds for a study that runs all of its hidden number of trials, and a stop that "
                                   "depends on the results is a release of information it does not count; remove it")
+        if self.concurrent_trials != 1:
+            raise ConfigError(f"study.concurrent_trials = {self.concurrent_trials} cannot be used with study.accounted "
+                              "= true: trials side by side may run past the hidden number of trials the total holds "
+                              "for; remove it")
         if self.accounting_delta is None and self.max_records is None:
             raise ConfigError("study.accounted = true needs study.max_records = N (a public upper bound on the number "
                               "of training records; delta is then a power of ten at most 1/N^2) or "
@@ -154,7 +167,10 @@ class Targets:
     training accuracy stays at the majority-class rate this many epochs in a row is
     catastrophic and pruned. ``require_audit``: every trial also runs the membership
     audit of one secret draw (``scorers.privacy_audit``), and a trial the audit
-    refutes at ε ≤ ``epsilon_cap`` is infeasible.
+    refutes at ε ≤ ``epsilon_cap`` is infeasible. ``stop_above_best``: with the early
+    stop and ``objective = "epsilon"``, the privacy draws also stop once ε exceeds
+    the best feasible trial's (``tuner.pruning``: exact, such a trial can no longer
+    be chosen; false runs them on, so its F1 is measured).
     """
 
     epsilon_cap: float = 10.0
@@ -167,6 +183,7 @@ class Targets:
     early_stop: bool | None = None
     stuck_epochs: int = 3
     require_audit: bool = False
+    stop_above_best: bool = True
 
     def __post_init__(self) -> None:
         check_finite("targets", self, ("max_f1_degradation", "max_bulk_spread", "spike_z"))

@@ -8,8 +8,10 @@ figures as an artifact: aggregates only.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import optuna
@@ -23,6 +25,7 @@ from tuner.dashboard import AtomicArtifactStore, publish_trial
 from tuner.faults import WORKER, trial_heartbeat
 from tuner.outcome import DrawChecks, Outcome, counted, judge
 from tuner.outputs import owner_folder
+from tuner.pruning import draw_pruner, pruned_outcome
 from tuner.record import FAILURE, FIGURES_ERROR, RAN_BY, store_constraints
 
 if TYPE_CHECKING:
@@ -57,6 +60,9 @@ class Objective:
     Every trial fits in one ``swagppm.Session`` (data, model and stage 1 loaded
     once), created on first use; ``close()`` frees it. ``storage`` is the study's
     (constraints are written through it; a run replaces it after a reconnect).
+    With ``[study] concurrent_trials`` (``jobs`` > 1) trials run in threads, each
+    on a free lane: the session or a replica of it (its own model copy) on its own
+    CUDA stream.
     """
 
     def __init__(self, config: StudyConfig, *, storage: BaseStorage,
@@ -70,6 +76,8 @@ class Objective:
         owner_folder(config.artifact_dir)
         self.artifacts = AtomicArtifactStore(config.artifact_dir)
         self._session: swagppm.Session | None = None
+        self._lanes: list[swagppm.Session] | None = None  # free sessions for trials side by side
+        self._lock = threading.Lock()
         self.lines: dict[int, str] = {}  # each judged trial's progress line, until the run prints it
 
     @property
@@ -78,7 +86,39 @@ class Objective:
             self._session = swagppm.Session(self.config.fit)
         return self._session
 
+    @property
+    def jobs(self) -> int:
+        """Trials at once: ``[study] concurrent_trials``, or with 0 as many as fit in the free GPU memory."""
+        from swagppm.side_by_side import trials_that_fit
+
+        return self.config.study.concurrent_trials or trials_that_fit(self.session)
+
+    @contextlib.contextmanager
+    def lane(self) -> Iterator[swagppm.Session]:
+        """The session one trial fits in: the study's own, or beside other trials a free replica on its own stream."""
+        if self.config.study.concurrent_trials == 1:
+            yield self.session
+            return
+        import torch  # here: the verbs that only read a study start without it
+
+        from swagppm.side_by_side import replica
+
+        with self._lock:
+            if self._lanes is None:
+                self._lanes = [self.session]
+            lane = self._lanes.pop() if self._lanes else replica(self.session)
+        stream = torch.cuda.Stream(lane.device) if lane.device.type == "cuda" else None
+        try:
+            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                yield lane
+        finally:
+            if stream is not None:
+                stream.synchronize()
+            with self._lock:
+                self._lanes.append(lane)
+
     def close(self) -> None:
+        self._lanes = None  # replicas share the session's cache: dropped, never closed
         if self._session is not None:
             self._session.close()
             self._session = None
@@ -86,15 +126,17 @@ class Objective:
     def __call__(self, trial: Trial) -> float | tuple[float, float]:
         params = self.config.search.suggest(trial)
         trial.set_user_attr(RAN_BY, WORKER)
-        with trial_heartbeat(trial, self.config):
-            return self._fit(trial, params)
+        with trial_heartbeat(trial, self.config), self.lane() as session:
+            return self._fit(trial, params, session)
 
-    def _fit(self, trial: Trial, params: swagppm.TrialParams) -> float | tuple[float, float]:
+    def _fit(self, trial: Trial, params: swagppm.TrialParams, session: swagppm.Session) -> float | tuple[float, float]:
         config = self.config
         stop_above_epsilon = config.targets.epsilon_cap if config.early_stop else None
+        pruner = draw_pruner(trial, config)
         try:
-            fit = self.session.fit(params, stop_above_epsilon=stop_above_epsilon,
-                                   on_epoch=StuckDetector(config.targets.stuck_epochs), progress=self.progress)
+            fit = session.fit(params, stop_above_epsilon=stop_above_epsilon,
+                              on_epoch=StuckDetector(config.targets.stuck_epochs), on_draws=pruner,
+                              progress=self.progress)
             result = fit.result
         except (swagppm.ConfigError, swagppm.DataError):
             raise
@@ -105,9 +147,10 @@ class Objective:
             trial.set_user_attr(FAILURE, f"{type(error).__name__}: {error}")
             raise FitCrashed(f"trial {trial.number} (c={params.c:g}, epochs={params.ft_epochs}): "
                              f"{type(error).__name__}: {error}") from error
-        checks = DrawChecks() if result.failure else secret_draw_checks(self.session, fit, config)
+        checks = DrawChecks() if result.failure else secret_draw_checks(session, fit, config)
         outcome = judge(result, targets=config.targets, search=config.search, accounted=config.study.accounted,
                         checks=checks)
+        outcome = pruned_outcome(outcome, pruner, config.search)
         record(trial, outcome, self.artifacts, config, storage=self.storage, echo=self.echo)
         self.lines[trial.number] = outcome.line()
         if self.on_outcome is not None:

@@ -39,7 +39,8 @@ How to read the trial lines; every word is explained by {GLOSSARY}:
   c=, epochs=     the trial's weight slope c (lower: records weigh less, more private) and fine-tuning epochs E
   eps=            epsilon, smaller is more private: a local estimate from this trial's finitely many privacy
                   draws, not a guarantee; the membership-inference audit (`swagppm-tune audit`) is its check
-  eps>=           the privacy draws stopped once epsilon passed the target: at least this; F1 was not measured
+  eps>=           the privacy draws stopped once epsilon passed the target (or the best feasible trial's, which
+                  it then cannot beat): at least this; F1 was not measured
   F1 macro ...    F1 on the test split over the utility draws, against the non-private baseline's
   well_fit        the max-delta series (one value per privacy draw) is low and stable; underfit: it wanders
                   (add epochs); overfit: it spikes (lower c); not_judged: stopped early or too few draws to tell
@@ -158,6 +159,7 @@ class Outcome:
             text += f"  F1 not measured ({result.draws_skipped} privacy draws skipped)"
         missed = [AUDIT_TARGET if key == "epsilon" and self.audit_refutes_the_cap else key
                   for key in measured_violations(self.constraints, self.unmeasured)]
+        missed = missed or [f"{key} unmeasured" for key in self.unmeasured]  # stopped below the cap (tuner.pruning)
         text += f"  {self.label:<12}  " + ("FEASIBLE" if self.feasible else f"infeasible ({', '.join(missed)})")
         text += f"  {result.timings.get('total', 0.0):.1f}s"
         return text + ("  [stage 1 cached]" if result.stage1_cache_hit else "")

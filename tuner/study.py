@@ -441,7 +441,9 @@ class AfterTrial:
                 self.echo(TRIAL_LEGEND)
                 self.legend_shown = True
             self.echo(f"trial {trial.number:>3}  {self.objective.lines.pop(trial.number)}")
-        recover_stale_trials(study, self.config, echo=self.echo)
+        # a locked SQLite study's running trials are this run's own while trials run side by side
+        if self.config.study.concurrent_trials == 1 or kind(self.config.storage_url) != "sqlite":
+            recover_stale_trials(study, self.config, echo=self.echo)
         if trial.state == TrialState.FAIL:
             self._crashed(study, trial)
             return
@@ -489,7 +491,7 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig,
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
         try:
             study.optimize(trial_run, timeout=remaining, callbacks=callbacks, catch=(FitCrashed,),
-                           gc_after_trial=False)
+                           gc_after_trial=False, n_jobs=objective.jobs)
             return study
         except KeyboardInterrupt:  # its trial is queued again: the next run evaluates the point it did not finish
             requeue_interrupted(study, interrupted, max_retries=config.study.max_retries)

@@ -1,27 +1,43 @@
-"""The one prepared GPU check: paper-scale throughput of a SWAG-PPM trial on one H100 or H200, as one JSON.
+"""The one prepared GPU check: issue 43's GPU items against their baselines, the CUDA tests, then paper-scale
+throughput of a SWAG-PPM trial on one H100 or H200, as one JSON.
 
 Runs in at most 8 minutes on a bare GPU machine with only torch, transformers, numpy,
 scikit-learn, pandas and tqdm (nothing downloaded: the model is DistilRoBERTa-shaped with
 random weights, the corpus synthetic). Sections, each written to the JSON as it ends, in
 order of importance, each skipped (and said so) when the time budget is spent:
 
-1. ``trial``: stage 1 reduced (fine-tune 1 epoch, 20 risk draws, the paper's 20 SWAG
+1. ``tests``: ``pytest -m gpu tests/swagppm/test_gpu.py`` (the screened maximum equals a
+   float32 sweep, graphed and compiled steps equal eager ones, fits side by side give
+   the ε of each alone), its summary line and exit status.
+2. ``fused_step``: one fine-tuning epoch from CUDA graphs, uncompiled (the baseline)
+   against compiled forward and backward inside the graphs (compile time apart).
+3. ``compiled_sweep``: the bf16 sweep eager (the baseline) and through ``torch.compile``
+   (compile time apart), and a second model of the same shape reusing the compilation.
+4. ``draw_pruning``: a reduced trial's privacy draws with and without the stop on the
+   best feasible trial's ε (``tuner.pruning.DrawPruner``): draws and seconds.
+5. ``side_by_side``: two reduced trials in turn (the baseline) against side by side in
+   one process (``swagppm.side_by_side``): wall seconds and equal ε.
+6. ``trial``: stage 1 reduced (fine-tune 1 epoch, 20 risk draws, the paper's 20 SWAG
    epochs), then one trial at the paper's settings (7 fine-tuning and 20 SWAG epochs,
    500 privacy and 30 utility draws) with stage 1 cached: seconds per stage, records
-   confirmed at float32 per privacy draw, MFU.
-2. ``sweeps``: one forward sweep over the 5,346 training records at float32, TF32 and
+   confirmed at float32 per privacy draw, MFU over the non-embedding matrix-multiply
+   FLOPs of the real tokens (``flops.py``).
+7. ``sweeps``: one forward sweep over the 5,346 training records at float32, TF32 and
    bf16 (evaluation batches of 256 and 1,024).
-3. ``concurrency``: N = 1, 2, 4 trials at once on the one GPU (N worker processes,
-   stage 1 computed once and shared through the cache), each a reduced trial; their
-   per-epoch and per-draw rates extrapolated to the paper's trial give trials per hour,
-   with the peak GPU memory of each process and whether equal seeds gave equal ε.
-4. ``compiled_sweep``: the bf16 sweep through ``torch.compile`` (compile time apart).
-5. ``ablations``: one SWAG epoch with fused against unfused SGD, one fine-tuning epoch
+8. ``concurrency``: N = 1, 2, 4 trials at once on the one GPU (N worker processes,
+   uncompiled, stage 1 computed once and shared through the cache), each a reduced
+   trial; their per-epoch and per-draw rates extrapolated to the paper's trial give
+   trials per hour, with the peak GPU memory of each process and whether equal seeds
+   gave equal ε.
+9. ``ablations``: one SWAG epoch with fused against unfused SGD, one fine-tuning epoch
    from CUDA graphs against eager steps.
 
     python benchmarks/gpu/check.py --out gpu_check.json          # on the GPU machine
-    python benchmarks/gpu/check.py --smoke --out smoke.json      # a CPU smoke run (the test suite runs it)
-    python benchmarks/gpu/check.py --quick --sections trial,ablations --out quick.json  # GPU paths in ~2 minutes
+    python benchmarks/gpu/check.py --smoke --out smoke.json      # a CPU dry run (the test suite runs it)
+    python benchmarks/gpu/check.py --quick --sections tests,fused_step --out quick.json  # GPU paths in minutes
+
+``--smoke`` runs every section that means something on a CPU (the CUDA tests are
+collected and skipped, the compiled sections are left out).
 """
 
 from __future__ import annotations
@@ -33,11 +49,14 @@ import multiprocessing as mp
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable
+from copy import deepcopy
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -49,11 +68,19 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import swagppm  # noqa: E402
+from benchmarks.gpu.flops import forward_flops, training_flops  # noqa: E402
 from swagppm import TrialParams  # noqa: E402
-from swagppm.train.engine import Net, adamw, sgd, train  # noqa: E402
+from swagppm.side_by_side import fit_side_by_side, trials_that_fit  # noqa: E402
+from swagppm.stage1 import compute_or_load  # noqa: E402
+from swagppm.stage2 import fit  # noqa: E402
+from swagppm.train import compiled, rng  # noqa: E402
+from swagppm.train.engine import EpochInfo, Net, adamw, sgd, train  # noqa: E402
 
 PEAK_TFLOPS = 989.0  # H100/H200 dense bf16
-SECTIONS = ("trial", "sweeps", "concurrency", "compiled_sweep", "ablations")
+MFU_COUNTS = "non-embedding matrix-multiply FLOPs over the real tokens (benchmarks/gpu/flops.py)"
+SECTIONS = ("tests", "fused_step", "compiled_sweep", "draw_pruning", "side_by_side", "trial", "sweeps", "concurrency",
+            "ablations")
+COMPILED = ("fused_step", "compiled_sweep")  # left out of the CPU smoke run: compiling says nothing about a GPU
 PAPER = {"ft_epochs": 7, "swag_epochs": 20, "draws_privacy": 500, "draws_utility": 30}
 
 
@@ -86,7 +113,7 @@ QUICK = Sizes(records=10_692, hidden=768, layers=6, heads=12, vocab=50_265, stag
               concurrent_draws=10, budget_s=240.0)
 SMOKE = Sizes(records=120, hidden=32, layers=1, heads=2, vocab=400, stage1_epochs=1, swag_epochs=2, ft_epochs=1,
               draws_risk=3, draws_privacy=4, draws_utility=2, sweep_repeats=1, concurrent=(1, 2),
-              concurrent_draws=3, budget_s=240.0)
+              concurrent_draws=3, budget_s=1200.0)  # a busy CPU: every section must run
 
 
 class Report:
@@ -186,19 +213,136 @@ def sweeps(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
 
 
 def compiled_sweep(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
-    """The bf16 sweep through ``torch.compile`` (dynamic shapes): compile seconds, sweep seconds, TFLOP/s."""
+    """The bf16 sweep eager (the baseline) and through the process's compilation (dynamic shapes): compile seconds,
+    sweep seconds, TFLOP/s, and the first sweep of a second model of the same shape (no new compilation)."""
     device, model, split = session.device, session.bundle.model, session.train
     model.eval()
+    on_cuda = device.type == "cuda"
+    eager = Net(model, None, device=device, amp=on_cuda)
+    eager_s = timed(lambda: eager.per_record_nll(split, 1024), device, sizes.sweep_repeats)
     started = time.perf_counter()
-    compiled = Net(model, None, device=device, amp=device.type == "cuda", compile_eval=True)
-    compiled.per_record_nll(split, 1024)
-    if device.type == "cuda":
+    fast = Net(model, None, device=device, amp=on_cuda, compile_eval=True)
+    fast.per_record_nll(split, 1024)
+    if on_cuda:
         torch.cuda.synchronize(device)
     compile_s = time.perf_counter() - started
-    seconds = timed(lambda: compiled.per_record_nll(split, 1024), device, sizes.sweep_repeats)
-    parameters = sum(p.numel() for p in model.parameters())
-    return {"compile_s": compile_s, "bf16_compiled_b1024_s": seconds,
-            "tflops_per_s": 2 * parameters * split.num_tokens / seconds / 1e12}
+    seconds = timed(lambda: fast.per_record_nll(split, 1024), device, sizes.sweep_repeats)
+    twin = Net(deepcopy(model), None, device=device, amp=on_cuda, compile_eval=True)
+    started = time.perf_counter()
+    twin.per_record_nll(split, 1024)
+    if on_cuda:
+        torch.cuda.synchronize(device)
+    assert split.lengths is not None
+    return {"bf16_eager_b1024_s": eager_s, "compile_s": compile_s, "bf16_compiled_b1024_s": seconds,
+            "speedup": eager_s / seconds, "second_model_first_sweep_s": time.perf_counter() - started,
+            "compilations_in_process": compiled.compilations(),
+            "tflops_per_s": forward_flops(model, split.lengths) / seconds / 1e12, "counts": MFU_COUNTS}
+
+
+def fused_step(session: swagppm.Session) -> dict[str, Any]:
+    """Two fine-tuning epochs from CUDA graphs: uncompiled steps (the baseline) against compiled forward and backward
+    inside the graphs, from one start and one dropout seed (so their losses compare). The first epoch holds the
+    capture (and the compilation), the second is the steady rate."""
+    device, config, split = session.device, session.config, session.train
+    saved = session.bundle.trainable_state()
+    steps = math.ceil(len(split) / config.batch_size)
+    rows: dict[str, Any] = {"steps_per_epoch": steps}
+    try:
+        for name, compile_train in (("graphs", False), ("graphs_compiled", True)):
+            session.bundle.reset(saved)
+            net = Net(session.bundle.model, None, device=device, amp=session.net.amp, graphs=device.type == "cuda",
+                      compile_train=compile_train)
+            optimizer, scheduler = adamw(net, lr=config.learning_rates[0], weight_decay=0.01, total_steps=2 * steps)
+            ends: list[float] = []
+
+            def ended(info: EpochInfo, ends: list[float] = ends) -> None:
+                ends.append(time.perf_counter())  # train() read the epoch's loss: the device has finished it
+
+            started = time.perf_counter()
+            with warnings.catch_warnings(record=True) as caught, rng.seeded_global_rng(0, "fused", device=device):
+                warnings.simplefilter("always", RuntimeWarning)
+                history = train(net, split, stage="fused", epochs=2, optimizer=optimizer, scheduler=scheduler,
+                                batch_size=config.batch_size, generator=torch.Generator().manual_seed(0),
+                                on_epoch=ended)
+            rows[name] = {"first_epoch_s": ends[0] - started, "epoch_s": ends[1] - ends[0],
+                          "losses": [h.mean_loss for h in history],
+                          "warnings": [str(w.message).splitlines()[0] for w in caught]}
+        rows["speedup"] = rows["graphs"]["epoch_s"] / rows["graphs_compiled"]["epoch_s"]
+    finally:
+        session.bundle.reset(saved)
+    return rows
+
+
+def _reduced(config: swagppm.SWAGPPMConfig, sizes: Sizes, folder: str, **changes: Any) -> swagppm.SWAGPPMConfig:
+    """Reduced trials (1 stage-1 epoch, 2 SWAG epochs, 2 risk and utility draws) with a stage-1 cache of their own."""
+    return config.replace(stage1_epochs=1, swag_epochs=2, draws_risk=2, draws_privacy=sizes.concurrent_draws,
+                          draws_utility=2, cache_dir=str(Path(str(config.cache_dir)) / folder), **changes)
+
+
+def draw_pruning(config: swagppm.SWAGPPMConfig, sizes: Sizes) -> dict[str, Any]:
+    """A reduced trial (c = 1) with all its privacy draws (the baseline) and with them stopped once its running ε
+    exceeds that of a first trial (c = 0.5, the "best feasible" one), as ``tuner.pruning.DrawPruner`` stops them."""
+    with swagppm.Session(_reduced(config, sizes, "pruning")) as session:
+        stage1 = compute_or_load(session)
+        best = fit(session, stage1, swagppm.TrialParams(c=0.5, ft_epochs=1)).result
+        rows: dict[str, Any] = {"trial": "fine-tune 1 epoch, SWAG 2 epochs, "
+                                         f"{sizes.concurrent_draws} privacy and 2 utility draws",
+                                "best": {"c": 0.5, "epsilon": best.epsilon}}
+        runs = {}
+        for name, on_draws in (("full", None), ("pruned", lambda draws, epsilon: epsilon > best.epsilon)):
+            runs[name] = result = fit(session, stage1, swagppm.TrialParams(c=1.0, ft_epochs=1),
+                                      on_draws=on_draws).result
+            rows[name] = {"epsilon": result.epsilon, "epsilon_is_lower_bound": result.epsilon_is_lower_bound,
+                          "privacy_draws": len(result.max_delta), "privacy_s": result.timings.get("privacy", 0.0),
+                          "utility_s": result.timings.get("utility", 0.0), "total_s": result.timings["total"]}
+    full, pruned = runs["full"], runs["pruned"]
+    def draw_seconds(name: str) -> float:
+        return float(rows[name]["privacy_s"] + rows[name]["utility_s"])
+
+    rows |= {"draws_saved": 1 - len(pruned.max_delta) / max(len(full.max_delta), 1),
+             "draw_seconds_saved": 1 - draw_seconds("pruned") / draw_seconds("full"),
+             "same_draws_before_the_stop": pruned.max_delta == full.max_delta[: len(pruned.max_delta)]}
+    return rows
+
+
+def side_by_side(config: swagppm.SWAGPPMConfig, sizes: Sizes) -> dict[str, Any]:
+    """Two reduced trials in turn (the baseline) against side by side in one process (``swagppm.side_by_side``):
+    wall seconds, and whether each gave the ε it gives alone."""
+    trials = [swagppm.TrialParams(c=1.0, ft_epochs=1), swagppm.TrialParams(c=0.7, ft_epochs=1, seed=1)]
+    with swagppm.Session(_reduced(config, sizes, "side")) as session:
+        stage1 = compute_or_load(session)
+        fit(session, stage1, trials[0])  # warm-up, not timed: compiled passes, CUDA graphs, allocations
+        device = session.device
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+        started = time.perf_counter()
+        alone = [fit(session, stage1, params).result for params in trials]
+        in_turn_s = time.perf_counter() - started
+        started = time.perf_counter()
+        together = [f.result for f in fit_side_by_side(session, stage1, trials)]
+        side_s = time.perf_counter() - started
+        capacity = trials_that_fit(session)
+        peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
+    return {"trials": len(trials), "in_turn_s": in_turn_s, "side_by_side_s": side_s, "speedup": in_turn_s / side_s,
+            "epsilons_alone": [r.epsilon for r in alone], "epsilons_side_by_side": [r.epsilon for r in together],
+            "same_epsilon": [a.epsilon == b.epsilon for a, b in zip(alone, together, strict=True)],
+            "trials_that_fit": capacity, "peak_gib": peak}
+
+
+def gpu_tests(budget_s: float) -> dict[str, Any]:
+    """``pytest -m gpu tests/swagppm/test_gpu.py`` in a subprocess (no conftest: the machine lacks the suite's
+    database packages): its exit status, summary line and failures."""
+    command = [sys.executable, "-m", "pytest", "-q", "--noconftest", "-p", "no:cacheprovider", "-m", "gpu", "-rs",
+               "tests/swagppm/test_gpu.py"]
+    try:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=budget_s, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {budget_s:.0f} s"}
+    lines = done.stdout.strip().splitlines()
+    return {"command": " ".join(["python", *command[1:]]), "returncode": done.returncode,
+            "summary": lines[-1] if lines else done.stderr.strip()[-500:],
+            "failures": [line for line in lines if line.startswith(("FAILED", "ERROR", "SKIPPED"))][:20]}
 
 
 def trial(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
@@ -209,10 +353,8 @@ def trial(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
         return {"stage1_s": prep.timings, "failure": result.failure}
     work = _workload(session)
     timings = result.timings
-    flops = {"finetune": 6 * work["parameters"] * work["train_tokens"] * sizes.ft_epochs,
-             "swag": 6 * work["parameters"] * work["train_tokens"] * sizes.swag_epochs,
-             "privacy": 2 * work["parameters"] * work["train_tokens"] * len(result.max_delta),
-             "utility": 2 * work["parameters"] * work["test_tokens"] * sizes.draws_utility}
+    flops = stage_flops(session, ft_epochs=sizes.ft_epochs, swag_epochs=sizes.swag_epochs,
+                        privacy_draws=len(result.max_delta), utility_draws=sizes.draws_utility)
     mfu = {stage: flops[stage] / timings[stage] / 1e12 / PEAK_TFLOPS for stage in flops if timings.get(stage)}
     per_draw = timings["privacy"] / max(len(result.max_delta), 1)
     return {
@@ -222,7 +364,18 @@ def trial(session: swagppm.Session, sizes: Sizes) -> dict[str, Any]:
         "records_confirmed_fraction": (timings.get("privacy_confirmed_per_draw", 0.0) / work["train_records"]),
         "epsilon": result.epsilon, "f1_macro_median": result.f1_macro_median,
         "baseline_f1_macro": result.baseline_f1_macro, "mfu": mfu, "peak_tflops": PEAK_TFLOPS,
+        "mfu_counts": MFU_COUNTS,
     }
+
+
+def stage_flops(session: swagppm.Session, *, ft_epochs: int, swag_epochs: int, privacy_draws: int,
+                utility_draws: int) -> dict[str, int]:
+    """Model FLOPs per stage of a trial: non-embedding matrix multiplies over the real tokens (``flops``)."""
+    model, (train, test) = session.bundle.model, session.tokens
+    assert train.lengths is not None and test.lengths is not None
+    epoch, sweep = training_flops(model, train.lengths), forward_flops(model, train.lengths)
+    return {"finetune": epoch * ft_epochs, "swag": epoch * swag_epochs, "privacy": sweep * privacy_draws,
+            "utility": forward_flops(model, test.lengths) * utility_draws}
 
 
 def _workload(session: swagppm.Session) -> dict[str, int]:
@@ -254,8 +407,8 @@ def concurrent_worker(config: dict[str, Any], ft_epochs: int, barrier: Any, resu
 
 def concurrency(config: swagppm.SWAGPPMConfig, sizes: Sizes, report: Report) -> dict[str, Any]:
     """N reduced trials at once per N; per-unit rates extrapolated to the paper's trial, and trials per hour."""
-    reduced = config.replace(stage1_epochs=1, swag_epochs=2, draws_risk=2, draws_privacy=sizes.concurrent_draws,
-                             draws_utility=2, cache_dir=str(Path(str(config.cache_dir)) / "concurrent"))
+    # uncompiled, as the processes were before compile_train and compile_eval (each would compile its own)
+    reduced = _reduced(config, sizes, "concurrent", compile_eval=False, compile_train=False)
     with swagppm.Session(reduced) as session:  # stage 1 once, shared by every worker through the cache
         session.prepare()
     context = mp.get_context("spawn")
@@ -299,7 +452,8 @@ def ablations(session: swagppm.Session) -> dict[str, Any]:
     """One SWAG epoch with fused against unfused SGD; one fine-tuning epoch from CUDA graphs against eager steps."""
     device, config, split = session.device, session.config, session.train
     saved = session.bundle.trainable_state()
-    nets = {"graphs": session.net, "eager": Net(session.bundle.model, None, device=device, amp=session.net.amp)}
+    nets = {"graphs": Net(session.bundle.model, None, device=device, amp=session.net.amp, graphs=device.type == "cuda"),
+            "eager": Net(session.bundle.model, None, device=device, amp=session.net.amp)}
     rows: dict[str, Any] = {}
 
     def epoch(net: Net, optimizer: torch.optim.Optimizer, scheduler: Any = None) -> float:
@@ -355,13 +509,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = workload(workdir, sizes, device)
         with swagppm.Session(config) as session:
-            runs = {"trial": (60, lambda: trial(session, sizes)), "sweeps": (15, lambda: sweeps(session, sizes)),
-                    "concurrency": (60, lambda: concurrency(config, sizes, report)),
+            gpu = not args.smoke
+            runs = {"tests": (150 if gpu else 60, lambda: gpu_tests(min(max(report.left() - 10, 30), 150))),
+                    "fused_step": (90, lambda: fused_step(session)),
                     "compiled_sweep": (60, lambda: compiled_sweep(session, sizes)),
+                    "draw_pruning": (45, lambda: draw_pruning(config, sizes)),
+                    "side_by_side": (60, lambda: side_by_side(config, sizes)),
+                    "trial": (200 if gpu else 60, lambda: trial(session, sizes)),
+                    "sweeps": (15, lambda: sweeps(session, sizes)),
+                    "concurrency": (60, lambda: concurrency(config, sizes, report)),
                     "ablations": (20, lambda: ablations(session))}
             for name in SECTIONS:
-                # compiling takes half a minute on a CPU and says nothing about a GPU
-                if name in chosen and not (args.smoke and name == "compiled_sweep"):
+                if name in chosen and not (args.smoke and name in COMPILED):
                     report.section(name, *runs[name])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

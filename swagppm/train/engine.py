@@ -1,7 +1,7 @@
 """The stateful part: batches on the device, training loops, and sweeps over posterior draws.
 
 Everything per batch stays on the device; the host synchronises once per epoch
-(loss and accuracy) and, only when ``stop_above`` is set, once per draw.
+(loss and accuracy) and, only when ``stop_above`` or ``on_draw`` is set, once per draw.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmu
 from swagppm.errors import TrainingFailure
 from swagppm.mechanism import weighted_delta, weighted_nll
 from swagppm.progress import steps
+from swagppm.train.compiled import compiled_logits
 from swagppm.train.graphs import GraphedSteps, widths
 from swagppm.train.swag import SWAGPosterior
 
@@ -39,6 +40,7 @@ class EpochInfo:
 
 
 EpochCallback = Callable[[EpochInfo], "bool | str | None"]  # True or a reason (str) stops the fit
+DrawCallback = Callable[[int, float], bool]  # (draws done, running max of the draw maxima): True stops the sweep
 
 
 class Split:
@@ -126,19 +128,29 @@ class Net:
     With ``amp`` the forward passes run under bf16 autocast (the caller enables it
     on CUDA only); ``exact=True`` runs one at the parameters' own precision
     (float32), which is what ε must be computed at. With ``graphs`` (CUDA only)
-    training steps on tokens are replayed from CUDA graphs (``GraphedSteps``).
-    With ``compile_eval`` the screening and prediction passes of a token model run
-    through ``torch.compile`` (dynamic shapes: one compilation serves every batch
-    width); the exact float32 passes stay eager.
+    training steps on tokens are replayed from CUDA graphs (``GraphedSteps``), and
+    with ``compile_train`` too their forward and backward passes run through
+    ``torch.compile`` inside the captured graphs. With ``compile_eval`` the screening
+    and prediction passes of a token model run through ``torch.compile``; the exact
+    float32 passes stay eager. Both use the process's one compilation per model
+    shape (``swagppm.train.compiled``: dynamic shapes, every batch width); ``backend``
+    is the compiler's (tests run ``"aot_eager"`` on a CPU).
     """
 
     def __init__(self, model: nn.Module, head: nn.Module | None, *, device: torch.device, amp: bool,
-                 graphs: bool = False, compile_eval: bool = False) -> None:
+                 graphs: bool = False, compile_eval: bool = False, compile_train: bool = False,
+                 backend: str = "inductor") -> None:
         self.model, self.head, self.device = model, head, device
         self.amp, self.graphs = amp, graphs
-        self._evaluator: nn.Module = model
+        self.compile_train, self.backend = compile_train and head is None, backend
+        self._evaluator: Callable[[dict[str, torch.Tensor]], torch.Tensor] | None = None
         if compile_eval and head is None:
-            self._evaluator = cast(nn.Module, torch.compile(model, dynamic=True))
+            self._evaluator = compiled_logits(model, training=False, backend=backend)
+
+    def on(self, model: nn.Module, head: nn.Module | None) -> Net:
+        """A ``Net`` with these settings on another copy of the model (a compiled pass is shared, not recompiled)."""
+        return Net(model, head, device=self.device, amp=self.amp, graphs=self.graphs,
+                   compile_eval=self._evaluator is not None, compile_train=self.compile_train, backend=self.backend)
 
     def autocast(self, *, exact: bool = False) -> contextlib.AbstractContextManager:
         # No cast cache: a forward casts each weight once anyway, and CUDA graphs capture these passes.
@@ -151,8 +163,15 @@ class Net:
         with self.autocast(exact=exact):
             if self.head is not None:
                 return self.head(inputs)
-            model = self._evaluator if evaluating and not exact else self.model
-            return model(**inputs).logits  # type: ignore[arg-type]
+            if evaluating and not exact and self._evaluator is not None:
+                try:
+                    return self._evaluator(cast("dict[str, torch.Tensor]", inputs))
+                except Exception as error:  # noqa: BLE001 - a model the compiler cannot handle runs eagerly
+                    self._evaluator = None
+                    first_line = (str(error).splitlines() or [""])[0]
+                    warnings.warn(f"torch.compile: the evaluation pass could not be compiled ({type(error).__name__}: "
+                                  f"{first_line}); it runs eagerly", RuntimeWarning, stacklevel=2)
+            return self.model(**inputs).logits  # type: ignore[arg-type]
 
     def train(self, mode: bool = True) -> None:
         self.model.train(mode)
@@ -281,21 +300,47 @@ def graphed_steps(net: Net, split: Split, optimizer: torch.optim.Optimizer, *, b
     """Captured training steps for a token model on CUDA with ``net.graphs``, else None (eager steps)."""
     if not (net.graphs and net.device.type == "cuda" and net.head is None and split.is_tokens):
         return None
-    assert split.lengths is not None
+    lengths = split.lengths
+    assert lengths is not None
     limit = int(split.inputs.shape[1])
 
-    def forward(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return net.logits({"input_ids": ids, "attention_mask": mask})
-
-    try:
+    def capture(forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> GraphedSteps:
         return GraphedSteps(forward=forward, parameters=[p for p in net.model.parameters() if p.requires_grad],
                             optimizer=optimizer, batch_size=batch_size, inputs=split.inputs,
-                            lengths=split.device_lengths, labels=split.labels, widths=widths(split.lengths, limit))
+                            lengths=split.device_lengths, labels=split.labels, widths=widths(lengths, limit))
+
+    def eager(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return net.logits({"input_ids": ids, "attention_mask": mask})
+
+    if net.compile_train:
+        try:
+            return capture(fused_forward(net))
+        except Exception as error:  # noqa: BLE001 - any compiler failure: the step is captured uncompiled
+            _warn("the compiled training step could not be captured", error, "the step is captured uncompiled")
+    try:
+        return capture(eager)
     except RuntimeError as error:  # a model whose step cannot be captured still trains, launched op by op
-        first_line = (str(error).splitlines() or [""])[0]
-        warnings.warn(f"CUDA graphs: the training step could not be captured ({type(error).__name__}: "
-                      f"{first_line}); training steps run eagerly", RuntimeWarning, stacklevel=2)
+        _warn("the training step could not be captured", error, "training steps run eagerly")
         return None
+
+
+def fused_forward(net: Net) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The training forward pass through the process's compilation (its backward compiled with it), under the
+    net's autocast; dropout draws from torch's own random kernels (``fallback_random``), as the eager step's do."""
+    options = {"fallback_random": True} if net.backend == "inductor" else None
+    compiled = compiled_logits(net.model, training=True, backend=net.backend, options=options)
+
+    def forward(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        with net.autocast():
+            return compiled({"input_ids": ids, "attention_mask": mask})
+
+    return forward
+
+
+def _warn(what: str, error: BaseException, instead: str) -> None:
+    first_line = (str(error).splitlines() or [""])[0]
+    warnings.warn(f"CUDA graphs: {what} ({type(error).__name__}: {first_line}); {instead}", RuntimeWarning,
+                  stacklevel=3)
 
 
 def adamw(net: Net, *, lr: float, weight_decay: float, total_steps: int,
@@ -410,6 +455,7 @@ def sweep_draws(
     batch_size: int,
     weights: torch.Tensor | None = None,
     stop_above: float | None = None,
+    on_draw: DrawCallback | None = None,
     desc: str = "draws",
     progress: bool | None = False,
 ) -> Sweep:
@@ -417,7 +463,9 @@ def sweep_draws(
 
     With ``weights=None`` this is the risk sweep (r_i = max_d NLL_i). Streams in
     O(n) memory; restores the SWAG mean into the model afterwards. With
-    ``stop_above`` it stops after the first draw whose max delta exceeds it.
+    ``stop_above`` it stops after the first draw whose max delta exceeds it;
+    ``on_draw(d, running)`` is called after every draw d (1-based) with the running
+    max of the draw maxima so far and stops the sweep when it returns True.
     Records of weight 0 contribute exactly 0. Under ``net.amp`` the bf16 pass only
     screens: each draw's maximum is confirmed at float32 (``confirm_maximum`` with
     one ``ScreenBound`` for the whole sweep), so m_d is what the released precision
@@ -429,6 +477,7 @@ def sweep_draws(
     draw_max: list[torch.Tensor] = []
     stopped = False
     bound = ScreenBound()
+    running = -math.inf
 
     def exact(index: torch.Tensor) -> torch.Tensor:
         values = net.exact_nll(split, index, batch_size)
@@ -444,6 +493,12 @@ def sweep_draws(
                 delta = confirm_maximum(delta, exact, bound=bound, scale=weights)
             torch.maximum(record_max, delta, out=record_max)
             draw_max.append(delta.max())
+            if on_draw is not None:
+                latest = float(draw_max[-1])
+                running = latest if math.isnan(latest) or latest > running else running  # a NaN draw sticks
+                if on_draw(len(draw_max), running):
+                    stopped = True
+                    break
             if stop_above is not None and float(draw_max[-1]) > stop_above:
                 stopped = True
                 break

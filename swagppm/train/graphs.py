@@ -125,7 +125,8 @@ class GraphedSteps:
         torch.cuda.current_stream(self.device).wait_stream(side)
         self.optimizer.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # thread_local: fits side by side (swagppm.side_by_side) may launch work on their own streams meanwhile
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             static.loss, static.correct = self._body(static)
         return graph, static
 

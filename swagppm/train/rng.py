@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -30,15 +31,20 @@ def generator(seed: int, *labels: object, device: torch.device | str = "cpu") ->
     return gen
 
 
+GLOBAL_RNG = threading.RLock()  # held by every block that seeds and draws from torch's global random state
+
+
 @contextmanager
 def seeded_global_rng(seed: int, *labels: object, device: torch.device) -> Iterator[None]:
     """Seed torch's global RNG (dropout, weight init) for a block, restoring it afterwards.
 
     Dropout and ``nn.Linear`` initialisation draw from the global RNG; forking it
-    makes training reproducible without disturbing the caller's random state.
+    makes training reproducible without disturbing the caller's random state. The
+    block holds ``GLOBAL_RNG``, so fits in other threads (``swagppm.side_by_side``)
+    never draw from the state it seeded.
     """
     devices = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices, device_type=device.type if devices else "cuda"):
+    with GLOBAL_RNG, torch.random.fork_rng(devices=devices, device_type=device.type if devices else "cuda"):
         torch.manual_seed(derive_seed(seed, *labels))
         yield
 

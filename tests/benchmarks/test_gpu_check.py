@@ -17,11 +17,14 @@ REPO = Path(__file__).resolve().parents[2]
 def test_the_gpu_check_smoke_run_writes_every_section(tmp_path: Path) -> None:
     out = tmp_path / "smoke.json"
     subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu" / "check.py"), "--smoke", "--out", str(out)],
-                   check=True, capture_output=True, timeout=600)
+                   check=True, capture_output=True, timeout=1800)
     report = json.loads(out.read_text())
     assert report["sections_skipped"] == {}
-    for section in ("trial", "sweeps", "concurrency", "ablations"):
+    for section in ("tests", "draw_pruning", "side_by_side", "trial", "sweeps", "concurrency", "ablations"):
         assert "error" not in report[section], report[section]
+    assert report["tests"]["returncode"] == 0 and "skipped" in report["tests"]["summary"]  # no CUDA here
+    assert report["draw_pruning"]["same_draws_before_the_stop"]
+    assert all(report["side_by_side"]["same_epsilon"])
     assert report["trial"]["workload"]["train_records"] == 60
     runs = report["concurrency"]["runs"]
     assert set(runs) == {"1", "2"} and all(run["same_epsilon_for_same_seed"] for run in runs.values())

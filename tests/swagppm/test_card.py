@@ -31,8 +31,9 @@ COST: dict[str, Any] = {
 # What the card must never say, whatever the inputs carry: seeds, paths, the machine, trial counts, the largest ε.
 SEED, CACHE, SOURCE, BASE = 987654321, "/srv/owner/cache-7f3a", "/srv/owner/records-7f3a.csv", "/srv/owner/base-7f3a"
 NEVER = ('"seed"', '"cache_dir"', '"device"', '"source"', '"eval_batch_size"', '"amp"', '"cuda_graphs"',
-         '"compile_eval"', '"swag_deviations_device"', '"trials_run"', '"by_state"', '"max_trial_epsilon',
-         '"planned_trials"', '"sampler"', '"tuning_epsilon"', str(SEED), "7f3a", "48271", "61283", "3.14159")
+         '"compile_eval"', '"compile_train"', '"swag_deviations_device"', '"trials_run"', '"by_state"',
+         '"max_trial_epsilon', '"planned_trials"', '"sampler"', '"tuning_epsilon"', str(SEED), "7f3a", "48271", "61283",
+         "3.14159")
 
 
 def _card(config: swagppm.SWAGPPMConfig, *, cap: float = 2.0, tuning: dict[str, Any] | None = None,

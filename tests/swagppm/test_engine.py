@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -54,6 +55,37 @@ def test_stop_above_returns_a_partial_series() -> None:
                         batch_size=4, stop_above=0.0)
     assert sweep.stopped_early and len(sweep.draw_max) == 1
     torch.testing.assert_close(head.weight.detach().reshape(-1), posterior.mean[:6].float())  # mean restored
+
+
+def _moving_head() -> tuple[Net, Split, SWAGPosterior]:
+    features = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    split = Split(features, np.array([0, 1, 0, 1, 0, 1]), None, torch.device("cpu"))
+    head = nn.Linear(3, 2)
+    posterior = SWAGPosterior(rank=3)
+    for step in range(3):
+        with torch.no_grad():
+            head.weight.add_(0.1 * step)
+        posterior.collect(head)
+    return Net(head, head, device=torch.device("cpu"), amp=False), split, posterior
+
+
+def test_the_draw_callback_sees_the_running_maximum_and_can_stop_the_sweep() -> None:
+    """The callback gets (draws done, max so far) after every draw; the draws before a stop are the full sweep's."""
+    net, split, posterior = _moving_head()
+    full = sweep_draws(net, split, posterior, draws=12, generator=torch.Generator().manual_seed(0), batch_size=4)
+    seen: list[tuple[int, float]] = []
+
+    def on_draw(draws: int, running: float) -> bool:
+        seen.append((draws, running))
+        return draws == 5
+
+    cut = sweep_draws(net, split, posterior, draws=12, generator=torch.Generator().manual_seed(0), batch_size=4,
+                      on_draw=on_draw)
+    assert cut.stopped_early and cut.draw_max == full.draw_max[:5]
+    assert seen == [(d, max(full.draw_max[:d])) for d in range(1, 6)]
+    untouched = sweep_draws(net, split, posterior, draws=12, generator=torch.Generator().manual_seed(0),
+                            batch_size=4, on_draw=lambda draws, running: False)
+    assert not untouched.stopped_early and untouched.draw_max == full.draw_max
 
 
 def test_confirmed_maximum_is_exact_under_screening_errors() -> None:
@@ -135,3 +167,19 @@ def test_bf16_screened_sweep_gives_the_float32_maxima_and_recomputes_few_records
     float32_ulp = float(torch.finfo(torch.float32).eps)
     assert sweeps[True].draw_max == pytest.approx(sweeps[False].draw_max, rel=4 * float32_ulp, abs=0)
     assert 0 < sweeps[True].confirmed < 0.5 * 6 * 400
+
+
+def test_an_evaluation_pass_the_compiler_cannot_build_runs_eagerly_with_a_warning() -> None:
+    class Logits(nn.Module):
+        def forward(self, input_ids: torch.Tensor) -> SimpleNamespace:
+            return SimpleNamespace(logits=input_ids.float())
+
+    def broken(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        raise RuntimeError("Dynamo cannot trace this model\nmore detail")
+
+    net = Net(Logits(), None, device=torch.device("cpu"), amp=False)
+    net._evaluator = broken
+    inputs = {"input_ids": torch.tensor([[1.0, 2.0]])}
+    with pytest.warns(RuntimeWarning, match=r"could not be compiled \(RuntimeError: Dynamo cannot trace this model\)"):
+        torch.testing.assert_close(net.logits(inputs, evaluating=True), torch.tensor([[1.0, 2.0]]))
+    assert net._evaluator is None

@@ -64,3 +64,21 @@ def test_step_scales_cover_the_settings_choices_and_leave_stage1_alone(
     assert step_scale(config, None) == 1.0  # stage 1: the plain loss
     assert step_scale(config, weights) == pytest.approx(0.02)
     assert step_scale(config.replace(stage2_step_scale="none"), weights) == 1.0
+def test_the_draws_callback_sees_the_running_epsilon_and_stops_the_privacy_draws(
+        config: swagppm.SWAGPPMConfig) -> None:
+    """The running ε after d draws is 2·max of the full fit's first d draw maxima; a stop keeps those draws, ε is
+    their lower bound and the utility draws are skipped; a callback that never stops changes nothing."""
+    seen: list[tuple[int, float]] = []
+
+    def watch(draws: int, epsilon: float) -> bool:
+        seen.append((draws, epsilon))
+        return False
+
+    with swagppm.Session(config) as session:
+        full = session.fit(c=0.8, ft_epochs=1, on_draws=watch).result
+        cut = session.fit(c=0.8, ft_epochs=1, on_draws=lambda draws, epsilon: draws == 3).result
+    plain = swagppm.run_fit(config, c=0.8, ft_epochs=1)
+    assert full.max_delta == plain.max_delta and full.epsilon == plain.epsilon and full.f1_macro == plain.f1_macro
+    assert seen == [(d, 2 * max(full.max_delta[:d])) for d in range(1, config.draws_privacy + 1)]
+    assert cut.max_delta == full.max_delta[:3] and cut.epsilon == seen[2][1]
+    assert cut.epsilon_is_lower_bound and cut.draws_skipped == config.draws_privacy - 3 and cut.f1_macro == []

@@ -73,6 +73,14 @@ def test_an_accounted_study_needs_random_search_public_eval_and_no_audit_constra
     assert config.study.public_eval == str(tmp_path / "public.jsonl") and not config.early_stop
 
 
+def test_an_accounted_study_runs_one_trial_at_a_time(study_file: Callable[..., Path]) -> None:
+    with pytest.raises(ConfigError, match="concurrent_trials = 2 cannot be used with study.accounted"):
+        StudyConfig.from_toml(study_file(study={**ACCOUNTED, "concurrent_trials": 2}))
+    with pytest.raises(ConfigError, match=r"concurrent_trials = -1: must be 0 \(as many as fit"):
+        StudyConfig.from_toml(study_file(study={"concurrent_trials": -1}))
+    assert StudyConfig.from_toml(study_file(study={"concurrent_trials": 0})).study.concurrent_trials == 0
+
+
 def test_a_missing_public_eval_file_is_refused_before_any_fit(study_file: Callable[..., Path],
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", str(study_file(study=ACCOUNTED))]) == 2

@@ -178,7 +178,7 @@ def test_retarget_changes_only_the_targets_named() -> None:
     ({"statistic": "mean"}, "rejudge: targets.statistic = 'mean': must be one of 'median', 'q10'"),
     ({"epsilonn": 5.0}, "rejudge: unknown key(s) epsilonn; known keys: epsilon_cap, max_f1_degradation, statistic, "
                         "require_well_fit, max_bulk_spread, spike_z, min_spikes, early_stop, stuck_epochs, "
-                        "require_audit"),
+                        "require_audit, stop_above_best"),
 ])
 def test_new_targets_are_checked_like_a_study_files(changes: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError) as info:
