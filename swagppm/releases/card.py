@@ -20,6 +20,7 @@ from swagppm.config import SWAGPPMConfig, public_settings
 from swagppm.models.build import public_name
 from swagppm.provenance import versions
 from swagppm.releases.owner import label_names
+from swagppm.releases.staging import CARD_FORMAT_PREFIX
 from swagppm.statement import (
     CAVEATS,
     MECHANISM,
@@ -31,7 +32,7 @@ from swagppm.statement import (
     release_statement,
 )
 
-FORMAT = "swagppm-release-card/2"
+FORMAT = f"{CARD_FORMAT_PREFIX}2"
 # why the usage snippet passes trust_remote_code=True, in one line
 REMOTE_CODE = ("`trust_remote_code=True`: the classifier's head ships as code in this folder "
                "(`modeling_*.py`, read it first), which transformers runs only when asked to")

@@ -29,6 +29,8 @@ from pathlib import Path
 from swagppm.errors import ConfigError
 
 OWNER_FORMAT = "swagppm-owner-report/1"
+CARD_FILE = "release_card.json"  # the public card every release holds (swagppm.releases.card)
+CARD_FORMAT_PREFIX = "swagppm-release-card/"
 STAGED_REPORT = ".owner-report.json"
 HIDDEN_CONFIG = ".config.json.staged"
 FILE_MODE, FOLDER_MODE, OWNER_MODE = 0o644, 0o755, 0o600
@@ -40,20 +42,34 @@ def owner_report_path(out: Path) -> Path:
 
 
 def check_target(out: Path, *, overwrite: bool, report: Path | None = None) -> None:
-    """Refuse a target that is a file, a folder that is not empty, or a report the tool did not write (no overwrite),
-    and a ``report`` path (default: beside the folder) inside the public folder."""
+    """Refuse a target that is a file, a folder that is not empty (with ``overwrite``: one that holds no release the
+    tool wrote), a report the tool did not write, and a ``report`` path (default: beside the folder) inside the
+    public folder: nothing the tool replaces was not written by it."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{out}: the release folder is a file; name a new folder")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise ConfigError(f"{out}: the release folder is not empty; name a new folder, or pass --overwrite "
-                          "(overwrite=True in Python) to replace it as a whole")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise ConfigError(f"{out}: the release folder is not empty; name a new folder, or pass --overwrite "
+                              "(overwrite=True in Python) to replace an earlier release there as a whole")
+        if not _is_release(out):
+            raise ConfigError(f"{out}: --overwrite replaces only a release folder swagppm wrote (one holding its "
+                              f"{CARD_FILE}), and this folder holds other files; name a new folder")
     report = owner_report_path(out) if report is None else report
     if Path(os.path.realpath(out)) in Path(os.path.realpath(report)).parents:
         raise ConfigError(f"{report}: the owner-only report would lie inside the release folder {out}, which is "
                           "public; put it elsewhere")
-    if report.exists() and not overwrite and not _is_owner_report(report):
+    if report.exists() and not _is_owner_report(report):
         raise ConfigError(f"{report}: exists and was not written by swagppm (the release's owner report goes "
-                          "there); move it, or pass --overwrite")
+                          "there); move it or name another --owner-report")
+
+
+def _is_release(folder: Path) -> bool:
+    """Whether ``folder`` holds a release card this tool wrote (its format names swagppm's card)."""
+    try:
+        card = json.loads((folder / CARD_FILE).read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(card, dict) and str(card.get("format", "")).startswith(CARD_FORMAT_PREFIX)
 
 
 def _is_owner_report(path: Path) -> bool:

@@ -35,7 +35,7 @@ from swagppm.provenance import tensor_digest
 from swagppm.releases.card import model_card, release_card
 from swagppm.releases.owner import label_names, owner_report
 from swagppm.releases.selection import Selection, choose_draw, public_scores
-from swagppm.releases.staging import ReleaseTarget, check_target, claim, hide_config
+from swagppm.releases.staging import CARD_FILE, ReleaseTarget, check_target, claim, hide_config
 from swagppm.resources import Resources
 from swagppm.stage2 import Fit, SWAGPPMResult
 from swagppm.train.engine import Net
@@ -169,7 +169,7 @@ class StagedRelease:
                             epsilon_cap=spec.epsilon_cap, tuning=spec.tuning, selection=self.selection,
                             public_evaluation=scored, audit=AUDIT_SENTENCES[audit])
         published = published_names(resources, public=spec.public_labels)
-        (self.folder / "release_card.json").write_text(json.dumps(card, indent=2, allow_nan=True))
+        (self.folder / CARD_FILE).write_text(json.dumps(card, indent=2, allow_nan=True))
         (self.folder / "README.md").write_text(model_card(card, labels=published, labels_public=spec.public_labels))
         report = owner_report(result, stage1_seed=resources.config.seed, epsilon_cap=spec.epsilon_cap,
                               names=resources.data.label_names, published_names=published,

@@ -211,14 +211,20 @@ def test_an_owner_report_the_tool_did_not_write_is_refused_before_fitting(config
     assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
 
 
-def test_overwrite_replaces_the_release_folder_as_a_whole(config: swagppm.SWAGPPMConfig, tmp_path: Path) -> None:
+def test_overwrite_replaces_an_earlier_release_as_a_whole_and_nothing_else(config: swagppm.SWAGPPMConfig,
+                                                                           tmp_path: Path) -> None:
     folder = tmp_path / "out"
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
-    swagppm.release(config, TrialParams(c=1.0, ft_epochs=1), ReleaseSpec(epsilon_cap=CAP, force=True, overwrite=True),
-                    out_dir=folder)
-    assert (folder / "release_card.json").exists() and not (folder / "notes.txt").exists()
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")) == [".out.lock"]
+    spec = ReleaseSpec(epsilon_cap=CAP, force=True, overwrite=True)
+    with pytest.raises(swagppm.ConfigError, match="replaces only a release folder swagppm wrote"):
+        swagppm.release(config, TrialParams(c=1.0, ft_epochs=1), spec, out_dir=folder)
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]  # the user's folder, untouched
+    (folder / "notes.txt").unlink()
+    for _ in range(2):  # an earlier release is replaced
+        swagppm.release(config, TrialParams(c=1.0, ft_epochs=1), spec, out_dir=folder)
+    assert (folder / "release_card.json").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")) == []  # no lock, no staging
 
 
 def test_a_changed_undrawn_parameter_is_refused(make_config: Any, tmp_path: Path) -> None:

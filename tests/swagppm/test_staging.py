@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from swagppm.errors import ConfigError
+from swagppm.releases.card import FORMAT as CARD_FORMAT
 from swagppm.releases.staging import (
     HIDDEN_CONFIG,
     OWNER_FORMAT,
@@ -42,7 +43,7 @@ def _refusal(out: Path, *, overwrite: bool) -> str:
 
 def _not_empty(out: Path) -> str:
     return (f"{out}: the release folder is not empty; name a new folder, or pass --overwrite (overwrite=True in "
-            "Python) to replace it as a whole")
+            "Python) to replace an earlier release there as a whole")
 
 
 def _stage(target: ReleaseTarget, files: dict[str, str]) -> Path:
@@ -73,28 +74,34 @@ def test_a_file_at_the_target_is_refused_in_one_line_even_with_overwrite(tmp_pat
     assert out.read_text() == "my notes"
 
 
-def test_a_folder_that_is_not_empty_is_refused_in_one_line_unless_overwrite(tmp_path: Path) -> None:
+def test_a_folder_that_is_not_empty_is_refused_in_one_line_and_overwrite_only_replaces_a_release(
+        tmp_path: Path) -> None:
     out = tmp_path / "model"
     out.mkdir()
     (out / ".hidden").write_text("mine")  # a hidden file counts
     assert _refusal(out, overwrite=False) == _not_empty(out)
+    assert _refusal(out, overwrite=True) == (  # nothing the tool replaces was not written by it
+        f"{out}: --overwrite replaces only a release folder swagppm wrote (one holding its release_card.json), and "
+        "this folder holds other files; name a new folder")
+    (out / "release_card.json").write_text(json.dumps({"format": "swagppm-release-card/2"}))
     check_target(out, overwrite=True)
-    assert _listing(out) == [".hidden"]
+    assert _listing(out) == [".hidden", "release_card.json"]
 
 
 @pytest.mark.parametrize("content", [b"my notes", b"", b"[1, 2]", b'{"format": "swagppm-owner-report/0"}',
                                      b'{"epsilon": 1}', b"\xff\xfe not text", None],
                          ids=["text", "empty", "json-list", "other-format", "no-format", "not-utf8", "a-folder"])
-def test_a_report_the_tool_did_not_write_is_refused_in_one_line_unless_overwrite(content: bytes | None,
-                                                                                 tmp_path: Path) -> None:
+def test_a_report_the_tool_did_not_write_is_refused_in_one_line_even_with_overwrite(content: bytes | None,
+                                                                                    tmp_path: Path) -> None:
     out, report = tmp_path / "model", owner_report_path(tmp_path / "model")
     if content is None:
         report.mkdir()
     else:
         report.write_bytes(content)
-    assert _refusal(out, overwrite=False) == (f"{report}: exists and was not written by swagppm (the release's owner "
-                                              "report goes there); move it, or pass --overwrite")
-    check_target(out, overwrite=True)
+    for overwrite in (False, True):
+        assert _refusal(out, overwrite=overwrite) == (f"{report}: exists and was not written by swagppm (the "
+                                                      "release's owner report goes there); move it or name another "
+                                                      "--owner-report")
     assert content is None or report.read_bytes() == content
 
 
@@ -260,7 +267,8 @@ def test_a_report_written_by_someone_else_while_staging_is_not_overwritten(tmp_p
 
 def test_overwrite_replaces_the_old_release_and_its_report_as_a_whole(tmp_path: Path) -> None:
     out = tmp_path / "model"
-    _stage(ReleaseTarget(path=out, overwrite=False, lock_fd=None), {"old.bin": "old", "README.md": "old card"})
+    _stage(ReleaseTarget(path=out, overwrite=False, lock_fd=None),
+           {"old.bin": "old", "README.md": "old card", "release_card.json": json.dumps({"format": CARD_FORMAT})})
     owner_report_path(out).write_text(json.dumps({"format": OWNER_FORMAT, "old": True}))
     _stage(ReleaseTarget(path=out, overwrite=True, lock_fd=None), {"README.md": "new card"})
     assert _listing(tmp_path) == ["model", "model.owner-report.json"]  # no .model.replaced-* left

@@ -77,16 +77,19 @@ def test_fit_release_fits_once_and_replaces_a_folder_only_when_asked(
     fits = []
     real_fit = swagppm.Session.fit
 
-    def counted(self: swagppm.Session, **kwargs: object) -> swagppm.Fit:
-        fits.append(kwargs)
-        return real_fit(self, **kwargs)  # type: ignore[arg-type]
+    def counted(self: swagppm.Session, params: swagppm.TrialParams, **kwargs: object) -> swagppm.Fit:
+        fits.append(params)
+        return real_fit(self, params, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(swagppm.Session, "fit", counted)
+    assert main(["fit", str(study), "--ft-epochs", "1", "--release", str(out), "--force", "--overwrite"]) == 2
+    assert "replaces only a release folder swagppm wrote" in capsys.readouterr().err  # the user's notes stay
+    (out / "notes.txt").unlink()
     assert main(["fit", str(study), "--ft-epochs", "1", "--release", str(out), "--force", "--overwrite"]) == 0
     assert len(fits) == 1  # the released draw comes from the fit whose line was printed
     report = json.loads((tmp_path / "out.owner-report.json").read_text())  # the measured epsilon is owner-only
     assert f"eps={report['epsilon']['measured']:.3f}" in capsys.readouterr().out.replace(" ", "")
-    assert (out / "release_card.json").is_file() and not (out / "notes.txt").exists()  # replaced as a whole
+    assert (out / "release_card.json").is_file()
 
 
 @pytest.mark.slow

@@ -139,8 +139,13 @@ def test_release_writes_over_a_folder_only_with_overwrite(a_feasible_study: Path
     assert main(["release", "--from", str(exported), "-o", str(out), "--force"]) == 2
     assert "--overwrite" in one_error_line(capsys.readouterr().err)
     assert not (tmp_path / "cache").exists()  # refused before the fit
-    assert main(["release", "--from", str(exported), "-o", str(out), "--force", "--overwrite"]) == 0
-    assert (out / "release_card.json").is_file() and not (out / "notes.txt").exists()  # replaced as a whole
+    assert main(["release", "--from", str(exported), "-o", str(out), "--force", "--overwrite"]) == 2
+    assert "replaces only a release folder swagppm wrote" in one_error_line(capsys.readouterr().err)
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]  # nothing of the user's is replaced, --overwrite or not
+    (out / "notes.txt").unlink()
+    for _ in range(2):  # into the empty folder, then over that release
+        assert main(["release", "--from", str(exported), "-o", str(out), "--force", "--overwrite"]) == 0
+    assert (out / "release_card.json").is_file()
 
 
 # --- 4. credentials ---------------------------------------------------------------------------------------------

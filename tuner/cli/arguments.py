@@ -173,7 +173,8 @@ def add_release_flags(parser: argparse.ArgumentParser) -> None:
                         help="delta of the selection's total epsilon (default: the study's, from [study] "
                              "accounting_delta or the public bound max_records; never from the private record count)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace a release folder that is not empty, as a whole, once the new one is complete, "
+                        help="replace an earlier release in the folder (one holding swagppm's release_card.json; any "
+                             "other folder that is not empty is refused), as a whole, once the new one is complete, "
                              "and existing --json or --figures files (never an input of the run)")
 
 
