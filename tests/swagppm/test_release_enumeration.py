@@ -50,7 +50,7 @@ def candidates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, 
         candidate[UNKNOWN] = label
         data = folder / f"data-{label}.csv"
         pd.DataFrame({"text": texts, "label": candidate}).to_csv(data, index=False)
-        config = small_config(folder / "cache", data={"source": str(data)},
+        config = small_config(folder / "cache", data={"source": str(data), "labels": sorted(set(labels))},
                               model={"name_or_path": str(base), "trainable": "head"})
         with swagppm.Session(config) as session:
             fit = session.fit(TrialParams(c=1.0, ft_epochs=2))
