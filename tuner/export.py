@@ -113,6 +113,7 @@ class Chosen:
     tuning: dict[str, Any] | None = None  # what choosing it cost (tuner.tuning.tuning_cost)
     claim: dict[str, Any] | None = None  # the study's claim, fixed at its creation (tuner.tuning.study_claim)
     trial: int | None = None  # its trial's number in the study
+    study: tuple[Path, str] | None = None  # the study file and study name it was exported from
 
     @property
     def epsilon_cap(self) -> float | None:
@@ -148,7 +149,15 @@ def read_export(path: str | Path) -> Chosen:
                   stage1_fingerprint=stage1 if isinstance(stage1, str) and stage1 else None,
                   versions=document.get("versions"), tuning=document.get("tuning"),
                   claim=_sealed_claim(path, document),
-                  trial=document["trial"] if _count(document.get("trial")) else None)
+                  trial=document["trial"] if _count(document.get("trial")) else None, study=_source(document))
+
+
+def _source(document: dict[str, Any]) -> tuple[Path, str] | None:
+    """The study file and name an export names, when it names both."""
+    study = document.get("study")
+    if isinstance(study, dict) and isinstance(study.get("file"), str) and isinstance(study.get("name"), str):
+        return Path(study["file"]), study["name"]
+    return None
 
 
 def _sealed_claim(path: Path, document: dict[str, Any]) -> dict[str, Any]:

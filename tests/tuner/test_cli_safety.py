@@ -30,8 +30,10 @@ from tests.tuner.helpers import (
 from tuner import StudyConfig
 from tuner.cli import EXIT_BROKEN_PIPE, EXIT_NOT_REPRODUCED, main
 from tuner.export import export_trial, write_export
+from tuner.record import AUDITED
 from tuner.report import report_html
 from tuner.storage import STORAGE_ENV
+from tuner.study import open_study
 
 pytestmark = pytest.mark.slow  # no fit, no service, but seconds a test
 
@@ -146,6 +148,8 @@ def test_release_writes_over_a_folder_only_with_overwrite(a_feasible_study: Path
     for _ in range(2):  # into the empty folder, then over that release
         assert main(["release", "--from", str(exported), "-o", str(out), "--force", "--overwrite"]) == 0
     assert (out / "release_card.json").is_file()
+    study = open_study(StudyConfig.from_toml(path), create=False)  # the export's study remembers the audit
+    assert set(study.user_attrs[AUDITED]) == {"0"}  # status shows it beside trial 0's measured epsilon
 
 
 # --- 4. credentials ---------------------------------------------------------------------------------------------

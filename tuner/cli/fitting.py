@@ -355,6 +355,19 @@ def remember_audit(study: optuna.Study | None, trial: int | None, bound: float |
     study.set_user_attr(AUDITED, audited)
 
 
+def exported_study(chosen: Chosen) -> optuna.Study | None:
+    """The study an export came from, so that its release's audit is remembered on the trial (``status`` then shows
+    it beside the measured ε); None when its file or study is gone or no longer opens as it was."""
+    if chosen.study is None or chosen.trial is None or not chosen.study[0].is_file():
+        return None
+    file, name = chosen.study
+    try:
+        config = StudyConfig.from_toml(file)
+        return existing_study(config) if config.study.name == name else None
+    except (ConfigError, OSError):
+        return None
+
+
 def existing_study(config: StudyConfig) -> optuna.Study | None:
     """The stored study of a study file, or None when it was never run (a SQLite or journal file not there yet, or
     no study of that name)."""
@@ -405,7 +418,7 @@ class ReleaseCommand(Command):
         assert chosen.claim is not None  # from the study, or a sealed export
         wanted = release_request(args, args.output, chosen.config, selection(args, releasing=True),
                                  claim=chosen.claim, chosen=chosen)
-        study = None if args.study is None else open_existing_study(study_config(args, data=False))
+        study = exported_study(chosen) if args.study is None else open_existing_study(study_config(args, data=False))
         with (claim_release_dir(args.output, wanted, report=args.owner_report) as target,
               swagppm.Session(chosen.config) as session):
             check_release_inputs(session, wanted)
