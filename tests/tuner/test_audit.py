@@ -4,6 +4,7 @@ the refusal line, and the count of audits run on a study."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from scorers import PrivacyAudit
 from swagppm import TrialParams
 from swagppm.evaluate.probes import RecordLosses
 from tests.swagppm.helpers import small_config
+from tests.tuner.helpers import result, tight, with_a_feasible_trial
 from tuner.audit import (
     AUDITS_RUN,
     BASELINE,
@@ -26,6 +28,9 @@ from tuner.audit import (
     count_audit,
     refusal,
 )
+from tuner.cli import EXIT_AUDIT_REFUTED, main
+from tuner.config import StudyConfig
+from tuner.outcome import AUDIT_TARGET, DrawChecks, judge
 
 
 def losses(members: np.ndarray, non_members: np.ndarray) -> RecordLosses:
@@ -78,3 +83,30 @@ def test_audits_run_on_a_study_are_counted(tmp_path: Path) -> None:
     assert count_audit(None) is None
     assert [count_audit(study), count_audit(study)] == [1, 2]
     assert optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 's.db'}").user_attrs[AUDITS_RUN] == 2
+
+
+@pytest.mark.fits
+def test_the_audit_verb_exits_7_when_it_refutes_and_holds_the_measured_epsilon_against_it(
+        study_file: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real fit of the study's start point, audited with a memorised set's losses (the audit's own statistics are
+    tested above): the verb says the measured epsilon is refuted, and exits with its own code so scripts can act."""
+    path = study_file(targets={"epsilon_cap": 3.0},  # below the memorised set's bound (about 4.9)
+                      search={"c_min": 0.01, "c_max": 0.02, "ft_epochs_min": 1, "ft_epochs_max": 1,
+                              "restart_epochs": 1, "start": [{"c": 0.015, "ft_epochs": 1}]})
+    memorised = audit_losses(MEMORISED)
+    monkeypatch.setattr("tuner.cli.fitting.audit_fit", lambda session, fit: {BASELINE: memorised, RELEASE: memorised})
+    series = [value / 10 for value in tight()]  # made up, epsilon about 0.6; the audit refits the trial (c = 0.015)
+    with_a_feasible_trial(path, max_delta=series, epsilon=2 * max(series))
+    capsys.readouterr()
+    assert main(["audit", str(path), "-q"]) == EXIT_AUDIT_REFUTED
+    out, err = capsys.readouterr()
+    assert f"refuted: the audit shows epsilon >= {memorised.epsilon_lower_bound:.3g}" in out
+    assert "the audit refutes the claim epsilon <= 3 (exit 7)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_trial_line_names_the_audit_when_only_the_audit_misses_the_cap(study_file: Callable[..., Path]) -> None:
+    config = StudyConfig.from_toml(study_file(targets={"require_audit": True}))
+    refuted = judge(result(tight(3.0)), targets=config.targets, search=config.search,
+                    checks=DrawChecks(audit_epsilon_bound=60.0))
+    assert f"infeasible ({AUDIT_TARGET})" in refuted.line() and "refuted: the audit shows" in refuted.line()
+    assert "every target met" not in refuted.recommendation.sentence
