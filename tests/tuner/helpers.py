@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from swagppm import SWAGPPMResult
 from tests import PATIENCE
 from tuner import StudyConfig
-from tuner.objective import record_outcome
+from tuner.objective import Objective, record_outcome
 from tuner.outcome import judge
 from tuner.study import open_storage, open_study
 
@@ -121,6 +121,7 @@ def with_a_feasible_trial(path: Path, *, storage: str | None = None, **fields: o
     config = config if storage is None else config.with_storage(storage)
     storage = open_storage(config)
     study = open_study(config, storage=storage)
+    Objective(config, storage=storage).close()  # as a run does: its artifact folder made, owner-only
     trial = study.ask()
     params = config.search.suggest(trial)
     outcome = judge(result(tight(), c=params.c, epochs=params.ft_epochs, **fields), targets=config.targets,

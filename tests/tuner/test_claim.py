@@ -62,7 +62,7 @@ def test_a_rejudged_cap_ranks_but_a_release_of_it_claims_the_cap_fixed_at_creati
     assert main(["rejudge", str(path), "--name", "looser", "--epsilon-cap", "80"]) == 0
     assert main(["export", str(path), "--study-name", "looser", "-o", str(tmp_path / "best.json")]) == 0
     document = json.loads((tmp_path / "best.json").read_text())
-    assert document["targets"]["epsilon"] == 80.0  # what it was ranked against
+    assert document["targets"]["epsilon_cap"] == 80.0  # what it was ranked against
     assert document["claim"]["epsilon_cap"] == 50.0 and document["claim"]["ranked_at"] == 80.0
     capsys.readouterr()
     assert main(["status", str(path), "--study-name", "looser"]) == 0  # the rejudged study opens at its own cap

@@ -224,7 +224,7 @@ def test_a_dashboard_port_in_use_is_one_line_before_any_listening_line(study_fil
     assert "optuna-dashboard on" not in out and "Listening on" not in out + err
 
 
-@pytest.mark.parametrize("verb", [["create"], ["run"], ["rejudge", "--epsilon", "40", "--name"]])
+@pytest.mark.parametrize("verb", [["create"], ["run"], ["rejudge", "--epsilon-cap", "40", "--name"]])
 def test_a_study_name_too_long_for_a_database_is_one_line(study_file: Callable[..., Path], postgres: str,
                                                           verb: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     """PostgreSQL keeps study names of at most 512 characters: a longer one is the study file's (or --name's) fault,
@@ -291,7 +291,7 @@ def test_every_verb_on_a_study_honours_the_storage_variable(study_file: Callable
     assert main(["run", str(path), "--n-trials", "1"]) == 0  # already has its trial: no fit
     assert main(["export", str(path), "-o", str(tmp_path / "best.json")]) == 0
     assert main(["report", str(path), "-o", str(tmp_path / "report.html")]) == 0
-    assert main(["rejudge", str(path), "--name", "looser", "--epsilon", "60"]) == 0  # into the same storage
+    assert main(["rejudge", str(path), "--name", "looser", "--epsilon-cap", "60"]) == 0  # into the same storage
     assert capsys.readouterr().out.count("best feasible: trial 0") == 3
     assert main(["status", str(path), "--study-name", "looser"]) == 0
     assert not path.with_suffix(".db").exists()  # the study file's own storage was never opened
