@@ -17,7 +17,7 @@ from tuner import SearchSpace, StudyConfig, make_sampler, open_study
 from tuner.objective import Objective, record
 from tuner.outcome import judge
 from tuner.samplers import FlowchartSampler
-from tuner.samplers.tpe import repeats
+from tuner.samplers.tpe import nearest_unused, repeats
 from tuner.study import open_storage
 
 pytestmark = pytest.mark.slow  # no fit, no service, but seconds a test
@@ -152,3 +152,15 @@ def test_the_default_sampler_never_repeats_a_fit_where_plain_tpe_does() -> None:
     plain = optuna.samplers.TPESampler(seed=3, multivariate=True, n_startup_trials=2)
     assert repeated(proposals(plain)) > 0
     assert repeated(proposals(make_sampler("tpe", seed=3, search=search))) == 0
+
+
+def test_the_default_sampler_runs_every_grid_point_before_it_repeats_one() -> None:
+    """Issue 41: with many trials on a small range TPE kept a repeat after its redraws (one point 52 times in 409);
+    now the nearest unused point of the guide's grid is proposed, so the 9 points of this range are each run once."""
+    search = SearchSpace(c_min=0.1, c_max=0.4, c_step=0.15, ft_epochs_min=1, ft_epochs_max=3, epochs_step=1,
+                         restart_epochs=1, start=(), probe=False)
+    study = optuna.create_study(sampler=make_sampler("tpe", seed=0, search=search))
+    study.optimize(lambda t: (search.suggest(t).c - 0.25) ** 2, n_trials=9)
+    points = [t.params for t in study.trials]
+    assert not any(repeats(b, a, search) for i, a in enumerate(points) for b in points[i + 1:])
+    assert nearest_unused({"c": 0.3, "ft_epochs": 2}, points, search) == {"c": 0.3, "ft_epochs": 2}  # all run

@@ -13,7 +13,7 @@ from optuna.trial import FrozenTrial
 from tuner.samplers.registry import register_sampler
 from tuner.search import SearchSpace
 
-REDRAWS = 16  # how many times the default sampler redraws a proposal that repeats a fit (then it keeps the last)
+REDRAWS = 16  # how many times the default sampler redraws a proposal that repeats a fit (then: ``nearest_unused``)
 EI_CANDIDATES = 64  # the default TPE's expected-improvement candidates per proposal (Optuna's default: 24)
 
 
@@ -30,8 +30,9 @@ class DistinctTPESampler(optuna.samplers.TPESampler):
     A fit costs minutes to hours, and one within half a guide step of another
     (``repeats``) says little that one did not: the fits are deterministic, and
     neighbouring cells differ little. Plain TPE proposes such repeats often while its
-    model is young. A repeating proposal is redrawn, up to ``REDRAWS`` times; then it
-    is kept (a range so small that every point repeats one).
+    model is young. A repeating proposal is redrawn, up to ``REDRAWS`` times; then the
+    nearest point of the guide's grid that repeats no fit is proposed instead, so no
+    fit repeats until every grid point of the ranges has been run.
 
     It weighs ``EI_CANDIDATES`` candidates per proposal, more than Optuna's default:
     the proposal is then nearer the estimators' best point and varies less with the
@@ -57,9 +58,25 @@ class DistinctTPESampler(optuna.samplers.TPESampler):
         point = super().sample_relative(study, trial, search_space)
         for _ in range(REDRAWS):
             if not point or not any(repeats(point, params, self._search) for params in seen):
-                break
+                return point
             point = super().sample_relative(study, trial, search_space)
+        return nearest_unused(point, seen, self._search) if point else point
+
+
+def nearest_unused(point: dict[str, Any], seen: list[dict[str, Any]], search: SearchSpace) -> dict[str, Any]:
+    """The point of the guide's grid (c every ``c_step`` from ``c_min``, epochs every ``epochs_step`` from
+    ``ft_epochs_min``) nearest ``point`` that repeats no fit in ``seen``; ``point`` itself once every grid point
+    has been run (the study has then seen the whole range at the guide's resolution)."""
+    steps = int((search.c_max - search.c_min) / search.c_step + 1e-9)
+    grid = [{**point, "c": round(search.c_min + k * search.c_step, 12), "ft_epochs": epochs}
+            for k in range(steps + 1)
+            for epochs in range(search.ft_epochs_min, search.ft_epochs_max + 1, search.epochs_step)]
+    unused = [candidate for candidate in grid if not any(repeats(candidate, params, search) for params in seen)]
+    if not unused:
         return point
+    span = {"c": search.c_max - search.c_min, "ft_epochs": max(search.ft_epochs_max - search.ft_epochs_min, 1)}
+    return min(unused, key=lambda candidate: sum(((candidate[name] - point[name]) / span[name]) ** 2
+                                                 for name in span))
 
 
 @register_sampler("tpe")
