@@ -50,7 +50,7 @@ class StudySettings:
     with shape ``trials_shape`` (η: 1 geometric, 0 logarithmic, ``inf`` Poisson) and
     mean ``trials_mean``; ``n_trials`` is then ignored. Each trial is scored by one
     secret draw on ``public_eval`` (a file of records the owner declares public,
-    required), ε* (``[targets] epsilon``) is binding, and the total ε of tuning and
+    required), ε* (``[targets] epsilon_cap``) is binding, and the total ε of tuning and
     release is computed with dp-accounting at ``accounting_delta``, or at a power of
     ten at most 1/N² for ``max_records`` = N, a public upper bound on the number of
     training records (never the private count itself: one of the two is required).

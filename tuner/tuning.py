@@ -128,7 +128,7 @@ def verify_claim(study: optuna.Study, config: StudyConfig) -> None:
             "results were seen is not one declared before any fit): restore the file or use a new [study] name")
 
 
-_WHERE = {"epsilon_cap": "[targets] epsilon", "mode": "mode", "data_public": "[data] public", "delta": "delta",
+_WHERE = {"epsilon_cap": "[targets] epsilon_cap", "mode": "mode", "data_public": "[data] public", "delta": "delta",
           "max_records": "[study] max_records", "accounting": "accounting"}
 
 

@@ -75,9 +75,9 @@ def test_the_draws_callback_sees_the_running_epsilon_and_stops_the_privacy_draws
         return False
 
     with swagppm.Session(config) as session:
-        full = session.fit(c=0.8, ft_epochs=1, on_draws=watch).result
-        cut = session.fit(c=0.8, ft_epochs=1, on_draws=lambda draws, epsilon: draws == 3).result
-    plain = swagppm.run_fit(config, c=0.8, ft_epochs=1)
+        full = session.fit(TrialParams(c=0.8, ft_epochs=1), on_draws=watch).result
+        cut = session.fit(TrialParams(c=0.8, ft_epochs=1), on_draws=lambda draws, epsilon: draws == 3).result
+    plain = swagppm.run_fit(config, TrialParams(c=0.8, ft_epochs=1))
     assert full.max_delta == plain.max_delta and full.epsilon == plain.epsilon and full.f1_macro == plain.f1_macro
     assert seen == [(d, 2 * max(full.max_delta[:d])) for d in range(1, config.draws_privacy + 1)]
     assert cut.max_delta == full.max_delta[:3] and cut.epsilon == seen[2][1]

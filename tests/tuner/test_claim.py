@@ -40,8 +40,8 @@ def _refused_by_every_verb(path: Path, tmp_path: Path, capsys: pytest.CaptureFix
 
 
 @pytest.mark.parametrize(("edit", "says"), [
-    ({"targets": {"epsilon_cap": 51.0}}, "was created with [targets] epsilon = 50.0, but the file now says [targets] "
-                                     "epsilon = 51.0"),
+    ({"targets": {"epsilon_cap": 51.0}}, "was created with [targets] epsilon_cap = 50.0, but the file now says "
+                                         "[targets] epsilon_cap = 51.0"),
     ({"data": {"public": True}}, "was created with mode = unaccounted, [data] public = false, but the file now says "
                                  "mode = public-proxy, [data] public = true"),
 ])

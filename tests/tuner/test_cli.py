@@ -114,7 +114,7 @@ def test_release_with_private_selection_states_its_cost_or_why_it_has_none(
     assert "missing.csv: no such file" in capsys.readouterr().err and not (tmp_path / "cache").exists()
     out = tmp_path / "released"
     assert main(["fit", str(study), "--ft-epochs", "1", "--release", str(out), "--force", "--min-utility", "0",
-                 "--selection-data", PRIVATE_TEST]) == 0
+                 "--selection-data", PRIVATE_TEST, "--selection-delta", "1e-6"]) == 0  # delta from no private count
     printed = capsys.readouterr().out
     card = json.loads((out / "release_card.json").read_text())
     assert card["selection"]["accounted"] is False and card["selection"]["threshold"] == 0.0
@@ -128,7 +128,7 @@ def test_a_selection_no_draw_passes_releases_nothing(tmp_path: Path, capsys: pyt
     study.write_text(STUDY)
     out = tmp_path / "released"
     code = main(["fit", str(study), "--ft-epochs", "1", "--release", str(out), "--force", "--min-utility", "1",
-                 "--selection-data", PRIVATE_TEST, "--selection-stop-probability", "1"])
+                 "--selection-data", PRIVATE_TEST, "--selection-stop-probability", "1", "--selection-delta", "1e-6"])
     err = capsys.readouterr().err
     assert code == 1 and "nothing released: no candidate draw reached f1_macro >= 1" in err
     assert not (out / "release_card.json").exists()

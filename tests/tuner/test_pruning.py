@@ -108,7 +108,8 @@ def test_a_real_trial_above_the_best_feasible_epsilon_stops_at_its_first_draw(
     storage = open_storage(config)
     study = open_study(config, storage=storage)
     made_up = study.ask()
-    c, epochs, _ = Objective(config, storage=storage).suggest(made_up)
+    made = config.search.suggest(made_up)
+    c, epochs = made.c, made.ft_epochs
     outcome = judge(result(tight(median=1e-6), c=c, epochs=epochs), targets=config.targets, search=config.search)
     record_outcome(made_up, outcome, storage=storage)
     study.tell(made_up, outcome.objective_values("epsilon"))

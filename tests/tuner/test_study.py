@@ -215,7 +215,7 @@ def test_a_changed_definition_is_refused(finished: tuple[Path, str], tmp_path: P
     changed = study_at(tmp_path, shared_cache, study={"storage": config.storage_url}, targets={"epsilon_cap": 40.0})
     assert main(["run", str(changed)]) == 2
     err = capsys.readouterr().err
-    assert "[targets] epsilon changed" in err and "use a new [study] name" in err and "Traceback" not in err
+    assert "[targets] epsilon_cap changed" in err and "use a new [study] name" in err and "Traceback" not in err
     moved = study_at(tmp_path, shared_cache, study={"storage": config.storage_url},
                      search={"start": [{"c": 0.9, "ft_epochs": 5}], "probe": False})
     open_study(StudyConfig.from_toml(moved))  # where a study starts is not part of its definition
@@ -245,7 +245,8 @@ def test_pareto_objective(tmp_path: Path, shared_cache: Path, capsys: pytest.Cap
 
 
 def test_an_interrupted_run_keeps_finished_trials_and_resumes(tmp_path: Path, shared_cache: Path) -> None:
-    """Ctrl-C (SIGINT) in the second trial: the first stays complete, the second is failed, a re-run completes."""
+    """Ctrl-C (SIGINT) in the second trial: the first stays complete, the second is failed and queued again with its
+    parameters, and a re-run evaluates that point."""
     path = study_at(tmp_path, shared_cache, name="interrupted", study={"n_trials": 2},
                     swagppm={**merged()["swagppm"], "cache_dir": str(shared_cache), "draws_privacy": 400})
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -261,13 +262,15 @@ def test_an_interrupted_run_keeps_finished_trials_and_resumes(tmp_path: Path, sh
     assert process.returncode == 130, err
     assert "interrupted" in err and "1 finished trials are kept" in err and "Traceback" not in err
     _, study = load(path)
-    first, *rest = study.trials
-    assert first.state == TrialState.COMPLETE and [t.state for t in rest] == [TrialState.FAIL]
+    first, failed, queued = study.trials
+    assert (first.state, failed.state, queued.state) == (TrialState.COMPLETE, TrialState.FAIL, TrialState.WAITING)
+    assert queued.system_attrs["fixed_params"] == failed.params  # the point is not lost
 
     assert main(["run", str(path)]) == 0
     _, study = load(path)
     assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
     assert study.trials[0].user_attrs == first.user_attrs and study.trials[0].params == first.params
+    assert study.trials[2].params == failed.params
 
 
 def test_study_files_in_the_repository_run_from_any_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
