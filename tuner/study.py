@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import optuna
-from optuna.study import MaxTrialsCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from swagppm import ConfigError, statement
@@ -36,8 +35,8 @@ from tuner.faults import WORKER, mark_interrupted, quiet_heartbeat_errors, recov
 from tuner.ledger import FingerprintsRecords, Ledger
 from tuner.outcome import TRIAL_LEGEND
 from tuner.outputs import OWNER_FILE, create_storage_file, owner_folder
-from tuner.queries import DEFINITION_ATTR, FINISHED, best_feasible, closest_trial, finished_count
-from tuner.record import BASELINE_F1_MACRO, FAILURE, RAN_BY
+from tuner.queries import DEFINITION_ATTR, best_feasible, closest_trial, finished_count
+from tuner.record import BASELINE_F1_MACRO, FAILURE, RAN_BY, RETRY_OF
 from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
 from tuner.storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
 from tuner.tuning import (
@@ -326,7 +325,7 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
     stop_rule = stop_rule_of(study.sampler)
     if settings.stop_on_first_feasible and best_feasible(study) is not None:
         return finish("a feasible trial was already found (stop_on_first_feasible)")
-    if n_trials is not None and before >= n_trials:
+    if n_trials is not None and before >= n_trials and not waiting_retry(study):
         return finish(f"the study already has {before} finished trials (n_trials = {n_trials})")
     if stop_rule is not None and stop_rule.wants_to_stop(study):
         return finish(stop_rule.end_reason(study))
@@ -466,6 +465,23 @@ class AfterTrial:
         study.stop()
 
 
+class StopAtTrials:
+    """Stop once ``n_trials`` trials finished and no retry waits: the point of a trial whose worker died (queued again
+    with ``retry_of``) is evaluated even when the other workers reached ``n_trials`` meanwhile, never dropped."""
+
+    def __init__(self, n_trials: int) -> None:
+        self.n_trials = n_trials
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if finished_count(study) >= self.n_trials and not waiting_retry(study):
+            study.stop()
+
+
+def waiting_retry(study: optuna.Study) -> bool:
+    """Whether the point of a trial whose worker died waits to be run again (``tuner.faults``)."""
+    return any(RETRY_OF in t.user_attrs for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+
 def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig,
               after_trial: Sequence[Callable[[optuna.Study, FrozenTrial], None]], *, n_trials: int | None,
               deadline: float | None, worker: str | None, echo: Callable[[str], None]) -> optuna.Study:
@@ -474,7 +490,7 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig,
 
     callbacks = list(after_trial)
     if n_trials is not None:
-        callbacks.append(MaxTrialsCallback(n_trials, states=FINISHED))
+        callbacks.append(StopAtTrials(n_trials))
     spent = Reconnects(finished=finished_count(study))
     interrupted: list[int] = []
 

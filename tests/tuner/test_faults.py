@@ -153,10 +153,13 @@ def test_a_run_killed_mid_trial_on_a_journal_is_recovered_once_its_heartbeat_is_
     assert f"trial {killed:>3}  {RECOVERED}" in capsys.readouterr().out
 
 
-def queued_again(path: Path, stopped: int, reason: str) -> None:
-    """The stopped trial failed with ``reason`` and is waiting again with its parameters; nothing is left running."""
+def queued_again(path: Path, stopped: int, reason: str, *, others_may_run: bool = False) -> None:
+    """The stopped trial failed with ``reason`` and is waiting again with its parameters; nothing else is left running
+    (unless ``others_may_run``: a worker that a SIGKILLed parent's death reaches while it is still starting a trial
+    leaves that trial running, for the next run's stale-trial recovery)."""
     trials = stored(path).get_trials()
-    assert [t.number for t in trials if t.state == TrialState.RUNNING] == []
+    if not others_may_run:
+        assert [t.number for t in trials if t.state == TrialState.RUNNING] == []
     (trial,) = [t for t in trials if t.number == stopped]
     assert trial.state == TrialState.FAIL and trial.user_attrs["failure"] == reason
     assert [(t.state, t.system_attrs["fixed_params"]) for t in trials if t.user_attrs.get("retry_of") == stopped] == \
@@ -241,7 +244,7 @@ def test_the_workers_of_a_stopped_or_killed_parent_queue_their_trials_again(tmp_
         assert "interrupted (SIGTERM): the running trial is marked failed and queued again" in out
     else:
         assert parent.returncode == -signal.SIGKILL
-    queued_again(path, stopped, "interrupted (SIGTERM)")
+    queued_again(path, stopped, "interrupted (SIGTERM)", others_may_run=sent == signal.SIGKILL)
     failed = [t for t in stored(path).get_trials() if t.state == TrialState.FAIL]
     assert {t.user_attrs["failure"] for t in failed} == {"interrupted (SIGTERM)"}  # none for a BrokenPipeError
     resumed = subprocess.run([sys.executable, "-m", "tuner.cli", "run", str(path), "--workers", "2"], cwd=REPO,

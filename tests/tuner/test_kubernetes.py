@@ -92,7 +92,7 @@ def test_the_pods_commands_one_by_one_finish_the_study(postgres: str, tmp_path: 
     points = [(t.params["c"], t.params["ft_epochs"]) for t in trials]
     assert points.count((1.0, 6)) == 1 and len(set(points)) == len(points)  # the start point once, no duplicates
     assert not study.get_trials(states=(TrialState.WAITING,))
-    assert study.user_attrs["accounting"] is None and "definition" in study.user_attrs  # created by open_study
+    assert study.user_attrs["claim"]["accounting"] is None and "definition" in study.user_attrs  # created by open_study
 
 
 def test_the_dockerfile_installs_torch_first_and_the_image_takes_only_the_project() -> None:
