@@ -303,6 +303,10 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
          worker: str | None, echo: Callable[[str], None],
          callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = ()) -> RunSummary:
     settings = config.study
+    if settings.concurrent_trials != 1 and kind(config.storage_url) == "sqlite":
+        raise ConfigError(f"study.concurrent_trials = {settings.concurrent_trials} needs a journal file or a server "
+                          "storage ([study] storage = \"journal:FILE\"): threads of one process share SQLite badly "
+                          "(a trial can be told twice)")
     storage = open_storage(config)
     study = open_study(config, create=worker is None, worker=worker, storage=storage)
     recover_stale_trials(study, config, echo=echo)
@@ -440,9 +444,7 @@ class AfterTrial:
                 self.echo(TRIAL_LEGEND)
                 self.legend_shown = True
             self.echo(f"trial {trial.number:>3}  {self.objective.lines.pop(trial.number)}")
-        # a locked SQLite study's running trials are this run's own while trials run side by side
-        if self.config.study.concurrent_trials == 1 or kind(self.config.storage_url) != "sqlite":
-            recover_stale_trials(study, self.config, echo=self.echo)
+        recover_stale_trials(study, self.config, echo=self.echo)
         if trial.state == TrialState.FAIL:
             self._crashed(study, trial)
             return
