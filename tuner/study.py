@@ -31,7 +31,14 @@ from optuna.trial import FrozenTrial, TrialState
 
 from swagppm import ConfigError, statement
 from tuner.config import StudyConfig
-from tuner.faults import WORKER, mark_interrupted, quiet_heartbeat_errors, recover_stale_trials, requeue_interrupted
+from tuner.faults import (
+    WORKER,
+    mark_interrupted,
+    quiet_heartbeat_errors,
+    recover_stale_trials,
+    requeue_interrupted,
+    vanished_workers,
+)
 from tuner.ledger import FingerprintsRecords, Ledger
 from tuner.outcome import TRIAL_LEGEND
 from tuner.outputs import OWNER_FILE, create_storage_file, owner_folder
@@ -445,6 +452,9 @@ class AfterTrial:
                 self.legend_shown = True
             self.echo(f"trial {trial.number:>3}  {self.objective.lines.pop(trial.number)}")
         recover_stale_trials(study, self.config, echo=self.echo)
+        gone = vanished_workers(study)  # a killed worker on this machine: its point queued again before n_trials
+        if gone:
+            recover_stale_trials(study, self.config, echo=self.echo, gone=gone)
         if trial.state == TrialState.FAIL:
             self._crashed(study, trial)
             return

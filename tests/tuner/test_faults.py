@@ -162,8 +162,11 @@ def queued_again(path: Path, stopped: int, reason: str, *, others_may_run: bool 
         assert [t.number for t in trials if t.state == TrialState.RUNNING] == []
     (trial,) = [t for t in trials if t.number == stopped]
     assert trial.state == TrialState.FAIL and trial.user_attrs["failure"] == reason
-    assert [(t.state, t.system_attrs["fixed_params"]) for t in trials if t.user_attrs.get("retry_of") == stopped] == \
-        [(TrialState.WAITING, START)]
+    retries = [(t.state, t.system_attrs["fixed_params"]) for t in trials if t.user_attrs.get("retry_of") == stopped]
+    if others_may_run:  # another worker, still alive for a moment, may have taken the retry up already
+        assert [point for _, point in retries] == [START]
+    else:
+        assert retries == [(TrialState.WAITING, START)]
 
 
 @pytest.mark.parametrize("sent, reason", [(signal.SIGTERM, "interrupted (SIGTERM)"),
@@ -290,7 +293,8 @@ def test_a_worker_killed_on_postgres_has_its_trial_retried_at_once_without_warni
 def test_a_run_on_postgres_fails_trials_with_a_stale_heartbeat_even_with_n_trials_reached(
     postgres: str, tmp_path: Path, cache: Path, cleanup: list[StudyConfig], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A worker dies in the start point; another reaches n_trials; a later run still fails and retries it."""
+    """A worker dies in the start point; another reaches n_trials; a later run still fails it and evaluates its point
+    (a run does not stop at n_trials while a retry waits)."""
     name = f"faults-{uuid.uuid4().hex[:10]}"
     path = fault_study(tmp_path, cache, postgres, name=name, study={"n_trials": 1, "grace_period": 120})
     config = StudyConfig.from_toml(path)
@@ -303,14 +307,10 @@ def test_a_run_on_postgres_fails_trials_with_a_stale_heartbeat_even_with_n_trial
     time.sleep(2.5)
     path = fault_study(tmp_path, cache, postgres, name=name, study={"n_trials": 1})  # a grace period of 2 s
     assert main(["run", str(path)]) in (0, 1)
-    assert "already has 1 finished trials" in capsys.readouterr().out
     trials = stored(path).get_trials()
     assert [t.state for t in trials if t.number == killed] == [TrialState.FAIL]
     assert [(t.state, t.params) for t in trials if t.system_attrs.get("failed_trial") == killed] == \
-        [(TrialState.WAITING, START)]
-    assert main(["run", str(path), "--n-trials", "2"]) in (0, 1)
-    trials = stored(path).get_trials()
-    assert [t.state for t in trials if t.system_attrs.get("failed_trial") == killed] == [TrialState.COMPLETE]
+        [(TrialState.COMPLETE, START)]
     assert sum(t.state in FINISHED for t in trials) == 2
 
 
