@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any, NoReturn
+from typing import Any
 
 import optuna
 from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
@@ -51,6 +51,24 @@ def interruption(error: KeyboardInterrupt) -> str:
     return "interrupted (SIGTERM)" if isinstance(error, Terminated) else "interrupted (Ctrl-C)"
 
 
+class SigtermGate:
+    """Where SIGTERM may interrupt a run: inside a trial's own code (``open``) at once; while Optuna creates or tells a
+    trial it is held (``pending``) and raised once the trial is in a known state, so that no trial is left RUNNING
+    with no code of ours to fail and queue it again."""
+
+    def __init__(self) -> None:
+        self.open = True
+        self.pending = False
+
+    def take(self) -> bool:
+        """Whether a held SIGTERM waits (and forget it)."""
+        pending, self.pending = self.pending, False
+        return pending
+
+
+GATE = SigtermGate()
+
+
 @contextlib.contextmanager
 def interrupt_on_sigterm() -> Iterator[None]:
     """SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) in the block, as Ctrl-C does (main thread only), so that
@@ -60,7 +78,10 @@ def interrupt_on_sigterm() -> Iterator[None]:
         yield
         return
 
-    def interrupt(number: int, frame: FrameType | None) -> NoReturn:
+    def interrupt(number: int, frame: FrameType | None) -> None:
+        if not GATE.open:
+            GATE.pending = True
+            return
         raise Terminated("SIGTERM")
 
     previous = signal.signal(signal.SIGTERM, interrupt)

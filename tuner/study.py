@@ -32,7 +32,9 @@ from optuna.trial import FrozenTrial, TrialState
 from swagppm import ConfigError, statement
 from tuner.config import StudyConfig
 from tuner.faults import (
+    GATE,
     WORKER,
+    Terminated,
     mark_interrupted,
     quiet_heartbeat_errors,
     recover_stale_trials,
@@ -506,20 +508,37 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig,
     spent = Reconnects(finished=finished_count(study))
     interrupted: list[int] = []
 
+    gated = objective.jobs == 1  # one trial at a time: SIGTERM waits while Optuna creates or tells a trial
+
     def trial_run(trial: optuna.Trial) -> float | tuple[float, float]:
         """The objective; a trial stopped by Ctrl-C or SIGTERM says so before Optuna marks it failed."""
         try:
+            GATE.open = True
+            if gated and GATE.take():
+                raise Terminated("SIGTERM")
             return objective(trial)
         except KeyboardInterrupt as interrupt:
             interrupted.append(trial.number)
             mark_interrupted(trial, interrupt)
             raise
+        finally:
+            GATE.open = not gated
+
+    def held(study: optuna.Study, trial: FrozenTrial) -> None:
+        if GATE.pending:
+            study.stop()
 
     while True:
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
         try:
-            study.optimize(trial_run, timeout=remaining, callbacks=callbacks, catch=(FitCrashed,),
-                           gc_after_trial=False, n_jobs=objective.jobs)
+            GATE.open = not gated
+            try:
+                study.optimize(trial_run, timeout=remaining, callbacks=[held, *callbacks], catch=(FitCrashed,),
+                               gc_after_trial=False, n_jobs=objective.jobs)
+            finally:
+                GATE.open = True
+            if GATE.take():
+                raise Terminated("SIGTERM")
             return study
         except KeyboardInterrupt:  # its trial is queued again: the next run evaluates the point it did not finish
             requeue_interrupted(study, interrupted, max_retries=config.study.max_retries)

@@ -249,7 +249,8 @@ def test_the_workers_of_a_stopped_or_killed_parent_queue_their_trials_again(tmp_
         assert parent.returncode == -signal.SIGKILL
     queued_again(path, stopped, "interrupted (SIGTERM)", others_may_run=sent == signal.SIGKILL)
     failed = [t for t in stored(path).get_trials() if t.state == TrialState.FAIL]
-    assert {t.user_attrs["failure"] for t in failed} == {"interrupted (SIGTERM)"}  # none for a BrokenPipeError
+    reasons = {t.user_attrs["failure"] for t in failed}  # each an interruption, none a BrokenPipeError
+    assert "interrupted (SIGTERM)" in reasons and all(reason.startswith("interrupted (") for reason in reasons)
     resumed = subprocess.run([sys.executable, "-m", "tuner.cli", "run", str(path), "--workers", "2"], cwd=REPO,
                              capture_output=True, text=True, timeout=PATIENCE)  # the workers' own thread count
     assert resumed.returncode in (0, 1), resumed.stdout + resumed.stderr
