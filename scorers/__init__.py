@@ -6,7 +6,8 @@ overfit or catastrophic with the reasons; ``constraint_values`` gives Optuna
 constraints and ``is_feasible`` reads them; ``recommend`` the practical guide's
 next move (``GUIDE``: its start and steps); ``privacy_audit`` the empirical
 privacy audit that refutes a stated ε or not (``membership_audit`` its attacks
-one by one, ``one_run_p_value`` and ``max_auc`` two of its tests' rules);
+one by one, ``one_run_p_value`` and ``max_auc`` two of its tests' rules,
+``audit_ceiling`` the largest bound it can show at given counts);
 ``scorers.plots`` the figures; ``register_attack`` adds an attack to every
 audit. Every judgement rule and its default lives here, once.
 """
@@ -33,7 +34,7 @@ from scorers._diagnosis import (
     recommend_lower_c,
 )
 from scorers._one_run import one_run_p_value
-from scorers._privacy_audit import AttackAudit, PrivacyAudit, Refutation, max_auc, privacy_audit
+from scorers._privacy_audit import AttackAudit, PrivacyAudit, Refutation, audit_ceiling, max_auc, privacy_audit
 from scorers._scores import (
     DEFAULT_SPIKE_Z,
     MIN_DRAWS,
@@ -65,6 +66,7 @@ __all__ = [
     "UtilityScores",
     "attacks",
     "auc_interval_distribution_free",
+    "audit_ceiling",
     "constraint_values",
     "diagnose",
     "is_feasible",
