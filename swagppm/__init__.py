@@ -32,12 +32,12 @@ if TYPE_CHECKING:
     from swagppm.data import PreparedData, load_records, prepare_data, synthetic_corpus
     from swagppm.models.build import register_auto_classes
     from swagppm.models.pooled import PooledClassifier
+    from swagppm.posteriors.swag import SWAGPosterior
     from swagppm.releases.writer import ReleaseSpec
     from swagppm.resources import Resources
     from swagppm.session import Session, prepare, release, run_fit
     from swagppm.stage1 import Stage1
     from swagppm.stage2 import Fit, SWAGPPMResult, fit
-    from swagppm.train.swag import SWAGPosterior
 
 # Where each public name that needs torch, transformers or pandas lives; loaded on first use.
 _LAZY = {
@@ -49,7 +49,7 @@ _LAZY = {
     "swagppm.session": ("Session", "prepare", "release", "run_fit"),
     "swagppm.stage1": ("Stage1",),
     "swagppm.stage2": ("Fit", "SWAGPPMResult", "fit"),
-    "swagppm.train.swag": ("SWAGPosterior",),
+    "swagppm.posteriors.swag": ("SWAGPosterior",),
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import math
 import sys
 import types
 import typing
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from swagppm.errors import ConfigError
+from swagppm.posteriors.kinds import KINDS, PosteriorName
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -30,6 +32,7 @@ Stage2Init = Literal["base", "stage1"]
 AccumulationDtype = Literal["float32", "float64"]
 DeviationsDevice = Literal["auto", "same", "cpu"]
 StepScale = Literal["none", "largest_weight"]  # swagppm.train.finetune.STEP_SCALES holds what each one does
+LaplaceStructure = Literal["auto", "full", "kron"]
 
 TINY_MODEL = "tiny"
 SYNTHETIC = "synthetic"  # data.source of the built-in corpus
@@ -79,6 +82,12 @@ class DataConfig:
     ``public`` declares the records public (public-proxy tuning: a study on them costs
     the private data nothing, and the chosen configuration is fitted once on it).
 
+    ``risk_source`` names a file of records the owner declares public, of the same kind
+    and columns: stage 1 (the risk model and the non-private baseline) is then fitted
+    on them instead of the private records, so each private record's risk depends on
+    that record alone (with ``swagppm.risk_range``: the *public risks* a proven bound
+    needs). A public set that shares a record with the private data is refused.
+
     ``labels`` is the *declared label set*: the classes the model outputs, in this
     order, whatever the records hold (a class with few or no records stays an
     output, and no class is dropped); a record whose label is not declared is an
@@ -102,6 +111,7 @@ class DataConfig:
     synthetic_size: int = setting(600, public=True, stage1=True)
     synthetic_classes: int = setting(8, public=True, stage1=True)
     public: bool = setting(False, public=True, stage1=True)
+    risk_source: str | None = setting(None, public=False, stage1=True)
     labels: tuple[str, ...] | None = setting(None, public=False, stage1=True)
     labels_file: str | None = setting(None, public=False, stage1=False)
     label_titles: tuple[str, ...] | None = setting(None, public=False, stage1=False)
@@ -230,6 +240,26 @@ class SWAGPPMConfig:
     (1.13, 0.58, 0.39 at c = 0.2, 0.05, 0.005; ε 1.20, 0.60, 0.052), so only the
     smallest c is still refuted. At max w_i = 1 (c + g ≥ 1, the paper's c = 1)
     both are the same.
+
+    ``posterior`` is what stage 2's draws come from (``swagppm.posteriors.kinds``):
+    ``"swag"`` (the paper's), ``"laplace"``, ``"exact"`` or ``"sgld"``. The pseudo posterior
+    is ξ_w(θ) ∝ π(θ) ∏_i exp(−w_i · min(NLL_i, B)) with the public prior π = N(θ₀,
+    ``prior_scale``² I) centred on the private parameters' public initial or pretrained
+    values (``prior_scale = inf``: the flat prior of the paper, ``swag`` only) and the
+    public bound B = ``nll_bound`` on each record's NLL (None: unbounded). ``risk_range
+    = [lo, hi]`` normalises the risks by these public constants, f = clip((r − lo) /
+    (hi − lo), 0, 1), rather than by the private minimum and maximum (it needs
+    ``[data] risk_source``: together they are the public risks). With ``exact``, a bound B
+    and public risks, ε ≤ 2 · clip(c + g, 0, 1) · B is proven before any fit; every other
+    combination gives an estimate. ``exact_*`` are the exact sampler's settings (NUTS:
+    ``exact_chains`` chains from over-dispersed starts, ``exact_warmup`` adaptation steps,
+    ``exact_samples`` kept per chain (None: enough for the privacy and utility draws),
+    the gate ``exact_max_rhat`` on split-R̂ and ``exact_min_ess`` on the effective sample
+    size, ``exact_release_steps`` of a fresh chain for a release draw (None: the warm-up's
+    length)). ``laplace_structure``: the GGN precision in full, Kronecker-factored, or
+    ``"auto"`` (full up to ``LAPLACE_FULL_LIMIT`` parameters). ``sgld_lr`` is the Langevin
+    step in the preconditioned (whitened) coordinates and ``sgld_burnin_epochs`` the
+    epochs before its first snapshot.
     """
 
     data: DataConfig = field(default_factory=DataConfig, metadata=_metadata(public=True, stage1=True))
@@ -252,6 +282,20 @@ class SWAGPPMConfig:
     stage2_init: Stage2Init = setting("base", public=True, stage1=False)
     stage2_step_scale: StepScale = setting("largest_weight", public=True, stage1=False)
     reweight_k: float | None = setting(None, public=True, stage1=False)
+    posterior: PosteriorName = setting("swag", public=True, stage1=False)
+    prior_scale: float = setting(1.0, public=True, stage1=False)
+    nll_bound: float | None = setting(None, public=True, stage1=False)
+    risk_range: tuple[float, ...] | None = setting(None, public=True, stage1=False)
+    exact_chains: int = setting(4, public=True, stage1=False)
+    exact_warmup: int = setting(200, public=True, stage1=False)
+    exact_samples: int | None = setting(None, public=True, stage1=False)
+    exact_max_rhat: float = setting(1.05, public=True, stage1=False)
+    exact_min_ess: float = setting(100.0, public=True, stage1=False)
+    exact_max_tree_depth: int = setting(8, public=True, stage1=False)
+    exact_release_steps: int | None = setting(None, public=True, stage1=False)
+    laplace_structure: LaplaceStructure = setting("auto", public=True, stage1=False)
+    sgld_lr: float = setting(0.01, public=True, stage1=False)
+    sgld_burnin_epochs: int = setting(2, public=True, stage1=False)
     eval_batch_size: int = setting(1024, public=False, stage1="cuda")
     device: str = setting("auto", public=False, stage1=False)
     amp: bool = setting(True, public=False, stage1="cuda")
@@ -284,6 +328,54 @@ class SWAGPPMConfig:
         check_choice("swagppm.stage2_step_scale", self.stage2_step_scale, StepScale)
         if self.swag_modules is not None:
             object.__setattr__(self, "swag_modules", tuple(self.swag_modules))
+        self._check_posterior()
+
+    def _check_posterior(self) -> None:
+        """The posterior's kind, prior, bound, public risks and sampler settings, each named when out of range."""
+        check_choice("swagppm.posterior", self.posterior, PosteriorName)
+        check_choice("swagppm.laplace_structure", self.laplace_structure, LaplaceStructure)
+        kind = KINDS[self.posterior]
+        if kind.trainable is not None and self.model.trainable not in kind.trainable:
+            raise ConfigError(f"swagppm.posterior = {self.posterior!r} runs on model.trainable = "
+                              f"{' or '.join(map(repr, kind.trainable))} (a private set its sampler can cover), not "
+                              f"{self.model.trainable!r}; use posterior = 'sgld' or 'swag' for larger private sets")
+        check_value(self.prior_scale > 0, "swagppm.prior_scale", self.prior_scale,
+                    "positive (the prior's standard deviation; inf for the paper's flat prior)")
+        if math.isinf(self.prior_scale) and self.posterior != "swag":
+            raise ConfigError(f"swagppm.prior_scale = inf (a flat prior) with posterior = {self.posterior!r}: the "
+                              "pseudo posterior is then improper (the softmax is unchanged by a shift common to all "
+                              "classes); give a finite prior_scale")
+        check_value(self.nll_bound is None or (0 < self.nll_bound and math.isfinite(self.nll_bound)),
+                    "swagppm.nll_bound", self.nll_bound, "positive and finite (a bound B on each record's NLL)")
+        if self.risk_range is not None:
+            object.__setattr__(self, "risk_range", tuple(float(v) for v in self.risk_range))
+            check_value(len(self.risk_range) == 2 and 0 <= self.risk_range[0] < self.risk_range[1]
+                        and math.isfinite(self.risk_range[1]), "swagppm.risk_range", list(self.risk_range),
+                        "[lo, hi] with 0 <= lo < hi, finite (public constants the risks are normalised by)")
+        if (self.risk_range is None) != (self.data.risk_source is None):
+            given, missing = ("swagppm.risk_range", "data.risk_source") if self.risk_range is not None else \
+                ("data.risk_source", "swagppm.risk_range")
+            raise ConfigError(f"{given} needs {missing}: public risks need both a stage 1 fitted on records declared "
+                              "public and risks normalised by public constants (either alone still reads the "
+                              "private records)")
+        for name in ("exact_chains", "exact_warmup", "exact_max_tree_depth", "sgld_burnin_epochs"):
+            minimum = 0 if name == "sgld_burnin_epochs" else 2 if name == "exact_chains" else 1
+            check_value(getattr(self, name) >= minimum, f"swagppm.{name}", getattr(self, name), f"at least {minimum}")
+        for name in ("exact_samples", "exact_release_steps"):
+            check_value(getattr(self, name) is None or getattr(self, name) >= 1, f"swagppm.{name}",
+                        getattr(self, name), "at least 1")
+        check_value(self.exact_max_rhat > 1.0, "swagppm.exact_max_rhat", self.exact_max_rhat, "above 1")
+        check_value(self.exact_min_ess > 0, "swagppm.exact_min_ess", self.exact_min_ess, "positive")
+        check_value(0 < self.sgld_lr <= 1, "swagppm.sgld_lr", self.sgld_lr, "in (0, 1] (a step in whitened units)")
+        if self.posterior == "sgld":
+            check_value(self.sgld_burnin_epochs < self.swag_epochs - 1, "swagppm.sgld_burnin_epochs",
+                        self.sgld_burnin_epochs,
+                        f"below swag_epochs - 1 = {self.swag_epochs - 1} (SGLD keeps two snapshots at least)")
+
+    @property
+    def public_risks(self) -> bool:
+        """Whether the risks come from public information only (a public stage 1, public normalisation)."""
+        return self.risk_range is not None and self.data.risk_source is not None
 
     @property
     def learning_rates(self) -> tuple[float, float]:
@@ -315,8 +407,9 @@ class SWAGPPMConfig:
     def from_toml(cls, path: str | Path) -> SWAGPPMConfig:
         """Read the ``[data]``, ``[model]`` and ``[swagppm]`` tables of a study file.
 
-        A relative ``data.source`` or ``swagppm.cache_dir`` is resolved against the
-        file's folder, so a study runs the same from any working directory.
+        A relative ``data.source``, ``data.risk_source`` or ``swagppm.cache_dir`` is
+        resolved against the file's folder, so a study runs the same from any working
+        directory.
         """
         path = Path(path)
         document = load_toml(path)
@@ -324,9 +417,10 @@ class SWAGPPMConfig:
             if not isinstance(document.get(table, {}), dict):
                 raise ConfigError(f"{path}: [{table}] must be a table")
         data = dict(document.get("data", {}))
-        source = data.get("source")
-        if isinstance(source, str) and _looks_like_relative_file(source, path.parent):
-            data["source"] = str((path.parent / source).resolve())
+        for key in ("source", "risk_source"):
+            value = data.get(key)
+            if isinstance(value, str) and _looks_like_relative_file(value, path.parent):
+                data[key] = str((path.parent / value).resolve())
         data |= _declared_from_file(data, path)
         swag = dict(document.get("swagppm", {}))
         if isinstance(swag.get("cache_dir"), str) and not Path(swag["cache_dir"]).expanduser().is_absolute():

@@ -23,5 +23,13 @@ class TrainingFailure(RuntimeError):
         self.stage, self.epoch, self.reason = stage, epoch, reason
 
 
+class MixingFailure(TrainingFailure):
+    """An exact sampler's chains failed its convergence gate: its draws cannot be called draws of the posterior."""
+
+    def __init__(self, stage: str, reason: str) -> None:
+        RuntimeError.__init__(self, f"{stage}, exact sampler: {reason}")
+        self.stage, self.epoch, self.reason = stage, 0, reason
+
+
 class ReleaseRefused(RuntimeError):
     """The release would leak private data (e.g. a tokenizer fitted on the training texts)."""

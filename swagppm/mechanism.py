@@ -13,15 +13,21 @@ import torch
 from torch.nn import functional as F
 
 
-def normalise_risk(risk: torch.Tensor) -> torch.Tensor:
+def normalise_risk(risk: torch.Tensor, *, public_range: tuple[float, ...] | None = None) -> torch.Tensor:
     """f = (r − min r) / (max r − min r) in [0, 1]; all-equal risks give f = 0.
 
-    An infinite risk (a record some draw gives probability 0) is the riskiest
-    possible: f = 1, and the finite risks are normalised among themselves. NaN
-    risks are refused (a stage 1 that produced them is a failed fit).
+    With ``public_range = (lo, hi)`` the constants are public instead: f = clip((r −
+    lo) / (hi − lo), 0, 1), so each record's f depends on its own risk alone (the
+    private minimum and maximum are two records' risks). An infinite risk (a record
+    some draw gives probability 0) is the riskiest possible: f = 1, and the finite
+    risks are normalised among themselves. NaN risks are refused (a stage 1 that
+    produced them is a failed fit).
     """
     if torch.isnan(risk).any():
         raise ValueError("risk contains NaN")
+    if public_range is not None:
+        floor, ceiling = public_range
+        return ((risk - floor) / (ceiling - floor)).clamp(0.0, 1.0)
     infinite = torch.isinf(risk) & (risk > 0)
     finite = risk[~infinite]
     if finite.numel() == 0:
@@ -39,9 +45,13 @@ def privacy_weights(normalised_risk: torch.Tensor, *, c: float, g: float = 0.0) 
     return (c * (1.0 - normalised_risk) + g).clamp(0.0, 1.0)
 
 
-def weighted_nll(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """The batch loss mean_i(w_i · NLL_i), deliberately not divided by Σw (that would cancel c)."""
+def weighted_nll(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, *,
+                 bound: float | None = None) -> torch.Tensor:
+    """The batch loss mean_i(w_i · min(NLL_i, B)), deliberately not divided by Σw (that would cancel c); B is the
+    public ``nll_bound`` of a bounded likelihood (None: unbounded)."""
     nll = F.cross_entropy(logits.float(), labels, reduction="none")
+    if bound is not None:
+        nll = nll.clamp(max=bound)
     return (weights * nll).mean()
 
 
@@ -51,7 +61,8 @@ def weighted_delta(nll: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 
 
 def epsilon_from_series(max_delta: torch.Tensor) -> float:
-    """ε = 2 · max over draws of the max delta."""
+    """ε = 2 · max over draws of the max delta: an order statistic of the draws (it grows with their number), an
+    estimate, never a bound."""
     return 2.0 * float(max_delta.max())
 
 

@@ -48,8 +48,10 @@ class Resources:
 
     ``tokens`` are the (train, test) token splits; ``train`` and ``test`` are what
     training and draws run on (the tokens, or the cached outputs of a frozen
-    part). ``close()`` (or leaving a ``with`` block) frees the model and the device
-    tensors. ``setup_seconds`` is how long building took.
+    part). ``stage1_split`` is what stage 1 fits on: the training split, or the public
+    records of ``[data] risk_source`` (read and checked on first use). ``close()`` (or
+    leaving a ``with`` block) frees the model and the device tensors.
+    ``setup_seconds`` is how long building took.
     """
 
     def __init__(self, config: SWAGPPMConfig) -> None:
@@ -74,6 +76,7 @@ class Resources:
                              device=self.device),
         )
         self.train, self.test = self._splits()
+        self._public_stage1: tuple[Split, str] | None = None
         on_cuda = self.device.type == "cuda"
         self.net = Net(self.bundle.model, self.bundle.head, device=self.device, amp=config.amp and on_cuda,
                        graphs=config.cuda_graphs and on_cuda, compile_eval=config.compile_eval and on_cuda,
@@ -90,7 +93,7 @@ class Resources:
         """Drop the model and every tensor (device memory is freed once nothing else refers to them); let the private
         cache go."""
         self.cache.release()
-        for name in ("bundle", "net", "tokens", "train", "test"):
+        for name in ("bundle", "net", "tokens", "train", "test", "_public_stage1"):
             self.__dict__.pop(name, None)
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
@@ -106,16 +109,47 @@ class Resources:
         return {"device": self.device.type, "threads": self.threads if on_cpu else None, "versions": versions(),
                 "code": code_digest()}
 
+    @property
+    def stage1_split(self) -> Split:
+        """What stage 1 fits on: the private training split, or the public risk source's records."""
+        return self.train if self.config.data.risk_source is None else self._public_source()[0]
+
+    @property
+    def stage1_source_digest(self) -> str | None:
+        """The public risk source's content digest (part of stage 1's cache key), None without one."""
+        return None if self.config.data.risk_source is None else self._public_source()[1]
+
+    def _public_source(self) -> tuple[Split, str]:
+        """The records of ``[data] risk_source`` as training runs on them (tokens or cached inputs), and their
+        content digest: read and checked (no private record among them) once."""
+        if self._public_stage1 is None:
+            from swagppm.data.public import read_public_records
+
+            source = self.config.data.risk_source
+            assert source is not None
+            records = read_public_records(source, data=self.data, config=self.config.data, seed=self.config.seed,
+                                          tokenizer=self.bundle.tokenizer, device=self.device)
+            split = records.split if self.bundle.head is None else \
+                self._cached_inputs({"public": (records.split, records.labels)}, extra=records.digest)["public"]
+            self._public_stage1 = (split, records.digest)
+        return self._public_stage1
+
     def _splits(self) -> tuple[Split, Split]:
         """What training and draws run on: tokens, or the frozen part's outputs computed once and cached."""
-        config, bundle = self.config, self.bundle
-        if bundle.head is None:
+        if self.bundle.head is None:
             return self.tokens
+        named = {"train": (self.tokens[0], self.data.train_labels), "test": (self.tokens[1], self.data.test_labels)}
+        splits = self._cached_inputs(named, extra=self.data.data_hash)
+        return splits["train"], splits["test"]
+
+    def _cached_inputs(self, named: dict[str, tuple[Split, np.ndarray]], *, extra: str) -> dict[str, Split]:
+        """The frozen part's outputs for each named token split, computed once and kept in the private cache (keyed
+        by ``extra``, the records' digest, the model and its settings)."""
+        config, bundle = self.config, self.bundle
         model = {k: v for k, v in dataclasses.asdict(config.model).items() if k != "name_or_path"}
         kind = "features" if bundle.cached_layers is None else "hidden"
-        key = cache_key(kind, self.data.data_hash, bundle.fingerprint, model, config.data.max_length,
-                        self.result_settings())
-        named = {"train": (self.tokens[0], self.data.train_labels), "test": (self.tokens[1], self.data.test_labels)}
+        key = cache_key(kind, extra, bundle.fingerprint, model, config.data.max_length, self.result_settings(),
+                        sorted(named))
 
         def compute() -> dict[str, Any]:
             if bundle.cached_layers is None:
@@ -132,8 +166,6 @@ class Resources:
 
         payload, _ = self.cache.get_or_compute(kind, key, compute, validate=valid)
         if bundle.cached_layers is None:
-            train, test = (Split(payload[name], labels, None, self.device) for name, (_, labels) in named.items())
-        else:
-            train, test = (HiddenSplit(payload[name]["states"], labels, payload[name]["lengths"].numpy(), self.device)
-                           for name, (_, labels) in named.items())
-        return train, test
+            return {name: Split(payload[name], labels, None, self.device) for name, (_, labels) in named.items()}
+        return {name: HiddenSplit(payload[name]["states"], labels, payload[name]["lengths"].numpy(), self.device)
+                for name, (_, labels) in named.items()}

@@ -19,14 +19,14 @@ from pathlib import Path
 from swagppm.config import SWAGPPMConfig
 from swagppm.evaluate import probes
 from swagppm.evaluate.probes import RecordLosses
+from swagppm.posteriors.base import Posterior
 from swagppm.releases.selection import check_public_set
 from swagppm.releases.staging import claim
-from swagppm.releases.writer import ReleaseSpec, check_release, stage
+from swagppm.releases.writer import NO_AUDIT, ReleaseSpec, check_release, stage
 from swagppm.resources import Resources
 from swagppm.stage1 import Preparation, Stage1, compute_or_load, stage1_key
 from swagppm.stage2 import DrawsCallback, Fit, SWAGPPMResult, fit
 from swagppm.train.engine import EpochCallback
-from swagppm.train.swag import SWAGPosterior
 from swagppm.train.timing import StageTimer
 from swagppm.trial import TrialParams
 
@@ -138,7 +138,7 @@ class Session(Resources):
             yield
 
 
-def _posterior(fit: Fit) -> SWAGPosterior:
+def _posterior(fit: Fit) -> Posterior:
     if fit.posterior is None:
         raise ValueError(f"the fit failed, it has no posterior: {fit.result.failure}")
     return fit.posterior
@@ -178,4 +178,4 @@ def release(config: SWAGPPMConfig, params: TrialParams, spec: ReleaseSpec, *, ou
             check_public_set(session, spec.public_eval)
         fit = session.fit(params, progress=progress)
         with stage(session, fit, target, spec) as staged:
-            return staged.commit(audit=None)
+            return staged.commit(audit=NO_AUDIT)

@@ -23,7 +23,8 @@ from swagppm.provenance import stage1_fingerprint
 from swagppm.resources import Resources
 from swagppm.train import rng
 from swagppm.train.engine import sweep_draws
-from swagppm.train.finetune import fine_tune_and_swag
+from swagppm.train.finetune import fine_tune_and_fit
+from swagppm.train.rng import SeededNoise
 from swagppm.train.timing import StageTimer
 from swagppm.utility import f1_pair
 
@@ -92,8 +93,9 @@ def stage1_key(resources: Resources) -> str:
     """The cache key of ``resources``' stage 1: the data, the settings that change it, weights, versions, code."""
     config = resources.config
     settings = stage1_settings(config, on_cpu=resources.device.type == "cpu")  # each field says (swagppm.config)
+    source = resources.stage1_source_digest
     return cache_key("stage1", resources.data.data_hash, resources.bundle.fingerprint, settings,
-                     config.learning_rates, resources.result_settings())
+                     config.learning_rates, resources.result_settings(), *([source] if source else []))
 
 
 def compute_or_load(resources: Resources, *, progress: bool | None = None) -> Stage1:
@@ -112,7 +114,9 @@ def compute_or_load(resources: Resources, *, progress: bool | None = None) -> St
 
 
 def _compute(resources: Resources, *, progress: bool | None) -> Stage1:
-    """Steps 1-3 from the base model: fine-tune (the baseline is taken here), SWAG 1, then the risk draws."""
+    """Steps 1-3 from the base model: fine-tune (the baseline is taken here), SWAG 1, then the risk draws of the
+    private training records. With ``[data] risk_source`` the fine-tune and SWAG 1 run on those public records
+    instead, so each private record's risk depends on that record alone."""
     config, bundle, net, data = resources.config, resources.bundle, resources.net, resources.data
     baseline: dict[str, Any] = {}
 
@@ -123,12 +127,13 @@ def _compute(resources: Resources, *, progress: bool | None) -> Stage1:
 
     bundle.reset()
     timer = StageTimer(resources.device)
-    posterior, history = fine_tune_and_swag(
-        net, resources.train, config, stage="stage1", epochs=config.stage1_epochs, seed=config.seed, timer=timer,
+    posterior, history = fine_tune_and_fit(
+        net, resources.stage1_split, config, stage="stage1", epochs=config.stage1_epochs, seed=config.seed,
+        timer=timer,
         majority_rate=data.majority_rate, progress=progress, after_finetune=record_baseline)
     with timer("risk"):
         sweep = sweep_draws(net, resources.train, posterior, draws=config.draws_risk,
-                            generator=rng.generator(config.seed, "risk", device=resources.device),
+                            noise=SeededNoise(rng.generator(config.seed, "risk", device=resources.device)),
                             batch_size=config.eval_batch_size, desc="stage1: risk draws", progress=progress)
     risk = sweep.record_max.double().cpu()
     if torch.isnan(risk).any():

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from scorers import DEFAULT_SPIKE_Z, MIN_DRAWS, DiagnosisThresholds, Statistic
 from swagppm import ConfigError, SWAGPPMConfig
 from swagppm.config import check_choice, check_value, config_from_table, load_toml
+from swagppm.statement import claim_kind, proven_epsilon
 from tuner.samplers import SAMPLERS, sampler_traits
 from tuner.search import SearchSpace, StartPoint, check_finite
 from tuner.storage import JOURNAL, journal_path, masked_url, parse_url
@@ -271,6 +272,7 @@ class StudyConfig:
             raise ConfigError(f"{path}: [targets] require_well_fit = true needs [swagppm] draws_privacy of at least "
                               f"{MIN_DRAWS} (the scorers cannot judge a shorter max-delta series), got "
                               f"{fit.draws_privacy}; raise draws_privacy or set require_well_fit = false")
+        _check_proven_range(search, targets, fit, path)
         tracking = config_from_table(Tracking, _tracking_paths(document.get("tracking", {}), path),
                                      f"{path} [tracking]")
         return cls(path=path, study=study, search=search, targets=targets, fit=fit, tracking=tracking)
@@ -315,6 +317,25 @@ class StudyConfig:
             "targets": dataclasses.asdict(self.targets),
             "swagppm": self.fit.to_dict(),
         }
+
+
+def _check_proven_range(search: SearchSpace, targets: Targets, fit: SWAGPPMConfig, path: Path) -> None:
+    """With a proven claim every proposal's ε, 2·clip(c + g, 0, 1)·B, is known before any fit: a search range that
+    reaches above ε* is refused (the tuner never fits a configuration it knows is infeasible, and no feasibility
+    test on the data is left)."""
+    if claim_kind(posterior=fit.posterior, nll_bound=fit.nll_bound, public_risks=fit.public_risks) != "proven":
+        return
+    assert fit.nll_bound is not None  # a proven claim has one
+    g = search.g_max if search.g_max is not None else search.g
+    largest = proven_epsilon(c=search.c_max, g=g, nll_bound=fit.nll_bound)
+    if largest > targets.epsilon_cap:
+        room = targets.epsilon_cap / (2 * fit.nll_bound) - g
+        advice = f"set [search] c_max <= {room:.4g}" if room > search.c_min else \
+            "lower [swagppm] nll_bound or raise the cap"
+        raise ConfigError(f"{path} [search]: with a proven claim (exact sampler, nll_bound = {fit.nll_bound:g}, "
+                          f"public risks) a trial's epsilon is 2 x clip(c + g, 0, 1) x B, known before any fit, and "
+                          f"c_max = {search.c_max:g} reaches {largest:.4g}, above epsilon* = "
+                          f"{targets.epsilon_cap:g}: {advice}")
 
 
 def _names(**traits: bool) -> str:

@@ -71,7 +71,8 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "tuning": tuning,
         "privacy_statement": privacy_statement(
             epsilon=record.epsilon, epsilon_is_lower_bound=record.epsilon_is_lower_bound,
-            trainable=config.fit.model.trainable, tuning=tuning),
+            trainable=config.fit.model.trainable, posterior=record.posterior, proven=record.proven_epsilon,
+            tuning=tuning),
         "data_hash": record.data_hash,
         "seeds": {"fit": record.seed, "sampler": config.study.seed},
         "device": record.device,

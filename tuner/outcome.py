@@ -133,7 +133,10 @@ class Outcome:
             max_delta_series=tuple(float(x) for x in result.max_delta), f1_macro_draws=tuple(result.f1_macro),
             f1_weighted_draws=tuple(result.f1_weighted), constraints=dict(self.constraints),
             unmeasured=self.unmeasured, public_score=self.checks.public_score,
-            audit_epsilon_bound=self.checks.audit_epsilon_bound,
+            audit_epsilon_bound=self.checks.audit_epsilon_bound, posterior=result.posterior,
+            prior_scale=result.prior_scale if math.isfinite(result.prior_scale) else None, nll_bound=result.nll_bound,
+            proven_epsilon=result.proven_epsilon,
+            diagnostics=dict(result.diagnostics),
         )
 
     def attributes(self) -> dict[str, Any]:
@@ -148,9 +151,12 @@ class Outcome:
             head += f" g={result.g:.3f}"
         if result.failure:
             return f"{head}  catastrophic: {result.failure}  {result.timings.get('total', 0.0):.1f}s"
-        bound = ">=" if result.epsilon_is_lower_bound else "="
-        text = f"{head}  eps{bound}{result.epsilon:7.3f}"
-        text += refuted_note(result.epsilon, self.checks.audit_epsilon_bound)
+        if result.proven_epsilon is not None:
+            text = f"{head}  eps<={result.proven_epsilon:7.3f} (proven)"
+        else:
+            bound = ">=" if result.epsilon_is_lower_bound else "="
+            text = f"{head}  eps{bound}{result.epsilon:7.3f}"
+            text += refuted_note(result.epsilon, self.checks.audit_epsilon_bound)
         if self.utility is not None and result.f1_macro:
             text += (f"  F1 macro {self.utility.statistic} {self.utility.macro:.3f} (baseline "
                      f"{result.baseline_f1_macro:.3f}), weighted {self.utility.weighted:.3f} (baseline "
@@ -190,11 +196,23 @@ def judge(result: SWAGPPMResult, *, targets: Targets, search: SearchSpace, accou
     ``checks.audit_epsilon_bound`` above ε* violates the ε constraint (the audit refutes ε*).
     """
     outcome = _judged(result, targets=targets, search=search)
+    if result.proven_epsilon is not None and not outcome.catastrophic:
+        outcome = _proven(outcome, result.proven_epsilon, targets)
     if accounted and not outcome.catastrophic:
         outcome = _accounted(outcome)
     if checks.audit_epsilon_bound is not None:
         outcome = _audited(outcome, checks.audit_epsilon_bound, targets.epsilon_cap, search)
     return dataclasses.replace(outcome, checks=checks, cap=targets.epsilon_cap)
+
+
+def _proven(outcome: Outcome, proven: float, targets: Targets) -> Outcome:
+    """A proven ε judges the trial's privacy without the data: ε* against the theorem's bound, and no test on the
+    measured max-delta series (its verdict is shown, never used to decide)."""
+    constraints = {**outcome.constraints, "fit_spread": 0.0, "fit_spikes": 0.0,
+                   "epsilon": min(scorers.CONSTRAINT_CAP, proven / targets.epsilon_cap - 1.0)}
+    why = (f"proven epsilon <= {proven:.4g} (2 x clip(c + g, 0, 1) x B, known before the fit) judged against "
+           f"epsilon* = {targets.epsilon_cap:g}; the measured series is not a test here")
+    return dataclasses.replace(outcome, constraints=constraints, reasons=(*outcome.reasons, why))
 
 
 def _accounted(outcome: Outcome) -> Outcome:

@@ -117,6 +117,11 @@ class TrialRecord:
     unmeasured: tuple[str, ...] = ()  # required targets an ε early stop left unmeasured (stored as violated)
     public_score: float | None = None  # macro-F1 of one secret draw on public evaluation data (accounted studies)
     audit_epsilon_bound: float | None = None  # the membership audit's ε lower bound of one secret draw (require_audit)
+    posterior: str = "swag"  # the posterior the draws came from (swagppm.posteriors.kinds)
+    prior_scale: float | None = None  # its prior's scale s (None: the flat prior, s = inf)
+    nll_bound: float | None = None  # the public bound B on each record's NLL (None: unbounded)
+    proven_epsilon: float | None = None  # 2·clip(c+g, 0, 1)·B when the trial's ε is proven, not estimated
+    diagnostics: dict[str, float] = field(default_factory=dict)  # the posterior fit's aggregates (split-R̂, ESS, ...)
 
     def attrs(self) -> dict[str, Any]:
         """JSON-ready user attributes (constraints flattened as ``constraint_<key>`` for the dashboard)."""
@@ -148,8 +153,11 @@ class TrialRecord:
 
     @property
     def ranking_epsilon(self) -> float:
-        """What a trial is ranked and judged by: the larger of its measured ε and its audit's ε lower bound
-        (``require_audit``), so that a measured ε the audit refutes never ranks as the answer."""
+        """What a trial is ranked and judged by: its proven ε when it has one (a theorem, known before the fit), else
+        the larger of its measured ε and its audit's ε lower bound (``require_audit``), so that a measured ε the audit
+        refutes never ranks as the answer."""
+        if self.proven_epsilon is not None:
+            return self.proven_epsilon
         return max(self.epsilon_or_inf, self.audit_epsilon_bound or 0.0)
 
 

@@ -44,9 +44,12 @@ def result_of(trial: optuna.trial.FrozenTrial, record: TrialRecord, *, search: S
     from swagppm import SWAGPPMResult
 
     params = search.params_of(trial.params, seed=record.seed)
+    scale = record.prior_scale if record.prior_scale is not None else params.prior_scale
     return SWAGPPMResult(
-        c=params.c, g=params.g, ft_epochs=params.ft_epochs, seed=record.seed,
-        epsilon=record.epsilon_or_inf, max_delta=list(record.max_delta_series), f1_macro=list(record.f1_macro_draws),
+        c=params.c, g=params.g, ft_epochs=params.ft_epochs, seed=record.seed, posterior=record.posterior,
+        prior_scale=float("inf") if scale is None else scale, nll_bound=record.nll_bound,
+        proven_epsilon=record.proven_epsilon, diagnostics=dict(record.diagnostics), epsilon=record.epsilon_or_inf,
+        max_delta=list(record.max_delta_series), f1_macro=list(record.f1_macro_draws),
         f1_weighted=list(record.f1_weighted_draws), baseline_f1_macro=record.baseline_f1_macro,
         baseline_f1_weighted=record.baseline_f1_weighted, epsilon_is_lower_bound=record.epsilon_is_lower_bound,
         draws_skipped=record.draws_skipped, failure=record.failure, stage1_cache_hit=record.stage1_cache_hit,

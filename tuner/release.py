@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import scorers
 from scorers import PrivacyAudit
 from tuner.audit import BASELINE, RELEASE, audit_document, audit_losses, refusal
 from tuner.ledger import AUDIT_ENTRY, RELEASE_ENTRY, Ledger
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from swagppm.releases.writer import ReleaseSpec
     from swagppm.resources import Resources
     from swagppm.stage2 import Fit
+    from swagppm.statement import AuditVerdict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,13 +86,54 @@ def release(resources: Resources, fit: Fit, target: ReleaseTarget, request: Rele
                                epsilon_lower_bound=audits[RELEASE].epsilon_lower_bound)
         measured_refuted = audits[RELEASE].refutation(measured) is not None
         document = audit_document(audits, epsilon_cap=cap, audits_run=audit_count(ledger) + 1)
-        path = staged.commit(audit="passed" if refutation is None else "forced", owner={
+        verdict = audit_verdict(audits[RELEASE], cap=cap, forced=refutation is not None, spec=spec,
+                                test_size=resources.config.data.test_size)
+        path = staged.commit(audit=verdict, owner={
             "audit": {**document, "forced": refutation is not None, "measured_epsilon": measured,
                       "refutes_the_measured_epsilon": measured_refuted,
-                      "measured_sentence": audits[RELEASE].sentence(measured)},
+                      "measured_sentence": audits[RELEASE].sentence(measured),
+                      "card_sentence": verdict.sentence(epsilon_cap=cap),
+                      **against_baseline(audits)},
             "ledger": ledger.summary()})
         attempt.outcome = "released" if refutation is None else "forced"
     return Released(path=path, audit=audits, measured_refuted=measured_refuted)
+
+
+def audit_verdict(audit: PrivacyAudit, *, cap: float, forced: bool, spec: ReleaseSpec,
+                  test_size: float) -> AuditVerdict:
+    """The card's words for the release's audit: passed, forced or untestable (the cap at or above the ceiling at
+    this split), with the ceiling at the study's declared public record bound when it has one."""
+    from swagppm.statement import AuditVerdict
+
+    bound = spec.max_records
+    ceiling = None if bound is None else public_ceiling(bound, test_size=test_size)
+    return AuditVerdict(outcome="forced" if forced else "passed", testable=audit.testable(cap),
+                        public_ceiling=ceiling, public_records=bound)
+
+
+def public_ceiling(records: int, *, test_size: float) -> float:
+    """The audit's ceiling at a public number of records split as the study splits them: at least the ceiling at
+    any smaller split (it grows with the counts), so it may be published where the actual one may not."""
+    non_members = max(1, math.ceil(records * test_size))
+    return scorers.audit_ceiling(max(1, records - math.floor(records * test_size)), non_members)
+
+
+def against_baseline(audits: Mapping[str, PrivacyAudit]) -> dict[str, Any]:
+    """The released draw's and the non-private baseline's audit bounds side by side, and whether the release is below
+    the baseline (if not, the release has not been shown to reduce membership leakage at all)."""
+    released, baseline = audits[RELEASE].epsilon_lower_bound, audits[BASELINE].epsilon_lower_bound
+    below = released < baseline
+    return {"released_epsilon_lower_bound": released, "baseline_epsilon_lower_bound": baseline,
+            "below_the_baseline": below, "ceiling_at_this_split": audits[RELEASE].ceiling,
+            "baseline_sentence": baseline_sentence(released, baseline)}
+
+
+def baseline_sentence(released: float, baseline: float) -> str:
+    """One sentence comparing the release's audit bound with the non-private baseline's."""
+    if released < baseline:
+        return (f"the released draw's audit bound {released:.3g} is below the non-private baseline's {baseline:.3g}")
+    return (f"the released draw's audit bound {released:.3g} is not below the non-private baseline's {baseline:.3g}: "
+            "this release has not been shown to reduce membership leakage at all")
 
 
 @dataclass(kw_only=True)

@@ -64,6 +64,7 @@ def report_html(study: optuna.Study, config: StudyConfig, *,
         chosen = TrialRecord.of(best)
         assert chosen is not None  # a feasible trial was judged
         statement = privacy_statement(epsilon=chosen.epsilon, trainable=config.fit.model.trainable,
+                                      posterior=chosen.posterior, proven=chosen.proven_epsilon,
                                       tuning=tuning_cost(study, config))
         refuted = refuted_note(chosen.epsilon, audit_bounds(study.user_attrs, best.number, chosen))
         parts.append(f"<p><b>Chosen configuration:</b> trial {best.number}, c = {best.params['c']:.4g}, "

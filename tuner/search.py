@@ -49,6 +49,8 @@ class SearchSpace:
     """``[search]``: the ranges of c, fine-tuning epochs and (optionally) g, and the start points.
 
     g is searched only when ``g_min``/``g_max`` are given; otherwise it stays at ``g``.
+    The prior's scale s is searched (log-uniform) only when ``prior_scale_min``/
+    ``prior_scale_max`` are given; otherwise every trial uses ``[swagppm] prior_scale``.
     ``probe`` adds one start point after ``start`` (see ``start_points``).
     ``epochs_step``, ``c_step`` and ``restart_epochs`` are the guide's flowchart moves,
     used by the ``flowchart`` sampler and for every trial's recommendation; half a
@@ -64,6 +66,8 @@ class SearchSpace:
     g: float = 0.0
     g_min: float | None = None
     g_max: float | None = None
+    prior_scale_min: float | None = None
+    prior_scale_max: float | None = None
     start: tuple[StartPoint, ...] = (StartPoint(GUIDE.start_c, GUIDE.start_epochs),)
     probe: bool = True
     epochs_step: int = GUIDE.epochs_step
@@ -71,7 +75,8 @@ class SearchSpace:
     restart_epochs: int = GUIDE.restart_epochs
 
     def __post_init__(self) -> None:
-        check_finite("search", self, ("c_min", "c_max", "g", "g_min", "g_max", "c_step"))
+        check_finite("search", self, ("c_min", "c_max", "g", "g_min", "g_max", "c_step", "prior_scale_min",
+                                      "prior_scale_max"))
         check_value(self.c_min > 0, "search.c_min", self.c_min, "positive")
         check_value(self.c_max > self.c_min, "search.c_max", self.c_max, f"greater than c_min = {self.c_min}")
         check_value(self.ft_epochs_min >= 1, "search.ft_epochs_min", self.ft_epochs_min, "at least 1")
@@ -81,6 +86,13 @@ class SearchSpace:
             raise ConfigError("search.g_min and search.g_max: give both (to search g) or neither")
         if self.g_min is not None and self.g_max is not None:
             check_value(self.g_max > self.g_min, "search.g_max", self.g_max, f"greater than g_min = {self.g_min}")
+        if (self.prior_scale_min is None) != (self.prior_scale_max is None):
+            raise ConfigError("search.prior_scale_min and search.prior_scale_max: give both (to search the prior's "
+                              "scale) or neither")
+        if self.prior_scale_min is not None and self.prior_scale_max is not None:
+            check_value(self.prior_scale_min > 0, "search.prior_scale_min", self.prior_scale_min, "positive")
+            check_value(self.prior_scale_max > self.prior_scale_min, "search.prior_scale_max", self.prior_scale_max,
+                        f"greater than prior_scale_min = {self.prior_scale_min}")
         check_value(self.epochs_step >= 1, "search.epochs_step", self.epochs_step, "at least 1")
         check_value(self.c_step > 0, "search.c_step", self.c_step, "positive")
         check_value(self.ft_epochs_min <= self.restart_epochs <= self.ft_epochs_max, "search.restart_epochs",
@@ -100,16 +112,24 @@ class SearchSpace:
     def searches_g(self) -> bool:
         return self.g_min is not None
 
+    @property
+    def searches_prior_scale(self) -> bool:
+        return self.prior_scale_min is not None
+
     def suggest(self, trial: BaseTrial) -> TrialParams:
         """The one place a trial's parameters are proposed: c (log-uniform with ``c_log``), the FT epochs and, when
-        searched, g (else the fixed ``g``, never stored as a parameter)."""
+        searched, g (else the fixed ``g``, never stored as a parameter) and the prior's scale (log-uniform; else the
+        configuration's)."""
         c = trial.suggest_float("c", self.c_min, self.c_max, log=self.c_log)
         epochs = trial.suggest_int("ft_epochs", self.ft_epochs_min, self.ft_epochs_max)
         g = trial.suggest_float("g", self.g_min, self.g_max) if self.searches_g else self.g  # type: ignore[arg-type]
-        return TrialParams(c=c, ft_epochs=epochs, g=g)
+        scale = trial.suggest_float("prior_scale", self.prior_scale_min, self.prior_scale_max,  # type: ignore[arg-type]
+                                    log=True) if self.searches_prior_scale else None
+        return TrialParams(c=c, ft_epochs=epochs, g=g, prior_scale=scale)
 
     def params_of(self, params: Mapping[str, Any], *, seed: int | None = None) -> TrialParams:
-        """A stored trial's parameters read back, with this search's fixed g where the trial stored none."""
+        """A stored trial's parameters read back, with this search's fixed g where the trial stored none (the prior's
+        scale, when not searched, is the configuration's)."""
         return TrialParams.from_params(params, g=self.g, seed=seed)
 
     def start_points(self) -> tuple[StartPoint, ...]:

@@ -11,10 +11,12 @@ Three modes (METHOD.md, "Privacy of the whole procedure"), in ``tuning_cost``'s 
   bound on the number of records (``default_delta``), never from the private count.
 * ``unaccounted``: anything else (adaptive samplers on private scores): no total.
 
-The study's *claim* (``CLAIM``: the cap ε*, the mode, whether the data are public, δ)
-is stored when the study is created and compared with the study file on every later
-command (``verify_claim``): a cap edited after results were seen is refused, and a
-rejudged study may rank at another cap but releases claim the one fixed at creation.
+The study's *claim* (``CLAIM``: the cap ε*, the mode, whether the data are public, δ,
+and the pseudo posterior: the posterior, the prior's scale or its searched range, the
+NLL bound, whether the risks are public) is stored when the study is created and
+compared with the study file on every later command (``verify_claim``): a cap edited
+after results were seen is refused, and a rejudged study may rank at another cap but
+releases claim the one fixed at creation.
 
 The mapping's ``PUBLIC_KEYS`` may be published; the statement names neither K nor trial
 counts nor any measured ε. Every other key (trials run by state, K, the largest trial
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import secrets
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -84,12 +87,16 @@ def study_claim(config: StudyConfig) -> dict[str, Any]:
     """What a study file says its releases may claim: the cap ε*, the mode, whether the data are public, δ (from
     ``accounting_delta`` or the public bound ``max_records``; None when neither is declared) and, when accounted,
     the hidden trial count's distribution."""
-    settings, mode = config.study, mode_of(config)
+    settings, mode, fit = config.study, mode_of(config), config.fit
     delta = settings.accounting_delta or (default_delta(settings.max_records) if settings.max_records else None)
-    claim = {"epsilon_cap": config.targets.epsilon_cap, "mode": mode, "data_public": config.fit.data.public,
+    search = config.search
+    scale = [search.prior_scale_min, search.prior_scale_max] if search.searches_prior_scale else fit.prior_scale
+    claim = {"epsilon_cap": config.targets.epsilon_cap, "mode": mode, "data_public": fit.data.public,
              "delta": delta, "max_records": settings.max_records,
              "accounting": {"trials_shape": settings.trials_shape, "trials_mean": settings.trials_mean}
-             if mode == ACCOUNTED else None}
+             if mode == ACCOUNTED else None,
+             "posterior": fit.posterior, "prior_scale": None if scale == math.inf else scale,
+             "nll_bound": fit.nll_bound, "public_risks": fit.public_risks}
     return json.loads(json.dumps(claim))  # as the storage gives it back
 
 
@@ -118,18 +125,25 @@ def verify_claim(study: optuna.Study, config: StudyConfig) -> None:
     """
     stored, wanted = claim_of(study), study_claim(config)
     stored_view = {**stored, "epsilon_cap": stored.get("ranked_at", stored["epsilon_cap"])}
+    if "posterior" not in stored:
+        raise ConfigError(f"the study {study.study_name!r} was created by an older swagppm-tune, before its claim "
+                          "fixed the posterior, the prior and the likelihood's bound; run it again under a new "
+                          "[study] name")
     stored_view.pop("ranked_at", None)
     changed = [key for key in wanted if stored_view.get(key) != wanted[key]]
     if changed:
         raise ConfigError(
             f"{config.path}: the study {config.study.name!r} in {masked_url(config.storage_url)} was created with "
             f"{_shown(stored_view, changed)}, but the file now says {_shown(wanted, changed)}; the cap, the mode, "
-            "whether the data are public and the accounting are fixed when a study is created (a cap chosen after "
-            "results were seen is not one declared before any fit): restore the file or use a new [study] name")
+            "whether the data are public, the accounting and the pseudo posterior (posterior, prior, bound, public "
+            "risks) are fixed when a study is created (a cap chosen after results were seen is not one declared "
+            "before any fit): restore the file or use a new [study] name")
 
 
 _WHERE = {"epsilon_cap": "[targets] epsilon_cap", "mode": "mode", "data_public": "[data] public", "delta": "delta",
-          "max_records": "[study] max_records", "accounting": "accounting"}
+          "max_records": "[study] max_records", "accounting": "accounting", "posterior": "[swagppm] posterior",
+          "prior_scale": "the prior's scale ([swagppm] prior_scale or [search] prior_scale_min/max)",
+          "nll_bound": "[swagppm] nll_bound", "public_risks": "public risks ([data] risk_source, [swagppm] risk_range)"}
 
 
 def _shown(claim: Mapping[str, Any], keys: list[str]) -> str:

@@ -93,8 +93,10 @@ def draw_spread(posterior: Any) -> float:
     """‖θ_d − μ‖ of one seeded SWAG 2 draw: how much noise a release adds to the mean."""
     import torch
 
-    theta = posterior.sample(torch.Generator(device=posterior.mean.device).manual_seed(0))
-    return float((theta.double() - posterior.mean.double()).norm())
+    from swagppm.train.rng import SeededNoise
+
+    theta = posterior.draw(SeededNoise(torch.Generator(device=posterior.centre.device).manual_seed(0)))
+    return float((theta.double() - posterior.centre.double()).norm())
 
 
 @contextmanager

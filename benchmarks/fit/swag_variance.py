@@ -43,13 +43,13 @@ class _Spread:
 @contextlib.contextmanager
 def variance_formula(old: bool) -> Iterator[None]:
     """Fits inside use the old float32 σ² = s − μ² (``old``) or the shipped centred one; σ is recorded either way."""
-    from swagppm.train import swag
+    from swagppm.posteriors import swag
 
     original_collect, original_variance = swag.SWAGPosterior.collect, swag.SWAGPosterior.variance
 
     def collect(self: Any, module: Any) -> None:
         original_collect(self, module)
-        theta = torch.cat([p.detach().reshape(-1) for _, p in self._select(module)]).to(self.dtype)
+        theta = self.view.read(module).to(self.dtype)
         if self.num_snapshots == 1:
             self._squares = torch.zeros_like(theta)
             _Spread.snapshots = []

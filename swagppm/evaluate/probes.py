@@ -2,7 +2,7 @@
 
 Scores are aggregates (F1 overall and of the class-size quartiles) and may be
 reported; ``RecordLosses`` are per record and stay in memory. A probe that loads
-posterior draws into the model puts the SWAG mean back afterwards.
+posterior draws into the model puts the posterior's centre back afterwards.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from torch import nn
 
 from swagppm.data.prepare import PreparedData
 from swagppm.models.build import ModelBundle
+from swagppm.posteriors.base import Posterior
 from swagppm.resources import Resources
 from swagppm.train import engine, rng
 from swagppm.train.engine import Net, Split
 from swagppm.train.finetune import epoch_lines
-from swagppm.train.swag import SWAGPosterior
+from swagppm.train.rng import SeededNoise, secret_noise
 from swagppm.utility import class_report, f1_pair
 
 
@@ -67,14 +68,14 @@ def record_losses(bundle: ModelBundle, train: Split, test: Split, data: Prepared
                         member_classes=data.train_labels, non_member_classes=data.test_labels)
 
 
-def draw_scores(net: Net, test: Split, data: PreparedData, posterior: SWAGPosterior, *, draws: int, seed: int,
+def draw_scores(net: Net, test: Split, data: PreparedData, posterior: Posterior, *, draws: int, seed: int,
                 batch_size: int) -> list[dict[str, float]]:
     """``f1_scores`` of ``draws`` posterior draws seeded from ``seed`` (a stream of their own, not the utility one)."""
-    generator = rng.generator(seed, "compare", device=net.device)
+    noise = SeededNoise(rng.generator(seed, "compare", device=net.device))
     scores = []
     try:
         for _ in range(draws):
-            posterior.load_into(net.model, posterior.sample(generator))
+            posterior.load_into(net.model, posterior.draw(noise))
             scores.append(f1_scores(net, test, data, batch_size=batch_size))
     finally:
         posterior.restore_mean(net.model)
@@ -82,10 +83,11 @@ def draw_scores(net: Net, test: Split, data: PreparedData, posterior: SWAGPoster
 
 
 @contextmanager
-def secret_draw(posterior: SWAGPosterior, model: nn.Module) -> Iterator[None]:
-    """One draw with secret noise in ``model`` for a block (as a release draws it, never recorded); the mean after."""
+def secret_draw(posterior: Posterior, model: nn.Module) -> Iterator[None]:
+    """One draw with secret noise in ``model`` for a block (as a release draws it, never recorded); the centre
+    after."""
     try:
-        posterior.load_into(model, posterior.sample_secret())
+        posterior.load_into(model, posterior.draw(secret_noise()))
         yield
     finally:
         posterior.restore_mean(model)

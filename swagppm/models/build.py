@@ -33,9 +33,9 @@ from swagppm.errors import ConfigError
 from swagppm.models.partial import TopLayers
 from swagppm.models.pooled import PooledClassifier, PooledClassifierConfig
 from swagppm.models.tokenizer import fit_wordpiece_tokenizer
+from swagppm.posteriors.base import in_modules
 from swagppm.provenance import model_fingerprint, tensor_digest
 from swagppm.train.rng import seeded_global_rng
-from swagppm.train.swag import in_modules
 
 
 @dataclass(kw_only=True)

@@ -1,4 +1,4 @@
-"""SWAG (Maddox et al., 2019): a Gaussian over a module's trainable parameters.
+"""SWAG (Maddox et al., 2019): a Gaussian over the private parameters from the iterates of constant-step SGD.
 
 Exactly METHOD.md's estimator: running mean μ of the snapshots, the diagonal
 variance σ² = clamp(mean of (θ_k − μ)², 1e-30), and a deviation matrix D whose
@@ -8,88 +8,66 @@ difference cancels to rounding noise in float32. A draw is
 
     θ = μ + σ ⊙ z₁ / √2 + D z₂ / √(2(K − 1)),
 
-with z₁ ~ N(0, I_P), z₂ ~ N(0, I_K) and K = the number of columns kept (at most
-``rank``; older columns are overwritten first). D Dᵀ is never formed.
+with z₁ ~ N(0, I_P), z₂ ~ N(0, I_K) from the ``Noise`` it is handed and K = the number
+of columns kept (at most ``rank``; older columns are overwritten first). D Dᵀ is never
+formed. ``swag`` is the paper's procedure; its draws are not draws of the pseudo
+posterior (``kinds``), and the ``sgld`` posterior reuses this estimator on a Langevin
+chain's snapshots.
 """
 
 from __future__ import annotations
 
 import math
-import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
-from swagppm.train.rng import secret_normal
+from swagppm.posteriors.base import ParameterView, Posterior, PosteriorFit
+from swagppm.posteriors.registry import register_posterior
+from swagppm.train.rng import Noise
 
 
-def in_modules(name: str, modules: Sequence[str]) -> bool:
-    """Whether parameter ``name`` lies in one of the named submodules (or is one of them)."""
-    return any(name == m or name.startswith(m + ".") for m in modules)
+class SWAGPosterior(Posterior):
+    """Running SWAG statistics over the parameters of ``view``.
 
-
-class SWAGPosterior:
-    """Running SWAG statistics over the trainable parameters of a module.
-
-    The parameter set is fixed at the first ``collect``: every parameter with
-    ``requires_grad`` whose name lies under one of ``modules`` (all when ``None``).
     ``deviations_device="cpu"`` keeps D in host memory (pinned when CUDA is
-    available) for models whose (2 + K)·P numbers do not fit on the device.
+    available) for models whose (2 + K)·P numbers do not fit on the device. ``kind``
+    is "swag", or the name of the posterior whose chain the estimator summarises.
     """
 
     def __init__(
         self,
         *,
+        view: ParameterView,
         rank: int = 20,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
         deviations_device: torch.device | str | None = None,
-        modules: Sequence[str] | None = None,
+        kind: str = "swag",
     ) -> None:
         if rank < 2:
             raise ValueError(f"rank must be at least 2, got {rank}")
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"SWAG accumulates in float32 or float64, not {dtype}")
-        self.rank = rank
-        self.dtype = dtype
+        self.kind, self.view, self.rank, self.dtype = kind, view, rank, dtype
+        self.diagnostics: dict[str, float] = {}
         self._device = torch.device(device) if device is not None else None
         self._deviations_device = torch.device(deviations_device) if deviations_device is not None else None
-        self.modules = tuple(modules) if modules is not None else None
-        self.parameter_names: tuple[str, ...] = ()
-        self._shapes: tuple[torch.Size, ...] = ()
         self._mean: torch.Tensor | None = None
         self._m2: torch.Tensor | None = None  # Σ_k (θ_k − μ_{k−1})(θ_k − μ_k), Welford's centred sum
         self._deviations: torch.Tensor | None = None
         self.num_snapshots = 0
         self._factors: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
-        self._bound: tuple[weakref.ref[nn.Module], list[torch.Tensor]] | None = None
 
     # --- collection ------------------------------------------------------------------------
 
-    def _select(self, module: nn.Module) -> list[tuple[str, nn.Parameter]]:
-        chosen = []
-        for name, parameter in module.named_parameters():
-            if not parameter.requires_grad:
-                continue
-            if self.modules is not None and not in_modules(name, self.modules):
-                continue
-            chosen.append((name, parameter))
-        if not chosen:
-            where = f" under {list(self.modules)}" if self.modules is not None else ""
-            raise ValueError(f"no trainable parameters{where} to collect")
-        return chosen
-
     def collect(self, module: nn.Module) -> None:
         """Add the module's current parameters as one snapshot."""
-        selected = self._select(module)
-        names = tuple(name for name, _ in selected)
-        with torch.no_grad():
-            theta = torch.cat([p.detach().reshape(-1) for _, p in selected])
+        theta = self.view.read(module)
         if self._mean is None:
-            self.parameter_names = names
-            self._shapes = tuple(p.shape for _, p in selected)
             device = self._device or theta.device
             dev_device = self._deviations_device or device
             size = theta.numel()
@@ -99,8 +77,6 @@ class SWAGPosterior:
                 size, self.rank, dtype=self.dtype, device=dev_device,
                 pin_memory=dev_device.type == "cpu" and device.type == "cuda",
             )
-        elif names != self.parameter_names:
-            raise ValueError("the module's trainable parameters changed since the first snapshot")
         assert self._m2 is not None and self._deviations is not None
         theta = theta.to(device=self._mean.device, dtype=self.dtype)
         n = self.num_snapshots + 1
@@ -124,7 +100,7 @@ class SWAGPosterior:
 
     @property
     def num_parameters(self) -> int:
-        return 0 if self._mean is None else self._mean.numel()
+        return self.view.size
 
     @property
     def num_columns(self) -> int:
@@ -136,6 +112,10 @@ class SWAGPosterior:
         self._require()
         assert self._mean is not None
         return self._mean
+
+    @property
+    def centre(self) -> torch.Tensor:
+        return self.mean
 
     @property
     def variance(self) -> torch.Tensor:
@@ -150,6 +130,9 @@ class SWAGPosterior:
         self._require()
         assert self._deviations is not None
         return self._deviations[:, self._column_order()]
+
+    def numbers_per_parameter(self) -> float:
+        return 2.0 + self.rank
 
     def _column_order(self) -> list[int]:
         k = self.num_columns
@@ -167,28 +150,16 @@ class SWAGPosterior:
             self._factors = (self.variance.sqrt_().mul_(1.0 / math.sqrt(2.0)), columns, position)
         return self._factors
 
-    def sample(self, generator: torch.Generator) -> torch.Tensor:
-        """One flat draw θ (length P, in the accumulation dtype) from the explicit generator.
-
-        z₁ is drawn first, then z₂ (one value per column, in snapshot order), both on
-        the generator's device.
-        """
+    def draw(self, noise: Noise) -> torch.Tensor:
+        """One flat draw θ (length P, in the accumulation dtype): z₁ first, then z₂ (one value per column, in
+        snapshot order), both from ``noise``."""
         self._require(2)
-        z1 = torch.randn(self.mean.shape, generator=generator, device=generator.device, dtype=self.dtype)
-        z2 = torch.randn(self.num_columns, generator=generator, device=generator.device, dtype=self.dtype)
-        return self.draw(z1, z2)
+        z1 = noise.normal(self.num_parameters, dtype=self.dtype, device=self.mean.device)
+        z2 = noise.normal(self.num_columns, dtype=self.dtype, device=self.mean.device)
+        return self.draw_from(z1, z2)
 
-    def sample_secret(self) -> torch.Tensor:
-        """One draw whose noise comes from fresh OS entropy (``rng.secret_normal``): nothing can regenerate it."""
-        return self.draw(secret_normal(self.num_parameters, dtype=self.dtype),
-                         secret_normal(self.num_columns, dtype=self.dtype))
-
-    def draw(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
-        """θ = μ + σ ⊙ z₁ / √2 + D z₂ / √(2(K − 1)) for given standard-normal noise (z₂ in snapshot order).
-
-        ``sample`` feeds it seeded noise; a release feeds it secret noise that is
-        never stored.
-        """
+    def draw_from(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+        """θ = μ + σ ⊙ z₁ / √2 + D z₂ / √(2(K − 1)) for given standard-normal noise (z₂ in snapshot order)."""
         self._require(2)
         if z1.shape != self.mean.shape or z2.shape != (self.num_columns,):
             raise ValueError(f"noise of shapes {tuple(z1.shape)} and {tuple(z2.shape)}; expected "
@@ -202,61 +173,69 @@ class SWAGPosterior:
         alpha = 1.0 / math.sqrt(2.0 * (self.num_columns - 1))
         return theta.add_(low_rank.to(mean.device, non_blocking=True), alpha=alpha)
 
-    # --- writing into a module -------------------------------------------------------------
-
-    def load_into(self, module: nn.Module, theta: torch.Tensor) -> None:
-        """Write a flat vector (a draw or the mean) into the module's parameters, in place."""
-        self._require()
-        if theta.numel() != self.num_parameters:
-            raise ValueError(f"expected a vector of {self.num_parameters} values, got {theta.numel()}")
-        offset = 0
-        with torch.no_grad():
-            for target, shape in zip(self._targets(module), self._shapes):
-                count = target.numel()
-                target.copy_(theta[offset : offset + count].view(shape), non_blocking=True)
-                offset += count
-
-    def _targets(self, module: nn.Module) -> list[torch.Tensor]:
-        """The module's covered parameters in collection order, looked up once per module."""
-        if self._bound is None or self._bound[0]() is not module:
-            parameters = dict(module.named_parameters())
-            missing = [name for name in self.parameter_names if name not in parameters]
-            if missing:
-                raise ValueError(f"the module has no parameter(s) {missing[:3]} covered by this posterior")
-            self._bound = (weakref.ref(module), [parameters[name] for name in self.parameter_names])
-        return self._bound[1]
-
-    def restore_mean(self, module: nn.Module) -> None:
-        """Put the SWAG mean back into the module (e.g. after evaluating draws)."""
-        self.load_into(module, self.mean)
-
     # --- persistence -----------------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, object]:
+    def state_dict(self) -> dict[str, Any]:
         self._require()
-        return {
-            "rank": self.rank,
-            "dtype": str(self.dtype).removeprefix("torch."),
-            "modules": self.modules,
-            "parameter_names": self.parameter_names,
-            "shapes": [tuple(s) for s in self._shapes],
-            "num_snapshots": self.num_snapshots,
-            "mean": self._mean,
-            "m2": self._m2,
-            "deviations": self._deviations,
-        }
+        return {"kind": self.kind, "rank": self.rank, "dtype": str(self.dtype).removeprefix("torch."),
+                "view": self.view.state_dict(), "num_snapshots": self.num_snapshots, "mean": self._mean,
+                "m2": self._m2, "deviations": self._deviations}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if int(state["rank"]) != self.rank or getattr(torch, str(state["dtype"])) != self.dtype:
-            raise ValueError("state was saved with a different rank or dtype")
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a state, on this posterior's devices when it was built with some, else on the state's."""
+        self._device = getattr(self, "_device", None)
+        self._deviations_device = getattr(self, "_deviations_device", None)
         device = self._device or state["mean"].device
         dev_device = self._deviations_device or device
-        self.modules = state["modules"]
-        self.parameter_names = tuple(state["parameter_names"])
-        self._shapes = tuple(torch.Size(s) for s in state["shapes"])
+        self.rank, self.dtype = int(state["rank"]), getattr(torch, str(state["dtype"]))
+        self.kind, self.diagnostics = str(state["kind"]), {}
+        self.view = ParameterView.from_state_dict(state["view"])
         self.num_snapshots = int(state["num_snapshots"])
         self._mean = state["mean"].to(device)
         self._m2 = state["m2"].to(device)
         self._deviations = state["deviations"].to(dev_device)
         self._factors = None
-        self._bound = None
+
+
+@dataclass(kw_only=True)
+class SWAGFit(PosteriorFit):
+    """SWAG's fit: ``swag_epochs`` of constant-step SGD on the weighted loss (the prior in its gradients), one
+    snapshot at the end of each."""
+
+    posterior: SWAGPosterior = field(init=False)
+
+    def __post_init__(self) -> None:
+        context = self.context
+        config, net = context.config, context.net
+        self.epochs = config.swag_epochs
+        self.posterior = SWAGPosterior(view=context.view, rank=config.swag_rank,
+                                       dtype=getattr(torch, config.swag_dtype), device=net.device,
+                                       deviations_device=deviations_device(config, net, context.view.size))
+
+    def optimizer(self) -> torch.optim.Optimizer:
+        """Plain SGD at a constant learning rate, no weight decay (the prior comes through the gradients)."""
+        from swagppm.train.engine import sgd
+
+        config = self.context.config
+        return sgd(self.context.net, lr=config.learning_rates[1], momentum=config.swag_momentum)
+
+    def after_epoch(self, epoch: int) -> None:
+        self.posterior.collect(self.context.net.model)
+
+    def finish(self) -> SWAGPosterior:
+        return self.posterior
+
+
+@register_posterior("swag")
+def swag_fit(context: Any) -> SWAGFit:
+    return SWAGFit(context=context)
+
+
+def deviations_device(config: Any, net: Any, size: int) -> str | None:
+    """Where SWAG's deviation matrix lives: the host ("cpu", pinned) or the posterior's device (None)."""
+    choice = config.swag_deviations_device
+    if choice != "auto" or net.device.type != "cuda":
+        return "cpu" if choice == "cpu" else None
+    needed = size * config.swag_rank * torch.finfo(getattr(torch, config.swag_dtype)).bits // 8
+    free, _ = torch.cuda.mem_get_info(net.device)
+    return "cpu" if needed > free / 2 else None

@@ -23,16 +23,18 @@ from swagppm.releases.owner import label_names
 from swagppm.releases.staging import CARD_FORMAT_PREFIX
 from swagppm.statement import (
     CAVEATS,
-    MECHANISM,
     OWNER_REPORT,
     PUBLIC_HYPERPARAMETERS,
     PUBLIC_SELECTION_KEYS,
     PUBLIC_TUNING_KEYS,
     RELEASE_NOISE,
+    AuditVerdict,
+    PrivacyClaim,
+    mechanism,
     release_statement,
 )
 
-FORMAT = f"{CARD_FORMAT_PREFIX}2"
+FORMAT = f"{CARD_FORMAT_PREFIX}3"
 # why the usage snippet passes trust_remote_code=True, in one line
 REMOTE_CODE = ("`trust_remote_code=True`: the classifier's head ships as code in this folder "
                "(`modeling_*.py`, read it first), which transformers runs only when asked to")
@@ -44,27 +46,27 @@ def public_tuning(tuning: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def release_card(config: SWAGPPMConfig, *, hyperparameters: Mapping[str, float], drawn: tuple[str, ...],
-                 data_derived: bool, epsilon_cap: float, tuning: Mapping[str, Any] | None,
+                 data_derived: bool, claim: PrivacyClaim, tuning: Mapping[str, Any] | None,
                  selection: dict[str, Any] | None, public_evaluation: dict[str, Any] | None,
-                 audit: str) -> dict[str, Any]:
-    """The card of a released draw: ``hyperparameters`` (c, g, ft_epochs) were chosen before the fit; ``audit``
-    says in words whether the audit ran and passed (never a figure)."""
+                 audit: AuditVerdict) -> dict[str, Any]:
+    """The card of a released draw: ``hyperparameters`` (c, g, ft_epochs, the prior's scale) were chosen before the
+    fit; ``claim`` says what kind of statement it is and the cap; ``audit`` says in words whether the audit ran,
+    whether it could test the cap, and what it found (never a figure of it)."""
     tuned = public_tuning(tuning)
     selection = None if selection is None else {key: selection.get(key) for key in PUBLIC_SELECTION_KEYS}
     card: dict[str, Any] = {
         "format": FORMAT,
-        "hyperparameters": {key: hyperparameters[key] for key in PUBLIC_HYPERPARAMETERS},
-        "mechanism": MECHANISM,
+        "hyperparameters": {key: hyperparameters[key] for key in PUBLIC_HYPERPARAMETERS if key in hyperparameters},
+        "mechanism": mechanism(claim.posterior),
         "unit_of_privacy": "one training record",
         "base_model": _public_base(config.model.name_or_path),
         "private_parameters": {"trainable": config.model.trainable, "count": len(drawn), "names": list(drawn),
                                "all_others": "bit-identical to the public pretrained model (checked before writing)"},
-        "privacy_claim": {"epsilon_at_most": epsilon_cap,
-                          "meaning": "a cap declared before any fit; the measured epsilon was checked against it"},
+        "privacy_claim": claim.to_dict(),
         "tuning": tuned,
         "selection": selection,
         "utility": {"public_evaluation": public_evaluation} if public_evaluation else None,
-        "audit": audit,
+        "audit": audit.sentence(epsilon_cap=claim.epsilon_cap),
         "release_noise": RELEASE_NOISE,
         "tokenizer_data_derived": data_derived,
         "config": public_config(config),
@@ -73,7 +75,7 @@ def release_card(config: SWAGPPMConfig, *, hyperparameters: Mapping[str, float],
         "owner_report": OWNER_REPORT,
     }
     card["privacy_statement"] = release_statement(
-        epsilon_cap=epsilon_cap, trainable=config.model.trainable, private_parameters=len(drawn), tuning=tuned,
+        claim=claim, trainable=config.model.trainable, private_parameters=len(drawn), tuning=tuned,
         selection=selection, audit=audit)
     return card
 
@@ -105,8 +107,9 @@ def model_card(card: dict[str, Any], *, labels: tuple[str, ...], labels_public: 
     named += "" if labels_public else " (the class names are kept private; the data owner holds the mapping)"
     lines = [
         *meta, "---", "", "# A text classifier released under SWAG-PPM", "",
-        "One draw from a SWAG posterior fitted with privacy weights (SWAG-PPM): records whose loss is risky "
-        "were down-weighted before training, and the released parameters carry the posterior's noise.", "",
+        f"{card['privacy_claim']['statement']}", "",
+        "One posterior draw fitted with privacy weights (SWAG-PPM): records whose loss is risky were down-weighted "
+        "before training, and the released parameters carry the posterior's noise.", "",
         "## Use", "", "```python", "from transformers import pipeline", "",
         'classify = pipeline("text-classification", model="PATH/TO/THIS/FOLDER", truncation=True,',
         "                    trust_remote_code=True)",

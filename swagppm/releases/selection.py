@@ -1,6 +1,6 @@
 """Private selection of the released draw: the first secret draw to reach a utility threshold, random stopping.
 
-Liu & Talwar (2019): draw candidates from SWAG 2, score each on a *selection set*,
+Liu & Talwar (2019): draw candidates from the stage-2 posterior, score each on a *selection set*,
 release the first that reaches the threshold, and give up after a random number of
 candidates (geometric, so stopping after each miss is a coin flip). The procedure
 then costs a small multiple of one draw's ε (about 3ε), which the caller computes
@@ -19,21 +19,19 @@ released draw on a public evaluation set by the same rules.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from swagppm.config import PRIVATE_TEST, check_stop_probability
-from swagppm.data.sources import load_records
-from swagppm.errors import ConfigError, DataError, ReleaseRefused
+from swagppm.data.public import read_public_records
+from swagppm.errors import ConfigError, ReleaseRefused
+from swagppm.posteriors.base import Posterior
 from swagppm.resources import Resources
 from swagppm.train.engine import Net, Split
-from swagppm.train.swag import SWAGPosterior
+from swagppm.train.rng import secret_noise
 from swagppm.utility import f1_pair
 
 METRICS = ("f1_macro", "f1_weighted")
@@ -79,7 +77,7 @@ class _SelectionSet:
     private: bool
 
 
-def choose_draw(resources: Resources, posterior: SWAGPosterior,
+def choose_draw(resources: Resources, posterior: Posterior,
                 selection: Selection) -> tuple[dict[str, Any], dict[str, Any]]:
     """Load secret draws into the model until one reaches the threshold; that draw stays loaded.
 
@@ -90,7 +88,7 @@ def choose_draw(resources: Resources, posterior: SWAGPosterior,
     chosen = _selection_set(resources, selection.source)
     model = resources.bundle.model
     for tried in range(1, selection.rounds + 1):
-        posterior.load_into(model, posterior.sample_secret())
+        posterior.load_into(model, posterior.draw(secret_noise()))
         score = _scores(resources, chosen)[selection.metric]
         if score >= selection.threshold:
             return _public_description(selection, chosen, score), {"candidates_tried": tried, "score": score}
@@ -148,41 +146,7 @@ def _selection_set(resources: Resources, source: str) -> _SelectionSet:
 
 def _public_set(resources: Resources, source: str) -> _SelectionSet:
     """A file declared public, tokenised as in training; refused if a label is unknown or a text is private."""
-    data = resources.data
-    config = dataclasses.replace(resources.config.data, source=source, revision=None)  # a file, not the Hub's
-    texts, labels = load_records(config, seed=resources.config.seed)
-    index = {name: k for k, name in enumerate(data.class_names)}
-    unknown = sum(label not in index for label in labels)
-    if unknown:
-        raise DataError(f"{source}: {unknown} of {len(labels)} records have a {config.label_column!r} value that is "
-                        f"not one of the {data.num_classes} classes the model was trained on")
-    canonical = _canonical_form(resources.bundle.tokenizer)
-    private = {_digest(canonical(text)) for text in (*data.train_texts, *data.test_texts)}
-    overlap = sum(_digest(canonical(text)) in private for text in texts)
-    if overlap:
-        raise DataError(f"{source}: {overlap} of {len(texts)} records also occur in the private data; a set declared "
-                        "public must hold no private record (remove them)")
-    codes = np.asarray([index[label] for label in labels], dtype=np.int64)
-    split = Split.from_texts(tuple(texts), codes, resources.bundle.tokenizer, max_length=config.max_length,
-                             device=resources.device)
-    return _SelectionSet(split=split, labels=codes, private=False)
-
-
-def _canonical_form(tokenizer: Any) -> Callable[[str], str]:
-    """A text as the model cannot tell it apart from its variants: the tokenizer's own normaliser (a fast tokenizer's:
-    lower case, accents stripped, control characters dropped, for an uncased model), then Unicode compatibility forms,
-    letter case and runs of white space folded whatever the tokenizer, since a record in other case or spacing is the
-    same record to a reader and to a membership attack."""
-    normalizer = getattr(getattr(tokenizer, "backend_tokenizer", None), "normalizer", None)
-
-    def canonical(text: str) -> str:
-        if normalizer is not None:
-            text = normalizer.normalize_str(text)
-        return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-    return canonical
-
-
-def _digest(text: str) -> bytes:
-    """A canonical text's digest for the overlap check (never leaves the process)."""
-    return hashlib.sha256(text.encode()).digest()
+    records = read_public_records(source, data=resources.data, config=resources.config.data,
+                                  seed=resources.config.seed, tokenizer=resources.bundle.tokenizer,
+                                  device=resources.device)
+    return _SelectionSet(split=records.split, labels=records.labels, private=False)

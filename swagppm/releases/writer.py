@@ -1,9 +1,10 @@
-"""Release: one SWAG-2 draw with secret noise, staged as a normal Hugging Face model directory, then committed.
+"""Release: one posterior draw with secret noise, staged as a normal Hugging Face model directory, then committed.
 
 A release is staged below and decided above (Optuna's ask and tell, applied to a
-release): ``stage`` checks the claim (the measured ε within the cap ε*), draws once
-with noise from fresh operating-system entropy (``rng.secret_normal``, never
-recorded: whoever could regenerate it could subtract it), checks that every
+release): ``stage`` checks the claim (the proven ε, or else the measured ε, within the
+cap ε*), draws once with noise from the one secret source (``rng.secret_noise``, fresh
+operating-system entropy, never recorded: whoever could regenerate it could subtract
+it), checks that every
 parameter the posterior does not cover is bit-identical to its public pretrained
 value, and writes the model and tokenizer into a hidden staging folder. The
 ``StagedRelease`` it yields exposes the released draw's per-record losses for an
@@ -23,7 +24,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from safetensors import SafetensorError
 
@@ -38,20 +39,12 @@ from swagppm.releases.selection import Selection, choose_draw, public_scores
 from swagppm.releases.staging import CARD_FILE, ReleaseTarget, check_target, claim, hide_config
 from swagppm.resources import Resources
 from swagppm.stage2 import Fit, SWAGPPMResult
+from swagppm.statement import AuditVerdict, PrivacyClaim
 from swagppm.train.engine import Net
+from swagppm.train.rng import secret_noise
 from swagppm.utility import class_report
 
-AuditOutcome = Literal["passed", "forced"]
-"""What the caller's audit of a staged release found: ``"passed"`` (it did not refute the claim) or ``"forced"`` (it
-refuted the claim and the owner released anyway); ``None`` at the commit says that no audit was run."""
-
-AUDIT_SENTENCES: dict[AuditOutcome | None, str] = {
-    None: "none was run before this release",
-    "passed": "a membership-inference audit of the released draw (training records against held-out records) was "
-              "run before release and did not refute the claim",
-    "forced": "a membership-inference audit of the released draw refuted the claim, and the data owner released it "
-              "anyway (forced)",
-}
+NO_AUDIT = AuditVerdict(outcome=None)
 UNDECLARED = ("the study has no declared label set, and a class list derived from the data tells whether a record "
               "of a rare class was trained on (a class is kept or dropped by its count); declare the classes the "
               "model outputs in the study file ([data] labels = [\"a\", \"b\", ...] or labels_file = \"FILE\", "
@@ -78,7 +71,9 @@ class ReleaseSpec:
     configuration cost (its public keys go to the card, all of it to the owner
     report); ``selection`` chooses the released draw by its utility; ``force``
     releases a data-derived tokenizer (demos only); ``overwrite`` replaces a folder
-    that is not empty, as a whole.
+    that is not empty, as a whole. ``max_records`` is a declared public bound on the
+    number of records: the card states the audit's ceiling at it (the ceiling at the
+    actual split would publish the record count).
     """
 
     epsilon_cap: float
@@ -88,6 +83,7 @@ class ReleaseSpec:
     selection: Selection | None = None
     force: bool = False
     overwrite: bool = False
+    max_records: int | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.epsilon_cap, (int, float)) and self.epsilon_cap > 0):
@@ -124,9 +120,15 @@ def check_release(out_dir: str | Path, spec: ReleaseSpec, config: SWAGPPMConfig,
 
 
 def check_claim(result: SWAGPPMResult, epsilon_cap: float) -> None:
-    """Refuse a fit whose measured ε is not within the declared cap ε* (the claim the card makes)."""
+    """Refuse a fit whose ε is not within the declared cap ε* (the claim the card makes): its proven ε when it has
+    one (known before the fit), else its measured ε."""
     if result.failure:
         raise ReleaseRefused(f"the fit failed, nothing to release: {result.failure}")
+    if result.proven_epsilon is not None:
+        if not result.proven_epsilon <= epsilon_cap:
+            raise ReleaseRefused(f"the proven epsilon 2 x clip(c + g, 0, 1) x B = {result.proven_epsilon:.4g} is above "
+                                 f"the declared cap {epsilon_cap:g}: nothing was released (lower c + g or B)")
+        return
     if result.epsilon_is_lower_bound or not result.epsilon <= epsilon_cap:
         raise ReleaseRefused(f"the fit's measured epsilon is above the declared cap {epsilon_cap:g}: the card's claim "
                              "epsilon <= cap would be false, so nothing was released (the measured value is in no "
@@ -159,22 +161,31 @@ class StagedRelease:
         return record_losses(resources.bundle, resources.train, resources.test, resources.data,
                              batch_size=resources.config.eval_batch_size, label="audit of the released draw")
 
-    def commit(self, *, audit: AuditOutcome | None, owner: Mapping[str, Any] | None = None) -> Path:
-        """Write the public card (its audit sentence from ``audit``: None says no audit was run), the README and the
-        owner-only report (``owner`` adds sections), then put the folder in place; returns its path."""
+    @property
+    def claim(self) -> PrivacyClaim:
+        """The claim the card makes: the cap, and the pseudo posterior the draw came from (all public)."""
+        config, result = self.resources.config, self.fit.result
+        return PrivacyClaim(epsilon_cap=self.spec.epsilon_cap, posterior=result.posterior,
+                            prior_scale=result.prior_scale, nll_bound=result.nll_bound,
+                            public_risks=config.public_risks, proven_epsilon=result.proven_epsilon)
+
+    def commit(self, *, audit: AuditVerdict, owner: Mapping[str, Any] | None = None) -> Path:
+        """Write the public card (its audit sentence from ``audit``; ``NO_AUDIT`` says none was run), the README and
+        the owner-only report (``owner`` adds sections), then put the folder in place; returns its path."""
         resources, result, spec = self.resources, self.fit.result, self.spec
         scored = public_scores(resources, spec.public_eval) if spec.public_eval is not None else None
         card = release_card(resources.config, hyperparameters=result.params.as_params(),
                             drawn=self.drawn, data_derived=resources.bundle.data_derived,
-                            epsilon_cap=spec.epsilon_cap, tuning=spec.tuning, selection=self.selection,
-                            public_evaluation=scored, audit=AUDIT_SENTENCES[audit])
+                            claim=self.claim, tuning=spec.tuning, selection=self.selection,
+                            public_evaluation=scored, audit=audit)
         published = published_names(resources, public=spec.public_labels)
         (self.folder / CARD_FILE).write_text(json.dumps(card, indent=2, allow_nan=True))
         (self.folder / "README.md").write_text(model_card(card, labels=published, labels_public=spec.public_labels))
         report = owner_report(result, stage1_seed=resources.config.seed, epsilon_cap=spec.epsilon_cap,
                               names=resources.data.label_names, published_names=published,
                               evaluation=self.evaluation, tuning=spec.tuning, selection=self.selection_private,
-                              extra={"audited": audit is not None, **dict(owner or {})})
+                              extra={"audited": audit.outcome is not None, "claim": self.claim.to_dict(),
+                                     **dict(owner or {})})
         self.committed = self.target.commit(self.folder, report)
         return self.committed
 
@@ -231,10 +242,10 @@ def _staged(resources: Resources, fit: Fit, spec: ReleaseSpec, target: ReleaseTa
     model = bundle.model
     public, chosen = None, None
     if spec.selection is None:
-        posterior.load_into(model, posterior.sample_secret())
+        posterior.load_into(model, posterior.draw(secret_noise()))
     else:
         public, chosen = choose_draw(resources, posterior, spec.selection)
-    _check_undrawn_are_public(model, set(posterior.parameter_names), bundle.public_digests)
+    _check_undrawn_are_public(model, set(posterior.view.names), bundle.public_digests)
     preds = Net(model, None, device=resources.device, amp=False).predict(  # on tokens: what users will run
         resources.tokens[1], config.eval_batch_size).cpu().numpy()
     if isinstance(model, PooledClassifier):
@@ -247,7 +258,7 @@ def _staged(resources: Resources, fit: Fit, spec: ReleaseSpec, target: ReleaseTa
     _save_tokenizer(bundle.tokenizer, folder, max_length=config.data.max_length)
     evaluation = class_report(data.test_labels, preds, class_names=data.label_names, train_counts=data.train_counts)
     return StagedRelease(resources=resources, fit=fit, spec=spec, target=target, folder=folder,
-                         drawn=tuple(posterior.parameter_names), evaluation=evaluation, selection=public,
+                         drawn=posterior.view.names, evaluation=evaluation, selection=public,
                          selection_private=chosen)
 
 

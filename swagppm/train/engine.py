@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import cast
+from typing import Protocol, cast
 
 import numpy as np
 import torch
@@ -24,7 +24,7 @@ from swagppm.mechanism import weighted_delta, weighted_nll
 from swagppm.progress import steps
 from swagppm.train.compiled import compiled_logits
 from swagppm.train.graphs import GraphedSteps, widths
-from swagppm.train.swag import SWAGPosterior
+from swagppm.train.rng import Noise
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +40,16 @@ class EpochInfo:
 
 
 EpochCallback = Callable[[EpochInfo], "bool | str | None"]  # True or a reason (str) stops the fit
+
+
+class Drawable(Protocol):
+    """What a sweep draws from (``swagppm.posteriors.base.Posterior``): draws into the model, its centre back."""
+
+    def draw(self, noise: Noise) -> torch.Tensor: ...
+
+    def load_into(self, module: nn.Module, theta: torch.Tensor) -> None: ...
+
+    def restore_mean(self, module: nn.Module) -> None: ...
 DrawCallback = Callable[[int, float], bool]  # (draws done, running max of the draw maxima): True stops the sweep
 
 
@@ -234,21 +244,25 @@ def train(
     generator: torch.Generator,
     weights: torch.Tensor | None = None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-    collectors: Sequence[SWAGPosterior] = (),
+    after_epoch: Callable[[int], None] | None = None,
     on_epoch: EpochCallback | None = None,
     majority_rate: float = 0.0,
     progress: bool | None = False,
+    nll_bound: float | None = None,
+    graphs: bool = True,
 ) -> list[EpochInfo]:
-    """Run ``epochs`` epochs; each collector takes one snapshot at the end of each epoch.
+    """Run ``epochs`` epochs; ``after_epoch(epoch)`` runs at the end of each (a posterior's snapshot).
 
-    The loss is mean(w_i · NLL_i) when ``weights`` are given (not normalised by
-    Σw), else the plain mean NLL. Raises ``TrainingFailure`` on a non-finite
-    epoch loss or when ``on_epoch`` returns True.
+    The loss is mean(w_i · min(NLL_i, B)) when ``weights`` are given (not normalised
+    by Σw; B the public ``nll_bound``, none by default), else the plain mean NLL.
+    ``graphs=False`` keeps every step eager (an optimiser that draws noise cannot be
+    captured). Raises ``TrainingFailure`` on a non-finite epoch loss or when
+    ``on_epoch`` returns True.
     """
     n = len(split)
     history = []
     net.train(True)
-    graphed = graphed_steps(net, split, optimizer, batch_size=batch_size)
+    graphed = graphed_steps(net, split, optimizer, batch_size=batch_size, nll_bound=nll_bound) if graphs else None
     for epoch in range(1, epochs + 1):
         net.train(True)
         order = torch.randperm(n, generator=generator).numpy()
@@ -260,15 +274,15 @@ def train(
                            bars_only=True):  # the epoch's line comes from the caller's on_epoch
             index = order[start : start + batch_size]
             if graphed is None or rows is None:
-                loss, batch_correct = eager_step(net, split, index, optimizer, weights)
+                loss, batch_correct = eager_step(net, split, index, optimizer, weights, nll_bound)
             else:
                 loss, batch_correct = graphed.step(rows[start : start + batch_size], split.width(index), weights)
             if scheduler is not None:
                 scheduler.step()
             loss_sum += loss * len(index)
             correct += batch_correct
-        for collector in collectors:
-            collector.collect(net.model)
+        if after_epoch is not None:
+            after_epoch(epoch)
         info = EpochInfo(stage=stage, epoch=epoch, epochs=epochs, mean_loss=float(loss_sum) / n,
                          train_accuracy=float(correct) / n, majority_rate=majority_rate)
         history.append(info)
@@ -284,11 +298,12 @@ def train(
 
 
 def eager_step(net: Net, split: Split, index: np.ndarray, optimizer: torch.optim.Optimizer,
-               weights: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+               weights: torch.Tensor | None, nll_bound: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One training step launched op by op: (mean loss, correct count) of the batch, on the device."""
     inputs, labels, idx = split.batch(index)
     logits = net.logits(inputs)
-    loss = F.cross_entropy(logits.float(), labels) if weights is None else weighted_nll(logits, labels, weights[idx])
+    loss = F.cross_entropy(logits.float(), labels) if weights is None else \
+        weighted_nll(logits, labels, weights[idx], bound=nll_bound)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
@@ -296,7 +311,7 @@ def eager_step(net: Net, split: Split, index: np.ndarray, optimizer: torch.optim
 
 
 def graphed_steps(net: Net, split: Split, optimizer: torch.optim.Optimizer, *, batch_size: int,
-                  ) -> GraphedSteps | None:
+                  nll_bound: float | None = None) -> GraphedSteps | None:
     """Captured training steps for a token model on CUDA with ``net.graphs``, else None (eager steps)."""
     if not (net.graphs and net.device.type == "cuda" and net.head is None and split.is_tokens):
         return None
@@ -307,7 +322,8 @@ def graphed_steps(net: Net, split: Split, optimizer: torch.optim.Optimizer, *, b
     def capture(forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> GraphedSteps:
         return GraphedSteps(forward=forward, parameters=[p for p in net.model.parameters() if p.requires_grad],
                             optimizer=optimizer, batch_size=batch_size, inputs=split.inputs,
-                            lengths=split.device_lengths, labels=split.labels, widths=widths(lengths, limit))
+                            lengths=split.device_lengths, labels=split.labels, widths=widths(lengths, limit),
+                            nll_bound=nll_bound)
 
     def eager(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return net.logits({"input_ids": ids, "attention_mask": mask})
@@ -358,7 +374,8 @@ def adamw(net: Net, *, lr: float, weight_decay: float, total_steps: int,
 
 
 def sgd(net: Net, *, lr: float, momentum: float) -> torch.optim.Optimizer:
-    """The SWAG optimiser: plain SGD at a constant learning rate, no weight decay (fused on CUDA)."""
+    """The SWAG optimiser: plain SGD at a constant learning rate, no weight decay (fused on CUDA; a prior comes
+    through the gradients, ``Prior.in_gradients``)."""
     params = [p for p in net.model.parameters() if p.requires_grad]
     return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=0.0, fused=net.device.type == "cuda")
 
@@ -448,21 +465,24 @@ def confirm_maximum(
 def sweep_draws(
     net: Net,
     split: Split,
-    posterior: SWAGPosterior,
+    posterior: Drawable,
     *,
     draws: int,
-    generator: torch.Generator,
+    noise: Noise,
     batch_size: int,
     weights: torch.Tensor | None = None,
+    nll_bound: float | None = None,
     stop_above: float | None = None,
     on_draw: DrawCallback | None = None,
     desc: str = "draws",
     progress: bool | None = False,
 ) -> Sweep:
-    """For each draw θ_d: m_d = max_i w_i·NLL_i(θ_d), and the running max over draws per record.
+    """For each draw θ_d: m_d = max_i w_i·min(NLL_i(θ_d), B), and the running max over draws per record.
 
-    With ``weights=None`` this is the risk sweep (r_i = max_d NLL_i). Streams in
-    O(n) memory; restores the SWAG mean into the model afterwards. With
+    With ``weights=None`` this is the risk sweep (r_i = max_d NLL_i). ``nll_bound`` is
+    the public B of a bounded likelihood (None: unbounded). Draws come from
+    ``posterior.draw(noise)``. Streams in O(n) memory; puts the posterior's centre
+    back into the model afterwards. With
     ``stop_above`` it stops after the first draw whose max delta exceeds it;
     ``on_draw(d, running)`` is called after every draw d (1-based) with the running
     max of the draw maxima so far and stops the sweep when it returns True.
@@ -481,12 +501,16 @@ def sweep_draws(
 
     def exact(index: torch.Tensor) -> torch.Tensor:
         values = net.exact_nll(split, index, batch_size)
+        if nll_bound is not None:
+            values = values.clamp(max=nll_bound)
         return values if weights is None else weighted_delta(values, weights[index])
 
     try:
         for _ in steps(range(draws), label=desc, total=draws, progress=progress):
-            posterior.load_into(net.model, posterior.sample(generator))
+            posterior.load_into(net.model, posterior.draw(noise))
             delta = net.per_record_nll(split, batch_size, out=nll)
+            if nll_bound is not None:
+                delta = delta.clamp(max=nll_bound)
             if weights is not None:
                 delta = weighted_delta(delta, weights)
             if net.amp:
@@ -508,14 +532,14 @@ def sweep_draws(
 
 
 def predict_draws(
-    net: Net, split: Split, posterior: SWAGPosterior, *, draws: int, generator: torch.Generator, batch_size: int,
+    net: Net, split: Split, posterior: Drawable, *, draws: int, noise: Noise, batch_size: int,
     progress: bool | None = False, desc: str = "utility draws",
 ) -> Iterator[np.ndarray]:
-    """Test-set predictions of each of ``draws`` draws; restores the SWAG mean afterwards."""
+    """Test-set predictions of each of ``draws`` draws; puts the posterior's centre back afterwards."""
     net.train(False)
     try:
         for _ in steps(range(draws), label=desc, total=draws, progress=progress):
-            posterior.load_into(net.model, posterior.sample(generator))
+            posterior.load_into(net.model, posterior.draw(noise))
             yield net.predict(split, batch_size).cpu().numpy()
     finally:
         posterior.restore_mean(net.model)

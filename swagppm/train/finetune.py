@@ -1,4 +1,4 @@
-"""Fine-tune, then SWAG: the training both stages run (METHOD.md steps 1-2 and 5-6)."""
+"""Fine-tune, then fit a posterior: the training both stages run (METHOD.md steps 1-2 and 5-6)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,16 @@ import functools
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 
 from swagppm.config import StepScale, SWAGPPMConfig
+from swagppm.posteriors.base import FitContext, Likelihood, ParameterView, Posterior, Prior
+from swagppm.posteriors.registry import posterior_fit
 from swagppm.progress import tracker
 from swagppm.train import rng
-from swagppm.train.engine import EpochCallback, EpochInfo, Net, Split, adamw, sgd, train
-from swagppm.train.swag import SWAGPosterior
+from swagppm.train.engine import EpochCallback, EpochInfo, Net, Split, adamw, train
 from swagppm.train.timing import StageTimer
 
 # What ``SWAGPPMConfig.stage2_step_scale`` multiplies stage 2's AdamW learning rate by, given the privacy weights.
@@ -31,25 +33,41 @@ def step_scale(config: SWAGPPMConfig, weights: torch.Tensor | None) -> float:
     return 1.0 if weights is None else STEP_SCALES[config.stage2_step_scale](weights)
 
 
-def fine_tune_and_swag(
+@dataclass(frozen=True, kw_only=True)
+class PosteriorSpec:
+    """Which posterior a stage fits and what its pseudo posterior is: the kind, the prior's scale s (None: flat, the
+    paper's SWAG) and centre (the public initial values of the private parameters), and the bound B on each record's
+    NLL (None: unbounded). Stage 1 fits the paper's SWAG (``PAPER``) on the plain loss."""
+
+    kind: str = "swag"
+    prior_scale: float | None = None
+    prior_centre: dict[str, torch.Tensor] | None = None
+    nll_bound: float | None = None
+
+
+PAPER = PosteriorSpec()
+
+
+def fine_tune_and_fit(
     net: Net, split: Split, config: SWAGPPMConfig, *, stage: str, epochs: int, seed: int, timer: StageTimer,
     weights: torch.Tensor | None = None, majority_rate: float = 0.0, on_epoch: EpochCallback | None = None,
-    progress: bool | None = False, after_finetune: Callable[[], None] | None = None,
-) -> tuple[SWAGPosterior, list[EpochInfo]]:
-    """AdamW fine-tune for ``epochs`` epochs, then SWAG by constant-lr SGD: (posterior, per-epoch history).
+    progress: bool | None = False, after_finetune: Callable[[], None] | None = None, spec: PosteriorSpec = PAPER,
+) -> tuple[Posterior, list[EpochInfo]]:
+    """AdamW fine-tune for ``epochs`` epochs, then fit the posterior ``spec`` names: (posterior, per-epoch history).
 
     Trains ``net`` in place from the parameters it holds, on the plain loss
-    (``weights=None``: stage 1) or the weighted one (stage 2), with ``config``'s
-    optimiser settings; on the weighted loss the AdamW learning rate is multiplied
-    by ``step_scale`` (``config.stage2_step_scale``). Shuffling and dropout are seeded from (``seed``,
+    (``weights=None``: stage 1) or the weighted one (stage 2, each record's NLL
+    clipped at ``spec.nll_bound``), with ``config``'s optimiser settings; on the
+    weighted loss the AdamW learning rate is multiplied by ``step_scale``
+    (``config.stage2_step_scale``). Shuffling and dropout are seeded from (``seed``,
     ``stage``). ``after_finetune`` runs between the two (stage 1 records its
-    non-private baseline there); ``timer`` gets "finetune" and "swag".
+    non-private baseline there); ``timer`` gets "finetune" and the posterior's fit
+    ("swag", "laplace", ...).
     """
-    ft_lr, swag_lr = config.learning_rates
-    ft_lr *= step_scale(config, weights)
+    ft_lr = config.learning_rates[0] * step_scale(config, weights)
     steps = epochs * math.ceil(len(split) / config.batch_size)
     run = functools.partial(train, net, split, batch_size=config.batch_size, weights=weights,
-                            majority_rate=majority_rate, progress=progress,
+                            majority_rate=majority_rate, progress=progress, nll_bound=spec.nll_bound,
                             generator=rng.generator(seed, stage, "shuffle"))
     with rng.seeded_global_rng(seed, stage, "dropout", device=net.device):
         with timer("finetune"), epoch_lines(f"{stage}: fine-tune epoch", epochs, on_epoch, progress) as each:
@@ -58,13 +76,22 @@ def fine_tune_and_swag(
                           on_epoch=each)
             if after_finetune is not None:
                 after_finetune()
-        with timer("swag"), epoch_lines(f"{stage}: SWAG epoch", config.swag_epochs, on_epoch, progress) as each:
-            posterior = SWAGPosterior(rank=config.swag_rank, dtype=getattr(torch, config.swag_dtype),
-                                      device=net.device, modules=config.swag_modules,
-                                      deviations_device=deviations_device(config, net))
-            history += run(stage=f"{stage} SWAG", epochs=config.swag_epochs,
-                           optimizer=sgd(net, lr=swag_lr, momentum=config.swag_momentum), collectors=[posterior],
-                           on_epoch=each)
+        view = ParameterView.of(net.model, config.swag_modules)
+        centre = view.flatten(spec.prior_centre) if spec.prior_centre is not None else view.read(net.model)
+        context = FitContext(config=config, net=net, split=split, view=view, seed=seed, stage=stage, timer=timer,
+                             likelihood=Likelihood(weights=weights, bound=spec.nll_bound),
+                             prior=Prior(scale=spec.prior_scale, centre=centre), progress=progress)
+        with timer(spec.kind):
+            fitter = posterior_fit(spec.kind, context)
+            stepper = fitter.optimizer()
+            if stepper is not None and fitter.epochs:
+                label = f"{stage}: {spec.kind.upper() if spec.kind == 'swag' else spec.kind} epoch"
+                with epoch_lines(label, fitter.epochs, on_epoch, progress) as each, \
+                        context.prior.in_gradients(net.model, view, records=len(split)):
+                    history += run(stage=f"{stage} {spec.kind.upper() if spec.kind == 'swag' else spec.kind}",
+                                   epochs=fitter.epochs, optimizer=stepper, after_epoch=fitter.after_epoch,
+                                   on_epoch=each, graphs=fitter.graphs)
+            posterior = fitter.finish()
     return posterior, history
 
 
@@ -82,14 +109,3 @@ def epoch_lines(label: str, epochs: int, on_epoch: EpochCallback | None,
         yield each
     finally:
         reporter.close()
-
-
-def deviations_device(config: SWAGPPMConfig, net: Net) -> str | None:
-    """Where SWAG's deviation matrix lives: the host ("cpu", pinned) or the posterior's device (None)."""
-    choice = config.swag_deviations_device
-    if choice != "auto" or net.device.type != "cuda":
-        return "cpu" if choice == "cpu" else None
-    size = sum(p.numel() for p in net.model.parameters() if p.requires_grad)
-    needed = size * config.swag_rank * torch.finfo(getattr(torch, config.swag_dtype)).bits // 8
-    free, _ = torch.cuda.mem_get_info(net.device)
-    return "cpu" if needed > free / 2 else None

@@ -41,10 +41,12 @@ def padded_rows(rows: torch.Tensor, batch_size: int) -> tuple[torch.Tensor, torc
     return padded, valid
 
 
-def masked_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, real: torch.Tensor,
-                ) -> torch.Tensor:
-    """Σ_i w_i·NLL_i / n_real: ``weighted_nll`` of the real rows when padding rows have weight 0."""
+def masked_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, real: torch.Tensor, *,
+                bound: float | None = None) -> torch.Tensor:
+    """Σ_i w_i·min(NLL_i, B) / n_real: ``weighted_nll`` of the real rows when padding rows have weight 0."""
     nll = F.cross_entropy(logits.float(), labels, reduction="none")
+    if bound is not None:
+        nll = nll.clamp(max=bound)
     return (weights * nll).sum() / real
 
 
@@ -70,13 +72,16 @@ class GraphedSteps:
     autocast; ``optimizer`` must be capturable (a tensor learning rate for AdamW,
     so its scheduler can change it between replays). ``inputs`` (padded ids),
     ``lengths`` and ``labels`` are the split's device tensors that batches are cut
-    from; the padded width of ``inputs`` caps the buckets.
+    from; the padded width of ``inputs`` caps the buckets. ``nll_bound`` clips each
+    record's NLL in the weighted loss (the public B; None: unbounded).
     """
 
     def __init__(self, *, forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                  parameters: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer, batch_size: int,
-                 inputs: torch.Tensor, lengths: torch.Tensor, labels: torch.Tensor, widths: list[int]) -> None:
+                 inputs: torch.Tensor, lengths: torch.Tensor, labels: torch.Tensor, widths: list[int],
+                 nll_bound: float | None = None) -> None:
         self.forward, self.parameters, self.optimizer = forward, parameters, optimizer
+        self.nll_bound = nll_bound
         self.inputs, self.lengths, self.labels = inputs, lengths, labels
         self.batch_size, self.device, self.limit = batch_size, inputs.device, int(inputs.shape[1])
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, _Static]] = {}
@@ -108,7 +113,7 @@ class GraphedSteps:
 
     def _body(self, static: _Static) -> tuple[torch.Tensor, torch.Tensor]:
         logits = self.forward(static.ids, static.mask)
-        loss = masked_loss(logits, static.labels, static.weights, static.real)
+        loss = masked_loss(logits, static.labels, static.weights, static.real, bound=self.nll_bound)
         loss.backward()
         self.optimizer.step()
         correct = ((logits.detach().argmax(dim=-1) == static.labels) & static.valid).sum()

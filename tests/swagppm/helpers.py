@@ -52,10 +52,10 @@ def error_naming(error: type[Exception], path: Path, action: Callable[[], object
 
 def release_now(session: swagppm.Session, fit: swagppm.Fit, out: Path, **spec: Any) -> Path:
     """Stage one release of ``fit`` and commit it with no audit, as ``swagppm.release`` does (the card says so)."""
-    from swagppm.releases.writer import ReleaseSpec, stage
+    from swagppm.releases.writer import NO_AUDIT, ReleaseSpec, stage
 
     with stage(session, fit, out, ReleaseSpec(**spec)) as staged:
-        return staged.commit(audit=None)
+        return staged.commit(audit=NO_AUDIT)
 
 
 def local_hub_dataset(cache: Path, repo: str, snapshots: dict[str, dict[str, bytes]], refs: dict[str, str]) -> Path:

@@ -12,14 +12,23 @@ import swagppm
 from swagppm.provenance import versions
 from swagppm.releases.card import FORMAT, REMOTE_CODE, model_card, public_config, public_tuning, release_card
 from swagppm.releases.owner import label_names
-from swagppm.statement import CAVEATS, MECHANISM, OWNER_REPORT, RELEASE_NOISE, release_statement
+from swagppm.statement import (
+    CAVEATS,
+    NOT_PROVEN,
+    OWNER_REPORT,
+    RELEASE_NOISE,
+    AuditVerdict,
+    PrivacyClaim,
+    mechanism,
+    release_statement,
+)
 from tests.swagppm.helpers import small_config
 
 CARD_KEYS = ["format", "hyperparameters", "mechanism", "unit_of_privacy", "base_model", "private_parameters",
              "privacy_claim", "tuning", "selection", "utility", "audit", "release_noise", "tokenizer_data_derived",
              "config", "versions", "caveats", "owner_report", "privacy_statement"]
 DRAWN = ("classifier.weight", "classifier.bias")
-AUDIT = "none was run before this release"
+AUDIT = AuditVerdict(outcome=None)
 HYPER = {"c": 0.9, "g": 0.0, "ft_epochs": 2}
 # A tuning cost as tuner.tuning builds it for an accounted study: only its first four keys may be published.
 COST: dict[str, Any] = {
@@ -40,8 +49,12 @@ def _card(config: swagppm.SWAGPPMConfig, *, cap: float = 2.0, tuning: dict[str, 
           selection: dict[str, Any] | None = None, public_evaluation: dict[str, Any] | None = None,
           hyperparameters: dict[str, Any] | None = None, data_derived: bool = True) -> dict[str, Any]:
     return release_card(config, hyperparameters=HYPER if hyperparameters is None else hyperparameters, drawn=DRAWN,
-                        data_derived=data_derived, epsilon_cap=cap, tuning=tuning, selection=selection,
+                        data_derived=data_derived, claim=_claim(cap), tuning=tuning, selection=selection,
                         public_evaluation=public_evaluation, audit=AUDIT)
+
+
+def _claim(cap: float) -> PrivacyClaim:
+    return PrivacyClaim(epsilon_cap=cap, posterior="swag", prior_scale=1.0, nll_bound=None, public_risks=False)
 
 
 def _private_config(**model: object) -> swagppm.SWAGPPMConfig:
@@ -74,7 +87,9 @@ def test_public_config_drops_the_machine_the_seed_the_cache_and_the_data_source(
     assert set(values) == {"data", "model", "stage1_epochs", "batch_size", "finetune_lr", "finetune_weight_decay",
                            "swag_epochs", "swag_lr", "swag_momentum", "swag_rank", "swag_dtype", "swag_modules",
                            "draws_risk", "draws_privacy", "draws_utility", "stage2_init", "stage2_step_scale",
-                           "reweight_k"}
+                           "reweight_k", "posterior", "prior_scale", "nll_bound", "risk_range", "exact_chains",
+                           "exact_warmup", "exact_samples", "exact_max_rhat", "exact_min_ess", "exact_max_tree_depth",
+                           "exact_release_steps", "laplace_structure", "sgld_lr", "sgld_burnin_epochs"}
     assert set(values["data"]) == {"text_column", "label_column", "title_column", "split", "max_per_class",
                                    "min_per_class", "test_size", "max_length", "synthetic_size", "synthetic_classes",
                                    "public"}
@@ -97,18 +112,17 @@ def test_public_config_names_a_hub_model_the_demo_preset_and_hides_every_local_f
 def test_the_card_holds_exactly_its_keys_in_order_with_their_fixed_texts(tmp_path: Path) -> None:
     config = small_config(tmp_path / "cache")
     card = _card(config, cap=2.5)
-    assert list(card) == CARD_KEYS and card["format"] == FORMAT == "swagppm-release-card/2"
+    assert list(card) == CARD_KEYS and card["format"] == FORMAT == "swagppm-release-card/3"
     assert card["hyperparameters"] == HYPER and card["hyperparameters"] is not HYPER
-    assert card["mechanism"] == MECHANISM and card["unit_of_privacy"] == "one training record"
+    assert card["mechanism"] == mechanism("swag") and card["unit_of_privacy"] == "one training record"
     assert card["base_model"] == "tiny" and card["tokenizer_data_derived"] is True
     assert card["private_parameters"] == {
         "trainable": "all", "count": 2, "names": ["classifier.weight", "classifier.bias"],
         "all_others": "bit-identical to the public pretrained model (checked before writing)"}
-    assert card["privacy_claim"] == {
-        "epsilon_at_most": 2.5,
-        "meaning": "a cap declared before any fit; the measured epsilon was checked against it"}
+    assert card["privacy_claim"] == _claim(2.5).to_dict()
+    assert card["privacy_claim"]["kind"] == "estimate" and card["privacy_claim"]["statement"].startswith(NOT_PROVEN)
     assert card["tuning"] is None and card["selection"] is None and card["utility"] is None
-    assert card["audit"] == AUDIT and card["release_noise"] == RELEASE_NOISE
+    assert card["audit"] == "none was run before this release" and card["release_noise"] == RELEASE_NOISE
     assert card["config"] == public_config(config) and card["versions"] == versions()
     assert card["caveats"] == list(CAVEATS) and card["owner_report"] == OWNER_REPORT
 
@@ -117,7 +131,7 @@ def test_the_card_states_the_release_statement_of_the_public_tuning_only(tmp_pat
     card = _card(small_config(tmp_path / "cache", model={"name_or_path": "tiny", "trainable": "head",
                                                          "pooling": "mean"}), cap=3.0, tuning=COST)
     assert card["tuning"] == public_tuning(COST)
-    assert card["privacy_statement"] == release_statement(epsilon_cap=3.0, trainable="head", private_parameters=2,
+    assert card["privacy_statement"] == release_statement(claim=_claim(3.0), trainable="head", private_parameters=2,
                                                           tuning=public_tuning(COST), selection=None, audit=AUDIT)
     assert "Tuning: accounted: random search over a random, hidden number of trials (accounted total epsilon 9.25 " \
            "at delta 1e-06)." in card["privacy_statement"]
@@ -130,9 +144,10 @@ def test_the_card_states_the_release_statement_of_the_public_tuning_only(tmp_pat
 def test_the_claim_is_worded_from_the_declared_cap(cap: float, tmp_path: Path) -> None:
     card = _card(small_config(tmp_path / "cache"), cap=cap)
     claims = [line for line in card["privacy_statement"] if line.startswith("Claim:")]
-    assert claims == [f"Claim: epsilon <= {cap:g} for the release of one draw, a cap declared before any fit (the "
-                      "measured epsilon, a local, data-dependent estimate, was checked against it and stays private); "
-                      "delta is not quantified for finite samples."]
+    assert claims == [f"Claim: {NOT_PROVEN}. Cap: epsilon <= {cap:g} for the release of one draw, declared before any "
+                      "fit; the measured epsilon (an estimate (2 x the largest weighted loss over finitely many "
+                      "posterior draws: an order statistic, which grows with the number of draws), not a bound) was "
+                      "within it and stays private; delta is not quantified for finite samples."]
     assert card["privacy_claim"]["epsilon_at_most"] == cap
 
 
@@ -140,7 +155,7 @@ def test_the_claimed_bound_is_never_below_the_declared_cap(tmp_path: Path) -> No
     cap = 1.0000004
     card = _card(small_config(tmp_path / "cache"), cap=cap)
     [claim] = [line for line in card["privacy_statement"] if line.startswith("Claim:")]
-    stated = float(claim.removeprefix("Claim: epsilon <= ").split(" ")[0])
+    stated = float(claim.split("Cap: epsilon <= ")[1].split(" ")[0])
     assert stated >= cap
 
 

@@ -11,8 +11,14 @@ import torch
 from torch import nn
 
 from swagppm.mechanism import epsilon_from_series, normalise_risk, privacy_weights
+from swagppm.posteriors.base import ParameterView
+from swagppm.posteriors.swag import SWAGPosterior
 from swagppm.train.engine import Net, ScreenBound, Split, confirm_maximum, sweep_draws
-from swagppm.train.swag import SWAGPosterior
+from swagppm.train.rng import SeededNoise
+
+
+def seeded(seed: int) -> SeededNoise:
+    return SeededNoise(torch.Generator().manual_seed(seed))
 
 
 def test_epsilon_golden_through_the_draw_sweep() -> None:
@@ -25,19 +31,19 @@ def test_epsilon_golden_through_the_draw_sweep() -> None:
     with torch.no_grad():
         head.weight.copy_(torch.eye(2))
         head.bias.zero_()
-    posterior = SWAGPosterior(rank=3)
+    posterior = SWAGPosterior(view=ParameterView.of(head), rank=3)
     for _ in range(3):
         posterior.collect(head)
     net = Net(head, head, device=torch.device("cpu"), amp=False)
     weights = privacy_weights(normalise_risk(torch.tensor([1.0, 2.0, 3.0, 5.0])), c=1.0)
-    sweep = sweep_draws(net, split, posterior, draws=4, generator=torch.Generator().manual_seed(0),
+    sweep = sweep_draws(net, split, posterior, draws=4, noise=seeded(0),
                         batch_size=2, weights=weights)
     expected = 0.75 * math.log1p(math.e)
     assert sweep.draw_max == pytest.approx([expected] * 4, abs=1e-6)
     assert epsilon_from_series(torch.tensor(sweep.draw_max)) == pytest.approx(2 * expected, abs=1e-6)
     nll = [math.log(2), math.log1p(math.e), math.log1p(math.exp(-2)), math.log1p(math.exp(-3))]
     torch.testing.assert_close(sweep.record_max, weights * torch.tensor(nll))  # w = 0 contributes 0
-    risk = sweep_draws(net, split, posterior, draws=2, generator=torch.Generator().manual_seed(0), batch_size=3)
+    risk = sweep_draws(net, split, posterior, draws=2, noise=seeded(0), batch_size=3)
     torch.testing.assert_close(risk.record_max, torch.tensor(nll))
 
 
@@ -45,13 +51,13 @@ def test_stop_above_returns_a_partial_series() -> None:
     features = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
     split = Split(features, np.array([0, 1, 0, 1, 0, 1]), None, torch.device("cpu"))
     head = nn.Linear(3, 2)
-    posterior = SWAGPosterior(rank=3)
+    posterior = SWAGPosterior(view=ParameterView.of(head), rank=3)
     for step in range(3):
         with torch.no_grad():
             head.weight.add_(0.1 * step)
         posterior.collect(head)
     net = Net(head, head, device=torch.device("cpu"), amp=False)
-    sweep = sweep_draws(net, split, posterior, draws=50, generator=torch.Generator().manual_seed(0),
+    sweep = sweep_draws(net, split, posterior, draws=50, noise=seeded(0),
                         batch_size=4, stop_above=0.0)
     assert sweep.stopped_early and len(sweep.draw_max) == 1
     torch.testing.assert_close(head.weight.detach().reshape(-1), posterior.mean[:6].float())  # mean restored
@@ -61,7 +67,7 @@ def _moving_head() -> tuple[Net, Split, SWAGPosterior]:
     features = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
     split = Split(features, np.array([0, 1, 0, 1, 0, 1]), None, torch.device("cpu"))
     head = nn.Linear(3, 2)
-    posterior = SWAGPosterior(rank=3)
+    posterior = SWAGPosterior(view=ParameterView.of(head), rank=3)
     for step in range(3):
         with torch.no_grad():
             head.weight.add_(0.1 * step)
@@ -72,18 +78,18 @@ def _moving_head() -> tuple[Net, Split, SWAGPosterior]:
 def test_the_draw_callback_sees_the_running_maximum_and_can_stop_the_sweep() -> None:
     """The callback gets (draws done, max so far) after every draw; the draws before a stop are the full sweep's."""
     net, split, posterior = _moving_head()
-    full = sweep_draws(net, split, posterior, draws=12, generator=torch.Generator().manual_seed(0), batch_size=4)
+    full = sweep_draws(net, split, posterior, draws=12, noise=seeded(0), batch_size=4)
     seen: list[tuple[int, float]] = []
 
     def on_draw(draws: int, running: float) -> bool:
         seen.append((draws, running))
         return draws == 5
 
-    cut = sweep_draws(net, split, posterior, draws=12, generator=torch.Generator().manual_seed(0), batch_size=4,
+    cut = sweep_draws(net, split, posterior, draws=12, noise=seeded(0), batch_size=4,
                       on_draw=on_draw)
     assert cut.stopped_early and cut.draw_max == full.draw_max[:5]
     assert seen == [(d, max(full.draw_max[:d])) for d in range(1, 6)]
-    untouched = sweep_draws(net, split, posterior, draws=12, generator=torch.Generator().manual_seed(0),
+    untouched = sweep_draws(net, split, posterior, draws=12, noise=seeded(0),
                             batch_size=4, on_draw=lambda draws, running: False)
     assert not untouched.stopped_early and untouched.draw_max == full.draw_max
 
@@ -154,7 +160,7 @@ def test_bf16_screened_sweep_gives_the_float32_maxima_and_recomputes_few_records
     lengths = np.random.default_rng(2).integers(4, 13, size=400)
     labels = np.random.default_rng(3).integers(0, 3, size=400)
     split = Split(rows, labels, lengths, torch.device("cpu"))
-    posterior = SWAGPosterior(rank=4)
+    posterior = SWAGPosterior(view=ParameterView.of(model), rank=4)
     with torch.no_grad():
         for _ in range(4):
             for parameter in model.parameters():
@@ -162,7 +168,7 @@ def test_bf16_screened_sweep_gives_the_float32_maxima_and_recomputes_few_records
             posterior.collect(model)
     weights = torch.rand(400, generator=torch.Generator().manual_seed(4))
     sweeps = {amp: sweep_draws(Net(model, None, device=torch.device("cpu"), amp=amp), split, posterior, draws=6,
-                               generator=torch.Generator().manual_seed(5), batch_size=64, weights=weights)
+                               noise=seeded(5), batch_size=64, weights=weights)
               for amp in (False, True)}
     float32_ulp = float(torch.finfo(torch.float32).eps)
     assert sweeps[True].draw_max == pytest.approx(sweeps[False].draw_max, rel=4 * float32_ulp, abs=0)

@@ -59,7 +59,7 @@ def release_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         mean = model.classifier.weight.detach().clone()
         assert fit.posterior is not None
         for labels in (("release",), ()):  # the old derivation, and the trial's own stream
-            fit.posterior.load_into(model, fit.posterior.sample(rng.generator(fit.result.seed, *labels)))
+            fit.posterior.load_into(model, fit.posterior.draw(rng.SeededNoise(rng.generator(fit.result.seed, *labels))))
         seeded = model.classifier.weight.detach().clone()
         fit.posterior.restore_mean(model)
         names = session.data.label_names
@@ -106,14 +106,15 @@ def test_the_card_holds_only_what_may_be_published(release_run: dict[str, Any]) 
     released, result = release_run["out"], release_run["result"]
     card = json.loads((released / "release_card.json").read_text())
     assert set(card) == CARD_KEYS
-    assert card["hyperparameters"] == {"c": 0.9, "g": 0.0, "ft_epochs": 2}
-    assert card["privacy_claim"]["epsilon_at_most"] == CAP
+    assert card["hyperparameters"] == {"c": 0.9, "g": 0.0, "ft_epochs": 2, "prior_scale": 1.0}
+    assert card["privacy_claim"]["epsilon_at_most"] == CAP and card["privacy_claim"]["kind"] == "estimate"
     assert card["tuning"] == {"mode": "unaccounted", "total_epsilon": None, "delta": None,
                               "statement": "unaccounted: adaptive search", "outside_the_total": None}
     assert card["utility"] is None and card["audit"] == "none was run before this release"
     assert card["tokenizer_data_derived"] is True and card["private_parameters"]["trainable"] == "all"
     assert not {"seed", "device", "cache_dir", "eval_batch_size"} & set(card["config"])
-    assert any(line.startswith(f"Claim: epsilon <= {CAP:g} ") for line in card["privacy_statement"])
+    assert card["privacy_statement"][0].startswith(f"Claim: no differential-privacy guarantee is proven for this "
+                                                   f"release. Cap: epsilon <= {CAP:g} ")
     assert card["versions"]["torch"] == torch.__version__
     published = "".join(p.read_text(errors="ignore") for p in released.iterdir() if p.suffix in (".json", ".md"))
     for secret in (repr(result.epsilon), f"{result.epsilon:.4g}", result.data_hash, result.stage1_fingerprint,

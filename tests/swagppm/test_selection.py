@@ -16,6 +16,7 @@ from swagppm import TrialParams
 from swagppm.config import PRIVATE_TEST
 from swagppm.releases.selection import Selection, SelectionFailed, check_selection
 from swagppm.releases.staging import owner_report_path
+from swagppm.train import rng
 from tests.swagppm.helpers import release_now, small_config
 
 pytestmark = pytest.mark.fits
@@ -114,21 +115,21 @@ def test_no_candidate_reaching_the_threshold_releases_nothing_after_exactly_the_
     assert fit.posterior is not None
     mean = fit.posterior.mean.clone()
     drawn = []
-    real = swagppm.SWAGPosterior.sample_secret
+    real = swagppm.SWAGPosterior.draw
 
-    def counted(self: swagppm.SWAGPosterior) -> torch.Tensor:
-        drawn.append(1)
-        return real(self)
+    def counted(self: swagppm.SWAGPosterior, noise: rng.Noise) -> torch.Tensor:
+        drawn.append(noise.secret)
+        return real(self, noise)
 
-    monkeypatch.setattr(swagppm.SWAGPosterior, "sample_secret", counted)
+    monkeypatch.setattr(swagppm.SWAGPosterior, "draw", counted)
     source = public_file(session, folder / "shuffled.csv", shuffle=True)
     out = folder / "refused"
     with pytest.raises(SelectionFailed, match="nothing was released"):
         release_now(session, fit, out, epsilon_cap=100.0, force=True,
                         selection=Selection(source=source, threshold=1.0, rounds=4, stop_probability=0.25))
-    assert len(drawn) == 4 and not out.exists() and not list(folder.glob(".refused.staging-*"))
+    assert drawn == [True] * 4 and not out.exists() and not list(folder.glob(".refused.staging-*"))
     flat = torch.cat([p.detach().flatten() for n, p in session.bundle.model.named_parameters()
-                      if n in fit.posterior.parameter_names])
+                      if n in fit.posterior.view.names])
     assert torch.equal(flat, mean.to(flat.dtype))  # the model holds the SWAG mean again
 
 

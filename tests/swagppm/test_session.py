@@ -173,6 +173,7 @@ def test_osha_with_offline_minilm_head(osha_path: Path, make_config: MakeConfig)
 def test_bf16_screening_gives_the_float32_epsilon_exactly(config: swagppm.SWAGPPMConfig) -> None:
     """What CUDA with amp does (a bf16 pass screens, float32 confirms), simulated with CPU autocast."""
     from swagppm.train.engine import Net, sweep_draws
+    from swagppm.train.rng import SeededNoise
 
     with swagppm.Session(config) as session:
         fit = session.fit(TrialParams(c=1.0, ft_epochs=1))
@@ -181,8 +182,9 @@ def test_bf16_screening_gives_the_float32_epsilon_exactly(config: swagppm.SWAGPP
 
         def sweep(amp: bool) -> list[float]:
             net = Net(model, session.bundle.head, device=session.device, amp=amp)
-            return sweep_draws(net, session.train, fit.posterior, draws=4, generator=torch.Generator().manual_seed(3),
-                               batch_size=64, weights=fit.weights).draw_max
+            return sweep_draws(net, session.train, fit.posterior, draws=4,
+                               noise=SeededNoise(torch.Generator().manual_seed(3)), batch_size=64,
+                               weights=fit.weights).draw_max
 
         screened = Net(model, None, device=session.device, amp=True).per_record_nll(session.train, 64)
         exact = Net(model, None, device=session.device, amp=False).per_record_nll(session.train, 64)

@@ -12,6 +12,8 @@ from scipy import stats
 from torch import nn
 
 from swagppm import SWAGPosterior
+from swagppm.posteriors.base import ParameterView
+from swagppm.train.rng import SeededNoise
 
 
 class Flat(nn.Module):
@@ -30,9 +32,15 @@ class Flat(nn.Module):
         return torch.cat([self.a.detach(), self.b.detach().view(-1)])
 
 
-def collect(snapshots: torch.Tensor, **kwargs: object) -> tuple[SWAGPosterior, Flat]:
+def seeded(seed: int) -> SeededNoise:
+    return SeededNoise(torch.Generator().manual_seed(seed))
+
+
+def collect(snapshots: torch.Tensor, modules: list[str] | None = None,
+            **kwargs: object) -> tuple[SWAGPosterior, Flat]:
     module = Flat(snapshots.shape[1])
-    posterior = SWAGPosterior(dtype=torch.float64, **kwargs)  # type: ignore[arg-type]
+    posterior = SWAGPosterior(view=ParameterView.of(module, modules), dtype=torch.float64,
+                              **kwargs)  # type: ignore[arg-type]
     for theta in snapshots:
         module.set(theta)
         posterior.collect(module)
@@ -63,7 +71,7 @@ def test_statistics_match_definitions(snapshots: torch.Tensor) -> None:
     torch.testing.assert_close(posterior.variance, var)
     torch.testing.assert_close(posterior.deviations, deviations)  # K < rank: P × K, not P × rank
     assert posterior.deviations.shape == (5, 6)
-    assert posterior.parameter_names == ("a", "b")  # requires_grad=False parameters are not covered
+    assert posterior.view.names == ("a", "b")  # requires_grad=False parameters are not covered
 
 
 def test_rank_keeps_the_latest_columns_in_order(snapshots: torch.Tensor) -> None:
@@ -79,9 +87,9 @@ def test_sampling_distribution_matches_swag_covariance(snapshots: torch.Tensor) 
     mean, var, deviations = reference(snapshots[:5], 20)
     k = deviations.shape[1]
     cov = 0.5 * (torch.diag(var) + deviations @ deviations.T / (k - 1))
-    gen = torch.Generator().manual_seed(1)
+    noise = seeded(1)
     n = 20000
-    draws = torch.stack([posterior.sample(gen) for _ in range(n)])
+    draws = torch.stack([posterior.draw(noise) for _ in range(n)])
     p = draws.shape[1]
     inv = torch.linalg.inv(cov)
     diff = draws.mean(0) - mean
@@ -99,24 +107,24 @@ def test_sampling_distribution_matches_swag_covariance(snapshots: torch.Tensor) 
 
 def test_sample_is_reproducible_from_the_generator(snapshots: torch.Tensor) -> None:
     posterior, _ = collect(snapshots, rank=20)
-    first = posterior.sample(torch.Generator().manual_seed(7))
-    again = posterior.sample(torch.Generator().manual_seed(7))
-    other = posterior.sample(torch.Generator().manual_seed(8))
+    first = posterior.draw(seeded(7))
+    again = posterior.draw(seeded(7))
+    other = posterior.draw(seeded(8))
     assert torch.equal(first, again) and not torch.equal(first, other)
 
 
 def test_one_snapshot_is_rejected_clearly(snapshots: torch.Tensor) -> None:
     posterior, _ = collect(snapshots[:1], rank=20)
     with pytest.raises(ValueError, match="at least 2"):
-        posterior.sample(torch.Generator().manual_seed(0))
+        posterior.draw(seeded(0))
     with pytest.raises(ValueError, match="rank must be at least 2"):
-        SWAGPosterior(rank=1)
+        SWAGPosterior(view=posterior.view, rank=1)
 
 
 def test_load_into_writes_in_place_and_restores_mean(snapshots: torch.Tensor) -> None:
     posterior, module = collect(snapshots, rank=20)
     storage = module.a.data_ptr()
-    theta = posterior.sample(torch.Generator().manual_seed(3))
+    theta = posterior.draw(seeded(3))
     posterior.load_into(module, theta)
     assert module.a.data_ptr() == storage  # no rebuild, same tensors
     torch.testing.assert_close(module.get().double(), theta.float().double())
@@ -127,27 +135,26 @@ def test_load_into_writes_in_place_and_restores_mean(snapshots: torch.Tensor) ->
 
 def test_restricted_to_named_submodules(snapshots: torch.Tensor) -> None:
     posterior, module = collect(snapshots, rank=20, modules=["b"])
-    assert posterior.parameter_names == ("b",) and posterior.num_parameters == 2
+    assert posterior.view.names == ("b",) and posterior.num_parameters == 2
     torch.testing.assert_close(posterior.mean, snapshots[:, -2:].mean(0))
     with pytest.raises(ValueError, match="no trainable parameters"):
-        SWAGPosterior(modules=["missing"]).collect(module)
+        ParameterView.of(module, ["missing"])
 
 
 def test_deviations_on_cpu_and_state_round_trip(snapshots: torch.Tensor) -> None:
     posterior, _ = collect(snapshots, rank=3, deviations_device="cpu")
-    restored = SWAGPosterior(rank=3, dtype=torch.float64)
-    restored.load_state_dict(posterior.state_dict())
-    assert restored.num_snapshots == posterior.num_snapshots
+    restored = SWAGPosterior.from_state_dict(posterior.state_dict())
+    assert restored.num_snapshots == posterior.num_snapshots and restored.view.names == posterior.view.names
     torch.testing.assert_close(restored.deviations, posterior.deviations)
-    a = posterior.sample(torch.Generator().manual_seed(5))
-    b = restored.sample(torch.Generator().manual_seed(5))
+    a = posterior.draw(seeded(5))
+    b = restored.draw(seeded(5))
     assert torch.equal(a, b)
 
 
 def _sigma_agreement(snapshots: torch.Tensor) -> float:
     """The fraction of parameters whose float32 SWAG σ is within 1% of σ from the same snapshots in float64."""
     module = Flat(snapshots.shape[1])
-    posterior = SWAGPosterior(rank=20, dtype=torch.float32)
+    posterior = SWAGPosterior(view=ParameterView.of(module), rank=20, dtype=torch.float32)
     for theta in snapshots:
         module.set(theta.float())
         posterior.collect(module)
@@ -164,7 +171,7 @@ def test_float32_sigma_below_the_parameters_resolution_is_exact_to_two_float32_u
     centre = 1.0 + 0.1 * torch.randn(20_000, generator=gen, dtype=torch.float64)
     snapshots = (centre + 1e-7 * torch.randn(20, 20_000, generator=gen, dtype=torch.float64)).float().double()
     module = Flat(snapshots.shape[1])
-    posterior = SWAGPosterior(rank=20, dtype=torch.float32)
+    posterior = SWAGPosterior(view=ParameterView.of(module), rank=20, dtype=torch.float32)
     for theta in snapshots:
         module.set(theta.float())
         posterior.collect(module)

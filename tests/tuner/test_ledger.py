@@ -15,7 +15,7 @@ from dp_accounting.rdp import RdpAccountant
 
 from swagppm import ConfigError
 from swagppm.provenance import keyed_fingerprint
-from swagppm.statement import release_statement
+from swagppm.statement import AuditVerdict, PrivacyClaim, release_statement
 from tuner.accounting import rdp_orders
 from tuner.ledger import LEDGER_ENV, Ledger, ledger_dir, seal
 from tuner.release import ReleaseRequest, with_ledger_total
@@ -119,8 +119,9 @@ def test_an_accounted_card_states_the_ledgers_total_and_a_selection_composed_int
     description = {"procedure": "threshold", "metric": "f1_macro", "threshold": 0.5, "stop_probability": 0.1,
                    "selection_set": "30 public records", "released_draw_score": 0.7, "accounted": True,
                    "unaccounted_because": None, "cost": dict(priced.selection.cost)}
-    lines = release_statement(epsilon_cap=1.0, trainable="head", private_parameters=2, tuning=priced.tuning,
-                              selection=description, audit="passed")
+    claim = PrivacyClaim(epsilon_cap=1.0, posterior="swag", prior_scale=1.0, nll_bound=None, public_risks=False)
+    lines = release_statement(claim=claim, trainable="head", private_parameters=2, tuning=priced.tuning,
+                              selection=description, audit=AuditVerdict(outcome="passed"))
     text = "\n".join(lines)
     assert "3.1" not in text and "9.9" not in text  # no partial total beside the composed one
     assert "its cost is composed into the one total stated under Tuning" in text

@@ -75,9 +75,9 @@ def test_a_record_stores_exactly_these_attributes() -> None:
         "max_robust_z", "spike_count", "baseline_f1_macro", "baseline_f1_weighted", "f1_macro_median",
         "f1_macro_q10", "f1_weighted_median", "f1_weighted_q10", "stage1_cache_hit", "data_hash", "seed", "device",
         "threads", "cpu_kernels", "stage1_fingerprint", "majority_rate", "timings", "max_delta_series",
-        "f1_macro_draws", "f1_weighted_draws", "unmeasured", "public_score", "audit_epsilon_bound",
-        "constraint_epsilon", "constraint_f1_macro", "constraint_f1_weighted", "constraint_fit_spread",
-        "constraint_fit_spikes"]
+        "f1_macro_draws", "f1_weighted_draws", "unmeasured", "public_score", "audit_epsilon_bound", "posterior",
+        "prior_scale", "nll_bound", "proven_epsilon", "diagnostics", "constraint_epsilon", "constraint_f1_macro",
+        "constraint_f1_weighted", "constraint_fit_spread", "constraint_fit_spikes"]
 
 
 def test_the_only_long_lists_of_a_record_are_per_draw() -> None:
