@@ -172,7 +172,7 @@ def test_status_loads_only_what_reading_a_study_needs(study_file: Callable[..., 
     with_a_feasible_trial(path)
     modules = ("plotly.graph_objects", "scipy", "pandas", "torch", "optuna_dashboard", "tuner.report", "tuner.figures",
                "tuner.objective", "tuner.compare", "tuner.executors", "tuner.cli.fitting", "redis.client",
-               "opentelemetry", "optuna")
+               "opentelemetry", "alembic", "optuna")
     assert loaded_after(["status", str(path)], modules, tmp_path) == ["optuna"]  # redis: only on first use
 
 
