@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import importlib
 import importlib.util
 import io
@@ -194,12 +195,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one verb; every failure is one line on stderr and a documented exit status (see the module docstring).
 
     This module imports only the standard library at its top, so that Ctrl-C while the verb's libraries load (the
-    first second or so) lands here too: one line and exit 130, not an import's traceback."""
+    first second or so) lands here too: one line and exit 130, not an import's traceback. Run as the process's own
+    command (``argv`` None: the process ends next), it freezes the garbage collector's objects on the way out, so
+    the interpreter's exit does not sweep the libraries' hundred thousand objects (a fifth of ``status``); files and
+    connections are closed as usual, by their owners and the exit handlers."""
     try:
         return _main(sys.argv[1:] if argv is None else list(argv))
     except KeyboardInterrupt:
         print(INTERRUPTED_LINE, file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        if argv is None:
+            gc.freeze()
 
 
 def _main(argv: list[str]) -> int:
