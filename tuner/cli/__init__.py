@@ -176,12 +176,15 @@ def defer_import(name: str) -> None:
 
     For ``redis``: optuna imports it whenever its storages load, and redis imports OpenTelemetry and psutil with
     it (a quarter of a second), which every verb would pay on SQLite too; a Redis storage loads it on first use.
+    The stub has the module's ``__file__``, so that ``inspect.getmodule`` (which torch calls while it registers its
+    operators, asking every loaded module for it) does not load it either.
     """
     spec = importlib.util.find_spec(name)
     if spec is None or name in sys.modules:
         return
     stub = types.ModuleType(name)
     stub.__spec__ = spec
+    stub.__file__ = spec.origin
 
     def load(attribute: str) -> object:
         del sys.modules[name]
