@@ -230,7 +230,7 @@ class CurrentSchemaStorage(RDBStorage):
     URL without heartbeats, less its version manager (Alembic), which is built only when asked for (an upgrade,
     a version query). A pickled copy reopens as a plain RDBStorage does, checks included."""
 
-    def __init__(self, url: str) -> None:  # noqa: D107 - RDBStorage.__init__ would load Alembic: not called
+    def __init__(self, url: str) -> None:  # RDBStorage.__init__ is not called: it would load Alembic
         from sqlalchemy import create_engine
         from sqlalchemy.orm import scoped_session, sessionmaker
 

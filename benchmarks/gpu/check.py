@@ -20,7 +20,7 @@ shows how far it got:
 
 ``--smoke`` runs every section that means something on a CPU (the CUDA tests are
 collected and skipped, the compiled sections are left out); with ``OMP_NUM_THREADS=1``
-it takes a few minutes on a CPU core.
+it takes about a minute on a CPU core.
 """
 
 from __future__ import annotations
