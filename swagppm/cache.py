@@ -33,11 +33,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
-
-import torch
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from swagppm.errors import ConfigError
+
+if TYPE_CHECKING:  # imported where entries are read, written or digested: naming or cleaning the cache loads no torch
+    import torch
 
 CACHE_FORMAT = 3  # 3: entries carry a checksum of their contents
 CHECKSUM = "checksum"
@@ -271,6 +272,8 @@ class PrivateCache:
 
     @staticmethod
     def _read(path: Path, validate: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+        import torch
+
         try:
             payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # large entries stay on disk
             if not isinstance(payload, dict) or payload.get("format") != CACHE_FORMAT:
@@ -287,6 +290,8 @@ class PrivateCache:
         return None
 
     def _write(self, path: Path, payload: dict[str, Any]) -> None:
+        import torch
+
         try:
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{path.stem}-", suffix=".tmp")
         except OSError as error:
@@ -314,6 +319,8 @@ def payload_checksum(payload: dict[str, Any]) -> str:
 
 
 def _feed(digest: Any, value: Any) -> None:
+    import torch
+
     if isinstance(value, torch.Tensor):
         digest.update(tensor_digest(value).encode())
     elif isinstance(value, dict):
@@ -331,6 +338,8 @@ def _feed(digest: Any, value: Any) -> None:
 
 def tensor_digest(tensor: torch.Tensor) -> str:
     """SHA-256 of a tensor's dtype, shape and exact bytes (bit-identical values give equal digests)."""
+    import torch
+
     data = tensor.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy()
     digest = hashlib.sha256(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
     digest.update(data.data)

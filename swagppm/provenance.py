@@ -19,21 +19,27 @@ from collections.abc import Mapping
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-
-import torch
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING
 
 from swagppm.cache import FINGERPRINT_KEY, tensor_digest
+
+if TYPE_CHECKING:  # torch is imported by the functions that need it: the cache key alone (fingerprint_key) loads none
+    import torch
+    from transformers import PreTrainedTokenizerBase
 
 
 def cpu_kernels(device: torch.device | str = "cpu") -> str:
     """torch's CPU kernel level (e.g. ``"AVX512"``) on a CPU, empty elsewhere: not a cache key (see README,
     Reproducibility), but another level rounds differently, so results record it."""
+    import torch
+
     return torch.backends.cpu.get_cpu_capability() if torch.device(device).type == "cpu" else ""
 
 
 def versions(*extra: str) -> dict[str, str]:
     """Versions of Python and the packages a result depends on (plus ``extra`` distributions), for records."""
+    import torch
+
     found = {"python": platform.python_version(), "torch": torch.__version__}
     for package in ("swagppm-tuner", "transformers", "tokenizers", "numpy", "scikit-learn", *extra):
         try:

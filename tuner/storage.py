@@ -9,6 +9,7 @@ times. Every message names the host with every credential masked.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -188,7 +189,7 @@ def _open(url: str, storage_kind: str, *, heartbeat_interval: int | None, grace_
     if storage_kind == "grpc":
         return _grpc_proxy(url, connect_timeout)
     if storage_kind == "sqlite":
-        return RDBStorage(url)
+        return open_sqlite(url)
     url = with_driver(url)
     heartbeat: dict[str, Any] = {}
     if heartbeat_interval is not None:
@@ -203,6 +204,96 @@ def _open(url: str, storage_kind: str, *, heartbeat_interval: int | None, grace_
                 raise
             time.sleep(0.2 * attempt)  # the winner is committing its CREATE TABLEs
     raise AssertionError("unreachable")
+
+
+def open_sqlite(url: str) -> RDBStorage:
+    """A SQLite storage: one whose file already holds Optuna's current schema opens without Alembic.
+
+    RDBStorage loads Alembic on every open, with its checks skipped or not, only to find
+    the revision current (a quarter of what ``status`` takes). When the file's tables,
+    version row and Alembic revision are all there and current, that open would change
+    nothing, so the same storage is built without it; anything else (a new or empty file,
+    an older schema, a foreign database) goes through RDBStorage itself, with its own
+    table creation, checks and messages.
+    """
+    head = _schema_head()
+    if head is not None:
+        storage = CurrentSchemaStorage(url)
+        if _holds_schema(storage.engine, head):
+            return storage
+        storage.engine.dispose()
+    return RDBStorage(url)
+
+
+class CurrentSchemaStorage(RDBStorage):
+    """An ``RDBStorage`` on a database already at Optuna's current schema: what ``RDBStorage.__init__`` sets for a
+    URL without heartbeats, less its version manager (Alembic), which is built only when asked for (an upgrade,
+    a version query). A pickled copy reopens as a plain RDBStorage does, checks included."""
+
+    def __init__(self, url: str) -> None:  # RDBStorage.__init__ is not called: it would load Alembic
+        from sqlalchemy import create_engine
+        from sqlalchemy.orm import scoped_session, sessionmaker
+
+        self.engine_kwargs: dict[str, Any] = {}
+        self.url = self._fill_storage_url_template(url)
+        self.skip_compatibility_check = False
+        self.heartbeat_interval = None
+        self.grace_period = None
+        self.heartbeat_stale_trial_callback = None
+        self.failed_trial_callback = None
+        self.engine = create_engine(self.url)
+        self.scoped_session = scoped_session(sessionmaker(bind=self.engine))
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "_version_manager":
+            raise AttributeError(name)
+        from optuna.storages._rdb.storage import _VersionManager
+
+        manager = self.__dict__["_version_manager"] = _VersionManager(self.url, self.engine, self.scoped_session)
+        return manager
+
+    def __getstate__(self) -> dict[Any, Any]:
+        state = self.__dict__.copy()
+        for name in ("scoped_session", "engine", "_version_manager"):
+            state.pop(name, None)
+        return state
+
+
+@functools.cache
+def _schema_head() -> str | None:
+    """The newest revision of Optuna's schema, read from the migration scripts it ships (``revision`` and
+    ``down_revision`` of each) without importing Alembic; None when they do not name exactly one head."""
+    from optuna.storages import _rdb
+
+    folder = Path(_rdb.__file__).parent / "alembic" / "versions"
+    assignment = re.compile(r"^(down_revision|revision)\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
+    revisions, parents = set(), set()
+    for script in folder.glob("*.py"):
+        found = dict(assignment.findall(script.read_text(encoding="utf-8")))
+        if "revision" in found:
+            revisions.add(found["revision"])
+        if "down_revision" in found:
+            parents.add(found["down_revision"])
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _holds_schema(engine: Any, head: str) -> bool:
+    """Whether the database has every table of Optuna's models, its version row, and ``head`` as its only
+    Alembic revision: what RDBStorage would create, stamp or check on open."""
+    from optuna.storages._rdb import models
+
+    try:
+        with engine.connect() as connection:
+            tables = {row[0] for row in connection.exec_driver_sql(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not set(models.BaseModel.metadata.tables) | {"alembic_version"} <= tables:
+                return False
+            versions = [row[0] for row in connection.exec_driver_sql("SELECT version_num FROM alembic_version")]
+            rows = connection.exec_driver_sql("SELECT COUNT(*) FROM version_info").scalar()
+    except sqlalchemy.exc.DBAPIError:
+        return False
+    return versions == [head] and bool(rows)
 
 
 def _lost_schema_race(error: BaseException) -> bool:

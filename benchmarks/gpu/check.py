@@ -1,51 +1,36 @@
-"""The one prepared GPU check: issue 43's GPU items against their baselines, the CUDA tests, then paper-scale
-throughput of a SWAG-PPM trial on one H100 or H200, as one JSON.
+"""The one prepared GPU check: paper-scale throughput of a SWAG-PPM trial on one H100 or H200 first, then the
+sections that compare against it, then the CUDA tests, as one JSON.
 
 Runs in at most 8 minutes on a bare GPU machine with only torch, transformers, numpy,
-scikit-learn, pandas and tqdm (nothing downloaded: the model is DistilRoBERTa-shaped with
-random weights, the corpus synthetic). Sections, each written to the JSON as it ends, in
-order of importance, each skipped (and said so) when the time budget is spent:
+scikit-learn, pandas and tqdm (nothing installed, nothing downloaded, nothing read from
+outside the checkout: the model is DistilRoBERTa-shaped with random weights, the corpus
+synthetic). The sections are the ``SECTIONS`` table below, run in its order (what
+matters first) or in the order ``--sections`` names them. Before each one the check
+prints its budget (the seconds it needs left to start) and the seconds left; a section
+that does not fit in what is left is skipped and said so. The JSON is rewritten before
+and after every section (``running`` names the one under way), so a call cut short
+still returns every figure measured so far. Output is unbuffered (the script sets
+``PYTHONUNBUFFERED`` for its subprocesses and line-buffers its own), so a cut call's log
+shows how far it got:
 
-1. ``tests``: ``pytest -m gpu tests/swagppm/test_gpu.py`` (the screened maximum equals a
-   float32 sweep, graphed and compiled steps equal eager ones, fits side by side give
-   the ε of each alone), its summary line and exit status.
-2. ``fused_step``: one fine-tuning epoch from CUDA graphs, uncompiled (the baseline)
-   against compiled forward and backward inside the graphs (compile time apart).
-3. ``compiled_sweep``: the bf16 sweep eager (the baseline) and through ``torch.compile``
-   (compile time apart), and a second model of the same shape reusing the compilation.
-4. ``draw_pruning``: a reduced trial's privacy draws with and without the stop on the
-   best feasible trial's ε (``tuner.pruning.DrawPruner``): draws and seconds.
-5. ``side_by_side``: two reduced trials in turn (the baseline) against side by side in
-   one process (``swagppm.side_by_side``): wall seconds and equal ε.
-6. ``trial``: stage 1 reduced (fine-tune 1 epoch, 20 risk draws, the paper's 20 SWAG
-   epochs), then one trial at the paper's settings (7 fine-tuning and 20 SWAG epochs,
-   500 privacy and 30 utility draws) with stage 1 cached: seconds per stage, records
-   confirmed at float32 per privacy draw, MFU over the non-embedding matrix-multiply
-   FLOPs of the real tokens (``flops.py``).
-7. ``sweeps``: one forward sweep over the 5,346 training records at float32, TF32 and
-   bf16 (evaluation batches of 256 and 1,024).
-8. ``concurrency``: N = 1, 2, 4 trials at once on the one GPU (N worker processes,
-   uncompiled, stage 1 computed once and shared through the cache), each a reduced
-   trial; their per-epoch and per-draw rates extrapolated to the paper's trial give
-   trials per hour, with the peak GPU memory of each process and whether equal seeds
-   gave equal ε.
-9. ``ablations``: one SWAG epoch with fused against unfused SGD, one fine-tuning epoch
-   from CUDA graphs against eager steps.
-
-    python benchmarks/gpu/check.py --out gpu_check.json          # on the GPU machine
-    python benchmarks/gpu/check.py --smoke --out smoke.json      # a CPU dry run (the test suite runs it)
-    python benchmarks/gpu/check.py --quick --sections tests,fused_step --out quick.json  # GPU paths in minutes
+    PYTHONUNBUFFERED=1 python benchmarks/gpu/check.py --out gpu_check.json     # on the GPU machine
+    python benchmarks/gpu/check.py --smoke --out smoke.json                      # a CPU dry run (the test suite's)
+    python benchmarks/gpu/check.py --quick --sections trial,fused_step --out quick.json  # GPU paths in minutes
+    python benchmarks/gpu/check.py --list                                        # the sections, in order
 
 ``--smoke`` runs every section that means something on a CPU (the CUDA tests are
-collected and skipped, the compiled sections are left out).
+collected and skipped, the compiled sections are left out); with ``OMP_NUM_THREADS=1``
+it takes about a minute on a CPU core.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import multiprocessing as mp
+import os
 import platform
 import shutil
 import statistics
@@ -58,6 +43,7 @@ import warnings
 from collections.abc import Callable
 from copy import deepcopy
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +64,6 @@ from swagppm.train.engine import EpochInfo, Net, adamw, sgd, train  # noqa: E402
 
 PEAK_TFLOPS = 989.0  # H100/H200 dense bf16
 MFU_COUNTS = "non-embedding matrix-multiply FLOPs over the real tokens (benchmarks/gpu/flops.py)"
-SECTIONS = ("tests", "fused_step", "compiled_sweep", "draw_pruning", "side_by_side", "trial", "sweeps", "concurrency",
-            "ablations")
-COMPILED = ("fused_step", "compiled_sweep")  # left out of the CPU smoke run: compiling says nothing about a GPU
 PAPER = {"ft_epochs": 7, "swag_epochs": 20, "draws_privacy": 500, "draws_utility": 30}
 
 
@@ -117,29 +100,42 @@ SMOKE = Sizes(records=120, hidden=32, layers=1, heads=2, vocab=400, stage1_epoch
 
 
 class Report:
-    """The JSON document, rewritten after every section so that a run cut short still reports what it measured."""
+    """The JSON document, rewritten before and after every section so that a run cut short still reports what it
+    measured (and, in ``running``, which section it was cut in)."""
 
     def __init__(self, path: Path, started: float, budget_s: float) -> None:
         self.path, self.started, self.budget_s = path, started, budget_s
-        self.document: dict[str, Any] = {"sections_skipped": {}}
+        self.document: dict[str, Any] = {"sections_skipped": {}, "budgets_s": {}}
 
     def left(self) -> float:
         return self.budget_s - (time.perf_counter() - self.started)
 
-    def section(self, name: str, needs_s: float, action: Callable[[], dict[str, Any]]) -> None:
-        if self.left() < needs_s:
-            self.document["sections_skipped"][name] = f"{self.left():.0f} s left of the budget, {needs_s:.0f} s needed"
-        else:
-            began = time.perf_counter()
-            try:
-                self.document[name] = action()
-            except Exception as error:  # one broken section must not lose the others
-                self.document[name] = {"error": f"{type(error).__name__}: {error}",
-                                       "traceback": traceback.format_exc(limit=4)}
-            self.document[name + "_wall_s"] = round(time.perf_counter() - began, 1)
+    def write(self) -> None:
         self.document["elapsed_s"] = round(time.perf_counter() - self.started, 1)
         self.path.write_text(json.dumps(self.document, indent=1, default=str) + "\n")
-        print(f"gpu check: {name} done, {self.document['elapsed_s']} s elapsed", file=sys.stderr, flush=True)
+
+    def section(self, name: str, needs_s: float, action: Callable[[], dict[str, Any]]) -> None:
+        left = self.left()
+        self.document["budgets_s"][name] = needs_s
+        if left < needs_s:
+            self.document["sections_skipped"][name] = f"{left:.0f} s left of the budget, {needs_s:.0f} s needed"
+            print(f"gpu check: {name} skipped: budget {needs_s:.0f} s, {left:.0f} s left", file=sys.stderr)
+            self.write()
+            return
+        print(f"gpu check: {name}: budget {needs_s:.0f} s, {left:.0f} s left", file=sys.stderr)
+        self.document["running"] = name
+        self.write()
+        began = time.perf_counter()
+        try:
+            self.document[name] = action()
+        except Exception as error:  # one broken section must not lose the others
+            self.document[name] = {"error": f"{type(error).__name__}: {error}",
+                                   "traceback": traceback.format_exc(limit=4)}
+        self.document[name + "_wall_s"] = round(time.perf_counter() - began, 1)
+        del self.document["running"]
+        self.write()
+        print(f"gpu check: {name} done in {self.document[name + '_wall_s']} s, {self.document['elapsed_s']} s "
+              "elapsed", file=sys.stderr)
 
 
 def environment(device: torch.device) -> dict[str, Any]:
@@ -479,49 +475,150 @@ def ablations(session: swagppm.Session) -> dict[str, Any]:
     return rows
 
 
+@dataclass(frozen=True, kw_only=True)
+class Context:
+    """What a section runs on: the main trial's configuration and session (one model, built once), the sizes, the
+    report (for the seconds left), and whether this is a GPU run."""
+
+    config: swagppm.SWAGPPMConfig
+    session: swagppm.Session
+    sizes: Sizes
+    report: Report
+    gpu: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Section:
+    """One section of the check: its name (its key in the JSON), what it measures, the seconds it needs left to start
+    on a GPU and in the CPU smoke run, whether the smoke run includes it, and what it runs."""
+
+    name: str
+    about: str
+    gpu_s: float
+    smoke_s: float
+    run: Callable[[Context], dict[str, Any]]
+    on_cpu: bool = True  # False: compiling says nothing on a CPU, so the smoke run leaves it out
+
+    def budget_s(self, context: Context) -> float:
+        return self.gpu_s if context.gpu else self.smoke_s
+
+
+# The sections, in the order a full run takes them: what matters first. The paper-scale trial (the bar is about its
+# seconds) leads, then what compares against it, then the CUDA tests (`pytest -m gpu` also runs them on their own).
+# Sections for new posteriors (`laplace`, `exact`, `sgld`: the seconds of a paper-scale trial with the head and with
+# the last layer private, and the memory each needs) go right after `trial`, one Section each.
+SECTIONS: tuple[Section, ...] = (
+    Section(name="trial", gpu_s=200, smoke_s=60, run=lambda c: trial(c.session, c.sizes),
+            about="stage 1 reduced (fine-tune 1 epoch, 20 risk draws, the paper's 20 SWAG epochs), then one trial at "
+                  "the paper's settings (7 fine-tuning and 20 SWAG epochs, 500 privacy and 30 utility draws) with "
+                  "stage 1 cached: seconds per stage, records confirmed at float32 per privacy draw, MFU over the "
+                  "non-embedding matrix-multiply FLOPs of the real tokens (flops.py)"),
+    Section(name="side_by_side", gpu_s=60, smoke_s=60, run=lambda c: side_by_side(c.config, c.sizes),
+            about="two reduced trials in turn (the baseline) against side by side in one process "
+                  "(swagppm.side_by_side): wall seconds and equal epsilon"),
+    Section(name="concurrency", gpu_s=60, smoke_s=60, run=lambda c: concurrency(c.config, c.sizes, c.report),
+            about="N = 1, 2, 4 reduced trials at once on the one GPU (N worker processes, uncompiled, stage 1 shared "
+                  "through the cache), their rates extrapolated to the paper's trial: trials per hour, peak memory "
+                  "per process, equal epsilon for equal seeds"),
+    Section(name="draw_pruning", gpu_s=45, smoke_s=45, run=lambda c: draw_pruning(c.config, c.sizes),
+            about="a reduced trial's privacy draws with and without the stop on the best feasible trial's epsilon "
+                  "(tuner.pruning.DrawPruner): draws and seconds"),
+    Section(name="fused_step", gpu_s=90, smoke_s=90, run=lambda c: fused_step(c.session), on_cpu=False,
+            about="one fine-tuning epoch from CUDA graphs, uncompiled (the baseline), against compiled forward and "
+                  "backward inside the graphs (compile time apart)"),
+    Section(name="compiled_sweep", gpu_s=60, smoke_s=60, run=lambda c: compiled_sweep(c.session, c.sizes),
+            on_cpu=False,
+            about="the bf16 sweep eager (the baseline) and through torch.compile (compile time apart; after the trial "
+                  "it may reuse the trial's compilation), and a second model of the same shape"),
+    Section(name="sweeps", gpu_s=15, smoke_s=15, run=lambda c: sweeps(c.session, c.sizes),
+            about="one forward sweep over the training records at float32, TF32 and bf16 (evaluation batches of "
+                  "256 and 1,024)"),
+    Section(name="ablations", gpu_s=20, smoke_s=20, run=lambda c: ablations(c.session),
+            about="one SWAG epoch with fused against unfused SGD, one fine-tuning epoch from CUDA graphs against "
+                  "eager steps"),
+    Section(name="tests", gpu_s=150, smoke_s=60,
+            run=lambda c: gpu_tests(min(max(c.report.left() - 10, 30), 150)),
+            about="pytest -m gpu tests/swagppm/test_gpu.py (the screened maximum equals a float32 sweep, graphed and "
+                  "compiled steps equal eager ones, fits side by side give the epsilon of each alone): its summary "
+                  "line and exit status"),
+)
+SECTION_NAMES = tuple(section.name for section in SECTIONS)
+
+
+def chosen_sections(names: str | None) -> tuple[Section, ...]:
+    """The sections ``--sections`` names, in the order it names them (default: all, in the table's order)."""
+    if names is None:
+        return SECTIONS
+    by_name = {section.name: section for section in SECTIONS}
+    asked = [name.strip() for name in names.split(",") if name.strip()]
+    if unknown := sorted(set(asked) - set(by_name)):
+        raise ValueError(f"--sections: unknown {', '.join(unknown)}; known: {', '.join(SECTION_NAMES)}")
+    if repeated := sorted({name for name in asked if asked.count(name) > 1}):
+        raise ValueError(f"--sections: {', '.join(repeated)} named twice")
+    return tuple(by_name[name] for name in asked)
+
+
+def listing() -> str:
+    """The sections in order, with their GPU budgets and what each measures (``--list``)."""
+    return "\n".join(f"{number}. {section.name} ({section.gpu_s:.0f} s on a GPU"
+                     f"{'' if section.on_cpu else ', not in --smoke'}): {section.about}"
+                     for number, section in enumerate(SECTIONS, start=1))
+
+
+def unbuffered() -> None:
+    """Every line shows when it is written, so that a call cut short still shows how far it got: this process's
+    output line by line, and the subprocesses' (the CUDA tests, the concurrent workers) through PYTHONUNBUFFERED."""
+    os.environ["PYTHONUNBUFFERED"] = "1"
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(line_buffering=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="sections, in order:\n" + listing())
     parser.add_argument("--smoke", action="store_true", help="a tiny CPU run of every section (the test suite's)")
     parser.add_argument("--quick", action="store_true",
                         help="the paper-scale model and records at reduced epochs and draws: a few minutes on a GPU "
                              "that checks the GPU paths (CUDA graphs, bf16 screening) and their per-epoch rates")
     parser.add_argument("--sections", default=None,
-                        help=f"comma-separated sections to run (default all: {', '.join(SECTIONS)})")
-    parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+                        help="comma-separated sections to run, in that order (default all, in the order --list "
+                             f"shows: {', '.join(SECTION_NAMES)})")
+    parser.add_argument("--list", action="store_true", help="print the sections in order and exit")
+    parser.add_argument("--out", type=Path, default=None, help="the JSON file to write")
     parser.add_argument("--budget-s", type=float, default=None, help="seconds for the whole check (default 470)")
     args = parser.parse_args(argv)
+    unbuffered()
+    if args.list:
+        print(listing())
+        return 0
+    if args.out is None:
+        parser.error("--out is required")
+    try:
+        chosen = chosen_sections(args.sections)
+    except ValueError as error:
+        parser.error(str(error))
     sizes = SMOKE if args.smoke else QUICK if args.quick else GPU
-    chosen = SECTIONS if args.sections is None else tuple(args.sections.split(","))
-    if unknown := sorted(set(chosen) - set(SECTIONS)):
-        parser.error(f"--sections: unknown {', '.join(unknown)}; known: {', '.join(SECTIONS)}")
     if args.budget_s is not None:
         sizes = replace(sizes, budget_s=args.budget_s)
     if not args.smoke and not torch.cuda.is_available():
         parser.error("no CUDA device: run with --smoke on a CPU")
     device = torch.device("cpu" if args.smoke else "cuda")
+    chosen = tuple(section for section in chosen if section.on_cpu or not args.smoke)
     transformers.logging.set_verbosity_error()
     report = Report(args.out, time.perf_counter(), sizes.budget_s)
     given = " ".join(argv if argv is not None else sys.argv[1:])
-    report.document |= {"command": f"python benchmarks/gpu/check.py {given}",
+    report.document |= {"command": f"PYTHONUNBUFFERED=1 python benchmarks/gpu/check.py {given}",
                         "date": time.strftime("%Y-%m-%d"), "environment": environment(device),
-                        "sizes": sizes.__dict__}
+                        "sizes": sizes.__dict__, "section_order": [section.name for section in chosen]}
+    report.write()
     workdir = Path(tempfile.mkdtemp(prefix="swagppm-gpu-check-"))
     try:
         config = workload(workdir, sizes, device)
         with swagppm.Session(config) as session:
-            gpu = not args.smoke
-            runs = {"tests": (150 if gpu else 60, lambda: gpu_tests(min(max(report.left() - 10, 30), 150))),
-                    "fused_step": (90, lambda: fused_step(session)),
-                    "compiled_sweep": (60, lambda: compiled_sweep(session, sizes)),
-                    "draw_pruning": (45, lambda: draw_pruning(config, sizes)),
-                    "side_by_side": (60, lambda: side_by_side(config, sizes)),
-                    "trial": (200 if gpu else 60, lambda: trial(session, sizes)),
-                    "sweeps": (15, lambda: sweeps(session, sizes)),
-                    "concurrency": (60, lambda: concurrency(config, sizes, report)),
-                    "ablations": (20, lambda: ablations(session))}
-            for name in SECTIONS:
-                if name in chosen and not (args.smoke and name in COMPILED):
-                    report.section(name, *runs[name])
+            context = Context(config=config, session=session, sizes=sizes, report=report, gpu=not args.smoke)
+            for section in chosen:
+                report.section(section.name, section.budget_s(context), partial(section.run, context))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps({k: v for k, v in report.document.items() if k != "sizes"}, indent=1, default=str))

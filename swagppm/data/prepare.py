@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.model_selection import train_test_split
 
 from swagppm.config import DataConfig
 from swagppm.data.sources import read_records
@@ -132,21 +133,66 @@ def _split(keep: list[int], labels: list[str], config: DataConfig, *, seed: int)
     paired = [i for i in keep if sizes[labels[i]] >= 2]
     single = np.asarray([i for i in keep if sizes[labels[i]] < 2], dtype=np.int64)
     n_classes = len({labels[i] for i in paired})
-    n_test = int(np.ceil(len(paired) * config.test_size))  # as train_test_split rounds it
+    n_test = math.ceil(config.test_size * len(paired))  # as stratified_split rounds it
     if paired and min(n_test, len(paired) - n_test) < n_classes:
         raise DataError(
             f"{config.source}: {len(paired)} records cannot be split stratified into train and test with "
             f"{n_classes} classes each; use more records or fewer classes"
         )
-    train_idx, test_idx = (train_test_split(np.asarray(paired), test_size=config.test_size,
-                                            stratify=[labels[i] for i in paired], random_state=seed)
-                           if paired else (np.empty(0, np.int64), np.empty(0, np.int64)))
+    train_idx, test_idx = np.empty(0, np.int64), np.empty(0, np.int64)
+    if paired:
+        train_at, test_at = stratified_split([labels[i] for i in paired], test_size=config.test_size, seed=seed)
+        train_idx, test_idx = np.asarray(paired)[train_at], np.asarray(paired)[test_at]
     to_test = np.random.default_rng([seed, 1]).random(len(single)) < config.test_size
     train_idx, test_idx = np.concatenate([train_idx, single[~to_test]]), np.concatenate([test_idx, single[to_test]])
     if not len(train_idx) or not len(test_idx):
         raise DataError(f"{config.source}: {len(keep)} records leave the train or the test split empty; use more "
                         "records")
     return np.sort(train_idx), np.sort(test_idx)
+
+
+def stratified_split(strata: Sequence[str], *, test_size: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the train and the test records: the split of scikit-learn's ``train_test_split(test_size=
+    test_size, stratify=strata, random_state=seed)`` (its ``StratifiedShuffleSplit``), the same records on each side,
+    without loading scikit-learn (with SciPy, pandas and pyarrow: seconds of a run's start) for one split.
+
+    It takes the same steps with the same random stream (``RandomState(seed)``): the
+    test side is ``ceil(test_size * n)`` records; each stratum's share of either side
+    is the rounded mode of the hypergeometric, ties broken at random; then each
+    stratum's records are shuffled and cut. Both sides come in stratum order (the
+    callers sort them). Every stratum needs two records, and each side at least one
+    record per stratum (the caller checks both).
+    """
+    n_test = math.ceil(test_size * len(strata))
+    _, inverse, counts = np.unique(np.asarray(strata), return_inverse=True, return_counts=True)
+    members = np.split(np.argsort(inverse.reshape(-1), kind="stable"), np.cumsum(counts)[:-1])
+    rng = np.random.RandomState(seed)
+    to_train = _hypergeometric_mode(counts, len(strata) - n_test, rng)
+    to_test = _hypergeometric_mode(counts - to_train, n_test, rng)
+    train, test = [], []
+    for positions, n_train_k, n_test_k in zip(members, to_train, to_test, strict=True):
+        shuffled = positions.take(rng.permutation(len(positions)), mode="clip")
+        train.append(shuffled[:n_train_k])
+        test.append(shuffled[n_train_k:n_train_k + n_test_k])
+    return np.concatenate(train), np.concatenate(test)
+
+
+def _hypergeometric_mode(counts: np.ndarray, draws: int, rng: np.random.RandomState) -> np.ndarray:
+    """How many of ``draws`` records each stratum gives: its share rounded down, then one more for the strata with
+    the largest remainders, equal remainders chosen at random (scikit-learn's ``_approximate_mode``)."""
+    continuous = counts / counts.sum() * draws
+    floored = np.floor(continuous)
+    missing = int(draws - floored.sum())
+    if missing > 0:
+        remainder = continuous - floored
+        for value in np.sort(np.unique(remainder))[::-1]:
+            (tied,) = np.where(remainder == value)
+            chosen = rng.choice(tied, size=min(len(tied), missing), replace=False)
+            floored[chosen] += 1
+            missing -= len(chosen)
+            if missing == 0:
+                break
+    return floored.astype(int)
 
 
 def _kept(labels: list[str], config: DataConfig, *, seed: int, minimum: int) -> list[int]:

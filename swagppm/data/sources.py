@@ -27,15 +27,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
-import pandas as pd
 
 from swagppm.config import DataConfig
 from swagppm.data.files import Columns, check_file, explain_json_failure, missing_column, reads_as_number
 from swagppm.data.synthetic import synthetic_corpus
 from swagppm.errors import DataError
+
+if TYPE_CHECKING:  # files are read into pandas frames; the synthetic corpus, and so the demo, loads no pandas
+    import pandas as pd
 
 _FILE_READERS = {".csv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
@@ -315,7 +317,9 @@ def _label_problem(value: object) -> str | None:
         if value.strip().lower() in ("nan", "-nan", "+nan"):  # a missing number written out, not a class
             return "missing label (written as NaN)"
         return "a label that runs over lines (a quote left open?)" if "\n" in value or "\r" in value else None
-    if not pd.api.types.is_scalar(value) or isinstance(value, bytes):
+    from pandas.api.types import is_scalar
+
+    if not is_scalar(value) or isinstance(value, bytes):
         return f"{_kind_of(value)}, not a label (text or a number)"
     if _is_number(value) and not math.isfinite(float(value)):  # type: ignore[arg-type]
         return "an infinite number, not a label"
@@ -324,6 +328,8 @@ def _label_problem(value: object) -> str | None:
 
 def _is_missing(value: object) -> bool:
     """None, NaN or pd.NA: what an empty CSV cell or a JSON null becomes."""
+    import pandas as pd
+
     return bool(pd.api.types.is_scalar(value) and pd.isna(value))
 
 

@@ -129,6 +129,19 @@ def test_importing_swagppm_and_its_statement_loads_no_training_stack() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow  # a fresh interpreter imports torch and transformers
+def test_the_fit_modules_and_a_synthetic_corpus_load_no_scikit_learn_or_pandas() -> None:
+    """What a run on the demo's data loads before its first fit: scikit-learn (with SciPy's statistics, pandas and
+    pyarrow) is left to a release's class report, pandas to data files."""
+    script = ("import sys, swagppm.session\n"
+              "from swagppm import DataConfig, prepare_data\n"
+              "prepare_data(DataConfig(source='synthetic', synthetic_size=120, synthetic_classes=3))\n"
+              "print(sorted(m for m in ('sklearn', 'pandas', 'pyarrow', 'scipy.stats') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=PATIENCE, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
+
+
 def test_no_test_module_imports_another() -> None:
     """What tests share lives in a folder's ``helpers.py`` or ``conftest.py``, never in another test module."""
     wrong = sorted(f"{path.relative_to(ROOT)} imports {target}" for path in sorted((ROOT / "tests").rglob("test_*.py"))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from swagppm import ConfigError, DataConfig, DataError, PreparedData, prepare_data
+from swagppm.data.prepare import stratified_split
+from swagppm.data.synthetic import synthetic_corpus
 from swagppm.provenance import keyed_fingerprint
 from tests.swagppm.helpers import error_naming
 
@@ -93,6 +96,68 @@ def test_a_split_that_would_miss_a_class_is_refused_in_one_line(tmp_path: Path, 
     assert message == (f"{path}: 4 records cannot be split stratified into train and test with 2 classes each; "
                        "use more records or fewer classes")
     _assert_private(message)
+
+
+def _sklearn_split(strata: list[str], test_size: float, seed: int) -> tuple[list[int], list[int]]:
+    """The positions scikit-learn's stratified ``train_test_split`` puts on each side, sorted."""
+    from sklearn.model_selection import train_test_split
+
+    train, test = train_test_split(np.arange(len(strata)), test_size=test_size, stratify=strata, random_state=seed)
+    return sorted(train.tolist()), sorted(test.tolist())
+
+
+def _numpy_split(strata: list[str], test_size: float, seed: int) -> tuple[list[int], list[int]]:
+    train, test = stratified_split(strata, test_size=test_size, seed=seed)
+    return sorted(train.tolist()), sorted(test.tolist())
+
+
+def _counts(*sizes: int) -> list[str]:
+    """Strata of the given sizes, interleaved as records of different classes come in a file."""
+    labels = [f"class-{k}" for k, size in enumerate(sizes) for _ in range(size)]
+    return [labels[i] for i in np.random.default_rng(len(labels)).permutation(len(labels))]
+
+
+SPLIT_SHAPES = {  # the data the tests, studies and demos split: synthetic corpora and small files, 2 and 3 classes
+    "demo (300 records, 6 classes)": synthetic_corpus(300, num_classes=6, seed=0)[1],
+    "demo_tiny (400, 8)": synthetic_corpus(400, num_classes=8, seed=0)[1],
+    "small studies (240, 4)": synthetic_corpus(240, num_classes=4, seed=0)[1],
+    "osha-like default (600, 8)": synthetic_corpus(seed=3)[1],
+    "ten records, 3 classes": [str(label) for label in TEN_LABELS],
+    "2 classes, balanced": _counts(20, 20),
+    "2 classes, 9 to 1": _counts(45, 5),
+    "2 classes, 2 records each": _counts(2, 2),
+    "3 classes, tied remainders": _counts(7, 7, 7),
+    "3 classes, 2 3 and 40": _counts(2, 3, 40),
+}
+
+
+def _splittable(sizes: list[int], test_size: float) -> bool:
+    """Whether each side gets a record of every class (else prepare_data refuses before splitting)."""
+    n_test = math.ceil(test_size * sum(sizes))
+    return min(n_test, sum(sizes) - n_test) >= len(sizes)
+
+
+@pytest.mark.parametrize("shape", list(SPLIT_SHAPES))
+def test_the_split_puts_the_same_records_on_each_side_as_scikit_learn(shape: str) -> None:
+    strata = SPLIT_SHAPES[shape]
+    sizes = [strata.count(name) for name in set(strata)]
+    cases = [(seed, size) for seed in (0, 1, 7, 12345) for size in (0.2, 0.25, 0.3, 0.5) if _splittable(sizes, size)]
+    assert len(cases) >= 8
+    for seed, test_size in cases:
+        assert _numpy_split(strata, test_size, seed) == _sklearn_split(strata, test_size, seed), (seed, test_size)
+
+
+def test_the_split_matches_scikit_learn_on_many_random_class_counts() -> None:
+    rng = np.random.default_rng(2026)
+    compared = 0
+    while compared < 300:
+        sizes = [int(size) for size in rng.integers(2, 30, size=int(rng.integers(2, 12)))]
+        test_size, seed = float(rng.choice([0.1, 0.15, 0.2, 0.25, 0.3, 1 / 3, 0.5])), int(rng.integers(2**31))
+        if not _splittable(sizes, test_size):
+            continue
+        strata = _counts(*sizes)
+        assert _numpy_split(strata, test_size, seed) == _sklearn_split(strata, test_size, seed), (sizes, test_size)
+        compared += 1
 
 
 # --- Too few classes -------------------------------------------------------------------------------

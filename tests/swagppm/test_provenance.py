@@ -37,9 +37,10 @@ def test_an_edit_in_a_subpackage_or_a_moved_file_changes_the_code_digest(tmp_pat
 
 
 def test_processes_starting_together_on_a_fresh_cache_all_read_one_whole_key(tmp_path: Path) -> None:
-    """The key is linked into place whole: a process that comes second never reads it empty or half written."""
+    """The key is linked into place whole: a process that comes second never reads it empty or half written (and
+    making it loads no torch)."""
     script = ("import sys; from pathlib import Path; from swagppm.provenance import fingerprint_key; "
-              "print(fingerprint_key(Path(sys.argv[1])).hex())")
+              "print(fingerprint_key(Path(sys.argv[1])).hex()); assert 'torch' not in sys.modules")
     runs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True) for _ in range(6)]
     keys = set()

@@ -38,6 +38,26 @@ def test_perfect_predictions_score_one_and_all_wrong_score_zero() -> None:
     assert f1_pair(labels, np.array([1, 2, 0, 0]), 3) == (0.0, 0.0)
 
 
+def test_the_pair_is_scikit_learns_f1_to_the_bit_on_many_random_predictions() -> None:
+    from sklearn.metrics import f1_score
+
+    rng = np.random.default_rng(49)
+    for _ in range(300):
+        num_classes, n = int(rng.integers(2, 12)), int(rng.integers(1, 200))
+        y_true = rng.integers(0, num_classes, size=n)
+        right = rng.random(n) < rng.random()  # from hopeless to near perfect
+        y_pred = np.where(right, y_true, rng.integers(0, int(rng.integers(1, num_classes + 1)), size=n))
+        labels = [k for k in range(num_classes) if np.any(y_true == k) or np.any(y_pred == k)]
+        expected = tuple(float(f1_score(y_true, y_pred, labels=labels, average=average, zero_division=0))
+                         for average in ("macro", "weighted"))
+        assert f1_pair(y_true, y_pred, num_classes) == expected
+
+
+def test_no_records_to_score_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no records to score"):
+        f1_pair(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 3)
+
+
 def test_summarise_gives_the_median_and_the_linearly_interpolated_tenth_percentile() -> None:
     assert summarise([5.0, 1.0, 4.0, 2.0, 3.0]) == {"median": 3.0, "q10": pytest.approx(1.4)}
     assert summarise((4.0, 1.0, 3.0, 2.0)) == {"median": 2.5, "q10": pytest.approx(1.3)}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -14,7 +16,7 @@ import swagppm
 from swagppm import TrialParams
 from swagppm.config import PRIVATE_TEST
 from tests import PATIENCE
-from tests.tuner.helpers import STUDY, with_a_feasible_trial
+from tests.tuner.helpers import REPO, STUDY, with_a_feasible_trial
 from tuner.cli import EXIT_FIT_FAILED, main
 
 
@@ -172,8 +174,23 @@ def test_status_loads_only_what_reading_a_study_needs(study_file: Callable[..., 
     with_a_feasible_trial(path)
     modules = ("plotly.graph_objects", "scipy", "pandas", "torch", "optuna_dashboard", "tuner.report", "tuner.figures",
                "tuner.objective", "tuner.compare", "tuner.executors", "tuner.cli.fitting", "redis.client",
-               "opentelemetry", "optuna")
+               "opentelemetry", "alembic", "optuna")
     assert loaded_after(["status", str(path)], modules, tmp_path) == ["optuna"]  # redis: only on first use
+
+
+def test_a_deferred_module_stays_unloaded_when_inspect_asks_every_module_for_its_file(tmp_path: Path) -> None:
+    """torch registers its operators through ``inspect.getframeinfo``, which asks every loaded module for its
+    ``__file__``: the deferred stub answers without loading the module, which loads at its first real use."""
+    if importlib.util.find_spec("redis") is None:
+        pytest.skip("the redis extra is not installed")
+    script = tmp_path / "frames.py"
+    script.write_text("import inspect, sys\nfrom tuner.cli import defer_import\ndefer_import('redis')\n"
+                      "inspect.getframeinfo(sys._getframe())\nprint('redis.client' in sys.modules)\n"
+                      "import redis\nprint(redis.Redis.__module__)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=PATIENCE,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.split() == ["False", "redis.client"]
 
 
 @pytest.mark.services

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import pickle
 import socket
+import sqlite3
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,10 +22,14 @@ from optuna.storages.journal import JournalStorage
 from sqlalchemy.engine import make_url
 
 from swagppm import ConfigError
-from tests.tuner.helpers import one_error_line, with_a_feasible_trial
+from tests import PATIENCE
+from tests.tuner.helpers import REPO, one_error_line, with_a_feasible_trial
+from tuner import StudyConfig
 from tuner.cli import main
 from tuner.storage import (
+    CurrentSchemaStorage,
     _lost_schema_race,
+    _schema_head,
     describe_error,
     grpc_address,
     is_connection_error,
@@ -231,6 +239,61 @@ def test_a_sqlite_storage_is_made_and_reopened_with_its_studies(tmp_path: Path) 
     assert isinstance(storage, RDBStorage) and (tmp_path / "study.db").is_file()
     optuna.create_study(storage=storage, study_name="kept")
     assert optuna.get_all_study_names(storage=make_storage(url)) == ["kept"]
+
+
+def test_a_sqlite_file_at_the_current_schema_opens_without_alembic_as_the_same_storage(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    (tmp_path / "study.db").touch()  # as create_storage_file leaves it: empty, so Optuna makes the schema
+    first = make_storage(url)
+    assert type(first) is RDBStorage
+    optuna.create_study(storage=first, study_name="kept").set_user_attr("note", "mine")
+    again = make_storage(url)
+    assert type(again) is CurrentSchemaStorage
+    plain = RDBStorage(url)
+    assert vars(again).keys() == vars(plain).keys() - {"_version_manager"}  # what RDBStorage sets, but Alembic
+    assert {name: value for name, value in vars(again).items() if name not in ("engine", "scoped_session")} == {
+        name: value for name, value in vars(plain).items() if name not in ("engine", "scoped_session",
+                                                                           "_version_manager")}
+    assert optuna.load_study(study_name="kept", storage=again).user_attrs == {"note": "mine"}
+    assert again.get_current_version() == plain.get_head_version() == _schema_head()  # its manager, on demand
+    assert type(pickle.loads(pickle.dumps(make_storage(url)))).__name__ == "CurrentSchemaStorage"
+
+
+@pytest.mark.parametrize("change, refusal", [
+    ("UPDATE alembic_version SET version_num = 'v3.0.0.d'", "RuntimeError: The runtime optuna version"),
+    ("DELETE FROM alembic_version", None),  # Optuna stamps it again
+    ("DROP TABLE trial_heartbeats", None),  # Optuna makes it again
+])
+def test_a_sqlite_file_not_at_the_current_schema_goes_through_optunas_own_open(
+        tmp_path: Path, change: str, refusal: str | None) -> None:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    optuna.create_study(storage=make_storage(url), study_name="kept")
+    with sqlite3.connect(tmp_path / "study.db") as connection:
+        connection.execute(change)
+    connection.close()
+    if refusal is not None:
+        with pytest.raises(ConfigError, match=f"cannot open the study storage {url}: {refusal}"):
+            make_storage(url)
+        return
+    assert type(make_storage(url)) is RDBStorage
+    assert type(make_storage(url)) is CurrentSchemaStorage and optuna.get_all_study_names(make_storage(url)) == [
+        "kept"]
+
+
+@pytest.mark.slow  # a second process
+def test_status_shows_a_trial_another_process_added_since_the_last_status(
+        study_file: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file()
+    with_a_feasible_trial(path)
+    assert main(["status", str(path)]) == 0 and "1 trials: 1 complete" in capsys.readouterr().out
+    url = StudyConfig.from_toml(path).storage_url
+    copy = ("import optuna, sys\n"
+            "study = optuna.load_study(study_name='small', storage=sys.argv[1])\n"
+            "study.add_trial(study.trials[0])")
+    subprocess.run([sys.executable, "-c", copy, url], check=True, cwd=REPO, timeout=PATIENCE)
+    assert main(["status", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "2 trials: 2 complete" in out and out.count(" COMPLETE ") == 2
 
 
 def test_a_journal_storage_makes_its_missing_folders(tmp_path: Path) -> None:

@@ -63,10 +63,11 @@ def warn_mixed_stage1(study: optuna.Study) -> None:
 
 def print_refuted(study: optuna.Study) -> None:
     """Each trial whose measured ε an audit refutes, with the audit's bound beside it."""
+    attrs = study.user_attrs  # one read of the storage, not one per trial
     for trial in study.get_trials(deepcopy=False):
         record = TrialRecord.of(trial)
         if record is None:
             continue
-        note = refuted_note(record.epsilon, audit_bounds(study.user_attrs, trial.number, record))
+        note = refuted_note(record.epsilon, audit_bounds(attrs, trial.number, record))
         if note:
             print(f"trial {trial.number}: measured epsilon {record.epsilon_or_inf:.3g}{note}")

@@ -442,7 +442,7 @@ class CleanCommand(Command):
         """Say what deleting the private cache makes impossible, ask (or need --yes), then delete the cache's own
         files; a folder the tool did not create, a cache in use and one that cannot be deleted are refused (exit 2)."""
         config = study_config(args)
-        from swagppm.cache import FINGERPRINT_KEY, cache_contents, clear_cache, default_cache_dir  # torch: only here
+        from swagppm.cache import FINGERPRINT_KEY, cache_contents, clear_cache, default_cache_dir
 
         contents = cache_contents(config.fit.cache_dir, keep_key=args.keep_key)
         if contents.folder is None:
