@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
-from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
+from transformers import PreTrainedTokenizerBase
 
 from swagppm.errors import TrainingFailure
 from swagppm.mechanism import weighted_delta, weighted_nll
@@ -370,7 +370,13 @@ def adamw(net: Net, *, lr: float, weight_decay: float, total_steps: int,
     on_cuda = net.device.type == "cuda"
     rate = torch.tensor(lr, device=net.device) if net.graphs else lr
     optimizer = torch.optim.AdamW(params, lr=rate, weight_decay=weight_decay, fused=on_cuda, capturable=net.graphs)
-    return optimizer, get_linear_schedule_with_warmup(optimizer, 0, max(total_steps, 1))
+    return optimizer, linear_decay(optimizer, max(total_steps, 1))
+
+
+def linear_decay(optimizer: torch.optim.Optimizer, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning rate times (total − step) / total, down to 0: transformers' linear schedule without warm-up,
+    written here because importing that one loads its trainer utilities (and peft with them) on every run."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, (total_steps - step) / total_steps))
 
 
 def sgd(net: Net, *, lr: float, momentum: float) -> torch.optim.Optimizer:
