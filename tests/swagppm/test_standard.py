@@ -1,0 +1,101 @@
+"""A first-token pooled classifier becomes its encoder's standard class with the same logits to float rounding, for
+any input (the head's scale follows the LayerNorm's bound); mean pooling, native heads and other encoders stay."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    BertModel,
+    ElectraConfig,
+    ElectraModel,
+    RobertaConfig,
+    RobertaForSequenceClassification,
+    RobertaModel,
+)
+
+from swagppm.models.build import _pooled
+from swagppm.models.standard import TANH_LINEAR, layer_norm_bound, standard_model
+
+LABELS = {"num_labels": 3, "id2label": {0: "a", 1: "b", 2: "c"}, "label2id": {"a": 0, "b": 1, "c": 2}}
+SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+
+
+def _ids() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 90, (4, 11), generator=generator)
+    mask = torch.ones_like(ids)
+    mask[1, 6:], mask[2, 2:] = 0, 0
+    return ids, mask
+
+
+def _classifier(encoder: torch.nn.Module, pooling: str = "cls") -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = _pooled(encoder.eval(), pooling, dict(LABELS))  # type: ignore[arg-type]
+    torch.nn.init.normal_(model.classifier.weight, std=2.0)
+    torch.nn.init.normal_(model.classifier.bias)
+    return model.eval()
+
+
+ENCODERS = {
+    "bert": (lambda: BertModel(BertConfig(vocab_size=100, **SIZES), add_pooling_layer=False),
+             BertForSequenceClassification),
+    "bert-with-pooler": (lambda: BertModel(BertConfig(vocab_size=100, **SIZES)), BertForSequenceClassification),
+    "roberta": (lambda: RobertaModel(RobertaConfig(vocab_size=100, pad_token_id=1, **SIZES)),
+                RobertaForSequenceClassification),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENCODERS))
+@pytest.mark.parametrize("gain", [1.0, 300.0])  # 300: LayerNorm outputs far from the usual range
+def test_first_token_pooling_becomes_the_standard_class_with_the_same_logits(name: str, gain: float) -> None:
+    build, expected = ENCODERS[name]
+    encoder = build()
+    with torch.no_grad():
+        for module in encoder.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.mul_(gain).add_(torch.randn_like(module.weight))
+                module.bias.add_(gain * torch.randn_like(module.bias))
+    model = _classifier(encoder)
+    standard = standard_model(model)
+    assert type(standard) is expected and standard.config.id2label == LABELS["id2label"]
+    ids, mask = _ids()
+    with torch.no_grad():
+        ours = model(ids, attention_mask=mask).logits
+        theirs = standard(input_ids=ids, attention_mask=mask).logits
+        alone = standard(input_ids=ids[2:3, :2]).logits - model(ids[2:3, :2]).logits
+    gap = max(float((ours - theirs).abs().max()), float(alone.abs().max()))
+    print(f"{name}, LayerNorm gain {gain:g}: max |logit difference| {gap:.3g} (logits up to "
+          f"{float(ours.abs().max()):.3g})")
+    assert gap <= 1e-6 * max(1.0, float(ours.abs().max()))
+
+
+def test_the_head_scale_keeps_every_possible_state_in_tanh_s_linear_range() -> None:
+    norm = torch.nn.LayerNorm(16)
+    with torch.no_grad():
+        norm.weight.fill_(2.0)
+        norm.bias.fill_(-0.5)
+    bound = layer_norm_bound(norm)
+    assert bound == pytest.approx(2.0 * 15**0.5 + 0.5)
+    worst = torch.zeros(1, 16)
+    worst[0, 0] = 1e6  # one coordinate far from the others: its standardised value is sqrt(15)
+    with torch.no_grad():
+        assert float(norm(worst).abs().max()) <= bound
+    model = _classifier(BertModel(BertConfig(vocab_size=100, **SIZES), add_pooling_layer=False))
+    standard = standard_model(model)
+    scale = float(standard.state_dict()["bert.pooler.dense.weight"][0, 0])
+    last = layer_norm_bound(model.encoder.encoder.layer[-1].output.LayerNorm)
+    assert scale * last <= TANH_LINEAR < 2 * scale * last and math.frexp(scale)[0] == 0.5  # a power of two
+
+
+def test_mean_pooling_a_native_head_and_another_encoder_stay_as_they_are() -> None:
+    mean = _classifier(BertModel(BertConfig(vocab_size=100, **SIZES), add_pooling_layer=False), "mean")
+    assert standard_model(mean) is mean
+    native = BertForSequenceClassification(BertConfig(vocab_size=100, **LABELS, **SIZES))
+    assert standard_model(native) is native
+    model = _classifier(ElectraModel(ElectraConfig(vocab_size=100, embedding_size=32, **SIZES)))
+    assert standard_model(model) is model
