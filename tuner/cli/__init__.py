@@ -48,6 +48,8 @@ Exit status:
   7    the membership-inference audit refutes the claim epsilon <= the study's
        cap: release released nothing (the bound, the cap and the delta that would
        reconcile them are printed; --force-audit releases it anyway), audit says so
+  8    release --push-to-hub: the release is committed, but pushing it to the
+       Hub failed (offline, no access); one line says how to push it later
   130  interrupted by Ctrl-C or SIGTERM (run, worker: the running trial is marked
        failed and queued again; launch: its local jobs are cancelled); finished
        trials are kept
@@ -78,13 +80,15 @@ from tuner.cli.base import (
     EXIT_INTERRUPTED,
     EXIT_NOT_REPRODUCED,
     EXIT_OK,
+    EXIT_PUSH_FAILED,
     EXIT_STORAGE_LOST,
     Command,
 )
 
 __all__ = ["COMMANDS", "EXIT_AUDIT_REFUTED",
            "EXIT_BAD_INPUT", "EXIT_BROKEN_PIPE", "EXIT_FIT_FAILED", "EXIT_INFEASIBLE", "EXIT_INTERNAL",
-           "EXIT_INTERRUPTED", "EXIT_NOT_REPRODUCED", "EXIT_OK", "EXIT_STORAGE_LOST", "Command", "failures", "main"]
+           "EXIT_INTERRUPTED", "EXIT_NOT_REPRODUCED", "EXIT_OK", "EXIT_PUSH_FAILED", "EXIT_STORAGE_LOST", "Command",
+           "failures", "main"]
 
 DEBUG_ENV = "SWAGPPM_TUNE_DEBUG"
 INTERRUPTED_LINE = "\nswagppm-tune: interrupted"  # Ctrl-C before a verb says more (run, worker: what was kept)
