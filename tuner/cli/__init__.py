@@ -2,6 +2,7 @@
 
 Verbs:
   demo       write the demo study into a folder and print the next commands (--run: run it)
+  init       write a study file for your own records (data file, label column, model)
   run        create or resume a study and optimise, in one or several local processes
   create     create the study and its start points without a trial, for workers to join
   worker     join an existing study from any machine
@@ -97,7 +98,7 @@ PROGRESS_BARS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"  # read by huggingface_hub an
 # The verbs, in the order --help lists them: each one's class, imported only when that verb runs (or its --help is
 # asked), so that `swagppm-tune --help` loads no study, plotting or training library.
 COMMANDS: dict[str, str] = {
-    "demo": "tuner.cli.demo:DemoCommand", "run": "tuner.cli.study:RunCommand",
+    "demo": "tuner.cli.demo:DemoCommand", "init": "tuner.cli.init:InitCommand", "run": "tuner.cli.study:RunCommand",
     "create": "tuner.cli.study:CreateCommand", "worker": "tuner.cli.study:WorkerCommand",
     "launch": "tuner.cli.study:LaunchCommand", "jobs": "tuner.cli.study:JobsCommand",
     "proxy": "tuner.cli.study:ProxyCommand", "fit": "tuner.cli.fitting:FitCommand",
