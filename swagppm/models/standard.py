@@ -15,13 +15,23 @@ so the release loads with plain ``from_pretrained`` and ``pipeline`` (no remote 
   a power of two is exact. In half precision these scaled values lose digits: the
   release is float32.
 
-Mean pooling has no such form: no standard text-classification class of these
-architectures averages the token states over the attention mask (XLM's
-``summary_type = "mean"`` averages the padding too; the masked means of ModernBERT,
-EuroBERT and Cohere's classifiers sit on encoders of another architecture), so a
-mean-pooled release stays a ``PooledClassifier`` (``swagppm.models.pooled``). A model
-that is already standard (a native head, merged LoRA of one) is returned as it is; so
-is a pooled one over an encoder not listed here.
+Mean pooling has no such form in a standard class as it stands: none of these
+architectures' text classifiers averages the token states over the attention mask
+(XLM's ``summary_type = "mean"`` averages the padding too; the masked means of
+ModernBERT, EuroBERT and Cohere's classifiers sit on encoders of another
+architecture). ``standard_model(model, mean=True)`` builds one anyway, exact to float
+rounding, by appending one layer of the same architecture that computes the mean
+(``averaging_layer``): its attention's query and key are zero, so every real token
+gets the same weight and the first token's context is the masked mean of the values,
+``z = W·m``; its output writes ``±S·z`` and a constant pair ``±S·C`` (``C`` far above
+any ``|z|``, ``S`` far above any state the residual adds), so both LayerNorms divide by
+a constant to float32 rounding and the first token carries ``z`` linearly; its
+feed-forward part is zero. The first-token head above then reads ``z + b``. The
+constants reach about ``2**50``: such a model is exact in float32 and wrong in half
+precision, which is why a mean-pooled release stays a ``PooledClassifier``
+(``swagppm.models.pooled``) unless asked. A model that is already standard (a native
+head, merged LoRA of one) is returned as it is; so is a pooled one over an encoder not
+listed here.
 """
 
 from __future__ import annotations
@@ -80,25 +90,69 @@ FIRST_TOKEN_HEADS: dict[str, FirstTokenHead] = {
 }
 
 
-def standard_model(model: PreTrainedModel) -> PreTrainedModel:
+def standard_model(model: PreTrainedModel, *, mean: bool = False) -> PreTrainedModel:
     """``model`` as its encoder's standard ``*ForSequenceClassification`` (float32, on the CPU, eval mode) when it is a
-    first-token ``PooledClassifier`` over an encoder of ``FIRST_TOKEN_HEADS``; otherwise ``model`` itself."""
-    if not isinstance(model, PooledClassifier) or model.config.pooling != "cls":
+    first-token ``PooledClassifier`` over an encoder of ``FIRST_TOKEN_HEADS``, or with ``mean`` a mean-pooled one
+    (one averaging layer appended); otherwise ``model`` itself."""
+    if not isinstance(model, PooledClassifier) or model.config.pooling not in (("cls", "mean") if mean else ("cls",)):
         return model
     encoder = cast(PreTrainedModel, model.encoder)
     spec = FIRST_TOKEN_HEADS.get(str(encoder.config.model_type))
     if spec is None:
         return model
     weight, bias = model.classifier.weight.detach().float().cpu(), model.classifier.bias.detach().float().cpu()
-    values = {**encoder.config.to_dict(), "id2label": model.config.id2label, "label2id": model.config.label2id,
-              "architectures": [spec.model_class.__name__]}
-    config = type(encoder.config).from_dict(values)
-    standard = spec.model_class(config)
     state = {f"{spec.prefix}.{name}": value.detach().float().cpu() for name, value in encoder.state_dict().items()
              if not name.startswith("pooler.")}
-    state.update(spec.head(weight, bias, layer_norm_bound(spec.last_norm(encoder))))
+    layers = int(encoder.config.num_hidden_layers)
+    bound = layer_norm_bound(spec.last_norm(encoder))
+    if model.config.pooling == "mean":
+        averaging = averaging_layer(weight, spec.last_norm(encoder), intermediate=int(encoder.config.intermediate_size))
+        if averaging is None:
+            return model
+        layer, weight, bound = averaging
+        state.update({f"{spec.prefix}.encoder.layer.{layers}.{name}": value for name, value in layer.items()})
+        layers += 1
+    values = {**encoder.config.to_dict(), "num_hidden_layers": layers, "id2label": model.config.id2label,
+              "label2id": model.config.label2id, "architectures": [spec.model_class.__name__]}
+    standard = spec.model_class(type(encoder.config).from_dict(values))
+    state.update(spec.head(weight, bias, bound))
     standard.load_state_dict(state, strict=True)
     return standard.eval()
+
+
+def averaging_layer(weight: torch.Tensor, norm: nn.LayerNorm, *,
+                    intermediate: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, float] | None:
+    """One BERT-style layer whose first token's output ``v`` carries ``z = W·m`` (``m`` the masked mean of its input,
+    the states ``norm`` wrote) as ``W'·v = z`` to float32 rounding: (its parameters, ``W'``, the bound of ``v``); None
+    when the hidden size leaves no room (``2·classes + 2`` dimensions) or the constants would overflow float32."""
+    classes, width = weight.shape
+    gamma = norm.weight.detach().float().cpu() if norm.weight is not None else torch.ones(width)
+    beta = norm.bias.detach().float().cpu() if norm.bias is not None else torch.zeros(width)
+    # |m_j| <= LayerNorm's bound; |z_i| <= sqrt(d)·|W_i ⊙ gamma| + |W_i · beta| (a standardised vector has norm sqrt(d))
+    z_bound = float(((math.sqrt(width) * (weight * gamma).norm(dim=1) + (weight @ beta).abs()) ** 2).sum().sqrt())
+    pad = 2.0 ** math.ceil(math.log2(2.0**12 * max(z_bound, 1.0)))  # |z|²/pad² <= 2**-24: sigma is constant
+    scale = 2.0 ** math.ceil(math.log2(2.0**22 * layer_norm_bound(norm)))  # the residual moves z by <= 2**-22
+    if 2 * classes + 2 > width or width * (scale * pad) ** 2 > 2.0**120:
+        return None
+    value, out, out_bias = torch.zeros(width, width), torch.zeros(width, width), torch.zeros(width)
+    value[:classes] = weight
+    rows = torch.arange(classes)
+    out[rows, rows], out[rows + classes, rows] = scale, -scale
+    out_bias[2 * classes], out_bias[2 * classes + 1] = scale * pad, -scale * pad
+    zero, one = torch.zeros(width), torch.ones(width)
+    layer = {"attention.self.query.weight": torch.zeros(width, width), "attention.self.query.bias": zero,
+             "attention.self.key.weight": torch.zeros(width, width), "attention.self.key.bias": zero,
+             "attention.self.value.weight": value, "attention.self.value.bias": zero,
+             "attention.output.dense.weight": out, "attention.output.dense.bias": out_bias,
+             "attention.output.LayerNorm.weight": one, "attention.output.LayerNorm.bias": zero,
+             "intermediate.dense.weight": torch.zeros(intermediate, width),
+             "intermediate.dense.bias": torch.zeros(intermediate),
+             "output.dense.weight": torch.zeros(width, intermediate), "output.dense.bias": zero,
+             "output.LayerNorm.weight": one, "output.LayerNorm.bias": zero}
+    # both LayerNorms divide by sigma = scale·pad·sqrt(2/d), then by ~1: v_(+i) - v_(-i) = z_i·sqrt(2d)/pad
+    reads = torch.zeros(classes, width)
+    reads[rows, rows], reads[rows, rows + classes] = pad / math.sqrt(2 * width), -pad / math.sqrt(2 * width)
+    return {name: tensor.clone() for name, tensor in layer.items()}, reads, math.sqrt(width - 1)
 
 
 def layer_norm_bound(norm: nn.LayerNorm) -> float:

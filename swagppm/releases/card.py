@@ -41,7 +41,9 @@ REMOTE_CODE = ("`trust_remote_code=True`: the classifier's mean-pooling head shi
                f"(`{POOLED_CODE}`, read it first), which transformers runs only when asked to; with the `swagppm` "
                "package installed, `import swagppm.models` first and it loads without remote code")
 # what the card of a release saved as a standard class says instead
-STANDARD = "This is a standard transformers model (no remote code)"
+STANDARD = ("This is a standard transformers model (no remote code): the trained weights under the standard "
+            "class's names, its head set to give the trained model's logits (`swagppm.models.standard`); keep it "
+            "in float32, the dtype it is saved in")
 
 
 def public_tuning(tuning: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -79,7 +79,9 @@ class ReleaseSpec:
     configuration cost (its public keys go to the card, all of it to the owner
     report); ``selection`` chooses the released draw by its utility; ``force``
     releases a data-derived tokenizer (demos only); ``overwrite`` replaces a folder
-    that is not empty, as a whole.
+    that is not empty, as a whole; ``standard_class`` saves a mean-pooled head as a
+    standard class too (``swagppm.models.standard``: one averaging layer appended,
+    float32 only; first-token pooling and native heads are always standard).
     """
 
     epsilon_cap: float
@@ -89,6 +91,7 @@ class ReleaseSpec:
     selection: Selection | None = None
     force: bool = False
     overwrite: bool = False
+    standard_class: bool = False
 
     def __post_init__(self) -> None:
         if not (isinstance(self.epsilon_cap, (int, float)) and self.epsilon_cap > 0):
@@ -246,7 +249,7 @@ def _staged(resources: Resources, fit: Fit, spec: ReleaseSpec, target: ReleaseTa
     _check_undrawn_are_public(model, set(posterior.parameter_names), bundle.public_digests)
     preds = Net(model, None, device=resources.device, amp=False).predict(  # on tokens: what users will run
         resources.tokens[1], config.eval_batch_size).cpu().numpy()
-    releasable = standard_model(_releasable(model))
+    releasable = standard_model(_releasable(model), mean=spec.standard_class)
     remote_code = isinstance(releasable, PooledClassifier)
     if remote_code:  # the folder carries pooled.py for trust_remote_code=True
         PooledClassifierConfig.register_for_auto_class()

@@ -1,7 +1,8 @@
 """Every model kind the project trains is released as a folder plain transformers loads without remote code: a
 standard ``*ForSequenceClassification`` where the pooling allows, with the in-memory draw's logits to float
 rounding on real batches (padded and unpadded); a mean-pooled head stays the pooled classifier, which loads after
-``import swagppm.models`` (or with ``trust_remote_code=True``), and its card says which."""
+``import swagppm.models`` (or with ``trust_remote_code=True``) unless released with ``standard_class`` (one averaging
+layer appended), and its card says which."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from tests.swagppm.helpers import small_config
 pytestmark = pytest.mark.fits
 
 TINY = {"name_or_path": "tiny", "tiny_hidden_size": 32, "tiny_layers": 2, "tiny_vocab_size": 400}
-# model kind -> (its [model] keys, the class the folder must hold)
+# model kind -> (its [model] keys, the class the folder must hold); "+standard": released with standard_class
 KINDS: dict[str, tuple[dict[str, Any], str]] = {
     "native": ({**TINY, "pooling": "native"}, "BertForSequenceClassification"),
     "cls": ({**TINY, "pooling": "cls"}, "BertForSequenceClassification"),
@@ -33,6 +34,11 @@ KINDS: dict[str, tuple[dict[str, Any], str]] = {
                        "BertForSequenceClassification"),
     "mean": (TINY, "PooledClassifier"),
     "mean-last-layer": ({**TINY, "trainable": "last_n_layers", "n_layers": 1}, "PooledClassifier"),
+    "mean+standard": (TINY, "BertForSequenceClassification"),
+    "mean-lora+standard": ({**TINY, "trainable": "lora", "lora_targets": ["query", "value"]},
+                           "BertForSequenceClassification"),
+    "minilm-mean-head+standard": ({"name_or_path": "all-MiniLM-L6-v2", "trainable": "head"},
+                                  "BertForSequenceClassification"),
     "minilm-cls-head": ({"name_or_path": "all-MiniLM-L6-v2", "trainable": "head", "pooling": "cls"},
                         "BertForSequenceClassification"),
 }
@@ -56,7 +62,8 @@ def _release(kind: str, folder: Path) -> dict[str, Any]:
         fit = session.fit(TrialParams(c=0.9, ft_epochs=1))
         texts = sorted(session.data.test_texts[:6], key=len)
         batches = _batches(session.bundle.tokenizer, texts)
-        with stage(session, fit, folder / "out", ReleaseSpec(epsilon_cap=1e6, force=True)) as staged:
+        spec = ReleaseSpec(epsilon_cap=1e6, force=True, standard_class=kind.endswith("+standard"))
+        with stage(session, fit, folder / "out", spec) as staged:
             memory = session.bundle.model.eval()
             with torch.no_grad():
                 logits = [memory(**{k: v.to(session.device) for k, v in batch.items()}).logits.cpu()

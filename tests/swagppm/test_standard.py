@@ -1,5 +1,6 @@
 """A first-token pooled classifier becomes its encoder's standard class with the same logits to float rounding, for
-any input (the head's scale follows the LayerNorm's bound); mean pooling, native heads and other encoders stay."""
+any input (the head's scale follows the LayerNorm's bound), and so does a mean-pooled one when asked (an appended
+averaging layer); otherwise mean pooling, native heads and other encoders stay as they are."""
 
 from __future__ import annotations
 
@@ -33,9 +34,11 @@ def _ids() -> tuple[torch.Tensor, torch.Tensor]:
     return ids, mask
 
 
-def _classifier(encoder: torch.nn.Module, pooling: str = "cls") -> torch.nn.Module:
+def _classifier(encoder: torch.nn.Module, pooling: str = "cls", classes: int = 3) -> torch.nn.Module:
     torch.manual_seed(0)
-    model = _pooled(encoder.eval(), pooling, dict(LABELS))  # type: ignore[arg-type]
+    names = {k: f"class {k}" for k in range(classes)}
+    model = _pooled(encoder.eval(), pooling, {"num_labels": classes, "id2label": names,  # type: ignore[arg-type]
+                                              "label2id": {name: k for k, name in names.items()}})
     torch.nn.init.normal_(model.classifier.weight, std=2.0)
     torch.nn.init.normal_(model.classifier.bias)
     return model.eval()
@@ -50,28 +53,58 @@ ENCODERS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(ENCODERS))
-@pytest.mark.parametrize("gain", [1.0, 300.0])  # 300: LayerNorm outputs far from the usual range
-def test_first_token_pooling_becomes_the_standard_class_with_the_same_logits(name: str, gain: float) -> None:
-    build, expected = ENCODERS[name]
-    encoder = build()
-    with torch.no_grad():
-        for module in encoder.modules():
-            if isinstance(module, torch.nn.LayerNorm):
-                module.weight.mul_(gain).add_(torch.randn_like(module.weight))
-                module.bias.add_(gain * torch.randn_like(module.bias))
-    model = _classifier(encoder)
-    standard = standard_model(model)
-    assert type(standard) is expected and standard.config.id2label == LABELS["id2label"]
+def _gap(model: torch.nn.Module, standard: torch.nn.Module) -> tuple[float, float]:
+    """The largest |logit difference| on a padded batch and on one short text alone, and the largest |logit|."""
     ids, mask = _ids()
     with torch.no_grad():
         ours = model(ids, attention_mask=mask).logits
         theirs = standard(input_ids=ids, attention_mask=mask).logits
         alone = standard(input_ids=ids[2:3, :2]).logits - model(ids[2:3, :2]).logits
-    gap = max(float((ours - theirs).abs().max()), float(alone.abs().max()))
-    print(f"{name}, LayerNorm gain {gain:g}: max |logit difference| {gap:.3g} (logits up to "
-          f"{float(ours.abs().max()):.3g})")
-    assert gap <= 1e-6 * max(1.0, float(ours.abs().max()))
+    return max(float((ours - theirs).abs().max()), float(alone.abs().max())), float(ours.abs().max())
+
+
+def _encoder(name: str, gain: float) -> torch.nn.Module:
+    """A random encoder whose LayerNorms are scaled by ``gain`` (outputs far from the usual range when large)."""
+    encoder = ENCODERS[name][0]()
+    with torch.no_grad():
+        for module in encoder.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.mul_(gain).add_(torch.randn_like(module.weight))
+                module.bias.add_(gain * torch.randn_like(module.bias))
+    return encoder
+
+
+@pytest.mark.parametrize("name", sorted(ENCODERS))
+@pytest.mark.parametrize("gain", [1.0, 300.0])
+def test_first_token_pooling_becomes_the_standard_class_with_the_same_logits(name: str, gain: float) -> None:
+    model = _classifier(_encoder(name, gain))
+    standard = standard_model(model)
+    assert type(standard) is ENCODERS[name][1] and standard.config.num_labels == 3
+    gap, largest = _gap(model, standard)
+    print(f"cls, {name}, LayerNorm gain {gain:g}: max |logit difference| {gap:.3g} (logits up to {largest:.3g})")
+    assert gap <= 1e-6 * max(1.0, largest)
+
+
+@pytest.mark.parametrize("name", sorted(ENCODERS))
+@pytest.mark.parametrize("gain, classes", [(1.0, 3), (1.0, 12), (30.0, 5)])
+def test_mean_pooling_asked_for_becomes_the_standard_class_with_one_averaging_layer(
+        name: str, gain: float, classes: int) -> None:
+    model = _classifier(_encoder(name, gain), "mean", classes)
+    assert standard_model(model) is model  # only when asked
+    standard = standard_model(model, mean=True)
+    assert type(standard) is ENCODERS[name][1]
+    assert standard.config.num_hidden_layers == SIZES["num_hidden_layers"] + 1
+    gap, largest = _gap(model, standard)
+    print(f"mean, {name}, LayerNorm gain {gain:g}, {classes} classes: max |logit difference| {gap:.3g} "
+          f"(logits up to {largest:.3g})")
+    assert gap <= 2e-6 * max(1.0, largest)
+    again = standard_model(model, mean=True).state_dict()  # a fixed function of the model's parameters
+    assert all(torch.equal(value, again[key]) for key, value in standard.state_dict().items())
+
+
+def test_a_mean_pooled_head_too_wide_for_the_averaging_layer_stays_pooled() -> None:
+    model = _classifier(_encoder("bert", 1.0), "mean", classes=16)  # 2·16 + 2 > 32 dimensions
+    assert standard_model(model, mean=True) is model
 
 
 def test_the_head_scale_keeps_every_possible_state_in_tanh_s_linear_range() -> None:
@@ -94,7 +127,7 @@ def test_the_head_scale_keeps_every_possible_state_in_tanh_s_linear_range() -> N
 
 def test_mean_pooling_a_native_head_and_another_encoder_stay_as_they_are() -> None:
     mean = _classifier(BertModel(BertConfig(vocab_size=100, **SIZES), add_pooling_layer=False), "mean")
-    assert standard_model(mean) is mean
+    assert standard_model(mean) is mean  # without mean=True
     native = BertForSequenceClassification(BertConfig(vocab_size=100, **LABELS, **SIZES))
     assert standard_model(native) is native
     model = _classifier(ElectraModel(ElectraConfig(vocab_size=100, embedding_size=32, **SIZES)))

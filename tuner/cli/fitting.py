@@ -263,7 +263,7 @@ def release_request(args: argparse.Namespace, out: Path, config: swagppm.SWAGPPM
     spec = ReleaseSpec(epsilon_cap=float(claim["epsilon_cap"]),
                        public_labels=args.public_labels, public_eval=public_eval,
                        tuning=chosen.tuning if chosen is not None else None, selection=chosen_selection,
-                       force=args.force, overwrite=args.overwrite)
+                       force=args.force, overwrite=args.overwrite, standard_class=args.standard_class)
     check_release(out, spec, config, report=args.owner_report)
     source = str(chosen.path) if chosen is not None else str(args.study)
     return ReleaseRequest(spec=spec, force_audit=args.force_audit, delta=delta, source=source)
