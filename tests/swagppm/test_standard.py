@@ -4,7 +4,12 @@ averaging layer); otherwise mean pooling, native heads and other encoders stay a
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +26,9 @@ from transformers import (
 
 from swagppm.models.build import _pooled
 from swagppm.models.standard import TANH_LINEAR, layer_norm_bound, standard_model
+from tests import PATIENCE
+
+ROOT = Path(__file__).resolve().parents[2]
 
 LABELS = {"num_labels": 3, "id2label": {0: "a", 1: "b", 2: "c"}, "label2id": {"a": 0, "b": 1, "c": 2}}
 SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
@@ -132,3 +140,40 @@ def test_mean_pooling_a_native_head_and_another_encoder_stay_as_they_are() -> No
     assert standard_model(native) is native
     model = _classifier(ElectraModel(ElectraConfig(vocab_size=100, embedding_size=32, **SIZES)))
     assert standard_model(model) is model
+
+
+@pytest.mark.slow  # two interpreters
+def test_the_documented_conversion_of_a_mean_pooled_folder_loads_without_swagppm(tmp_path: Path) -> None:
+    """docs/library.md's snippet, run as written on a saved pooled classifier: the converted folder loads in a fresh
+    interpreter with no swagppm and no remote code, with the pooled classifier's logits."""
+    from swagppm.models.pooled import PooledClassifier, PooledClassifierConfig
+    from swagppm.models.tokenizer import fit_wordpiece_tokenizer
+
+    tokenizer = fit_wordpiece_tokenizer([f"a worker hurt the hand number {i}" for i in range(50)], vocab_size=100)
+    model = _classifier(BertModel(BertConfig(vocab_size=len(tokenizer), **SIZES), add_pooling_layer=False), "mean")
+    PooledClassifierConfig.register_for_auto_class()
+    PooledClassifier.register_for_auto_class("AutoModelForSequenceClassification")
+    model.save_pretrained(tmp_path / "released")
+    tokenizer.save_pretrained(tmp_path / "released")
+    page = (ROOT / "docs" / "library.md").read_text().split("## A released folder in a standard class")[1]
+    snippet = page.split("```python\n")[1].split("```")[0]
+    subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, check=True, timeout=PATIENCE,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    texts = ["a worker hurt the hand", "the hand number 7 of a worker was hurt at the station"]
+    script = (
+        "import sys, json, torch\n"
+        "from transformers import AutoModelForSequenceClassification as A, AutoTokenizer as T\n"
+        "m, t = A.from_pretrained('released-standard').eval(), T.from_pretrained('released-standard')\n"
+        f"batch = t({texts!r}, padding=True, return_tensors='pt')\n"
+        "print(type(m).__name__, json.dumps(m(**batch).logits.tolist()))\n"
+        "assert 'swagppm' not in sys.modules\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=PATIENCE, env={**os.environ, "PYTHONPATH": ""})
+    assert out.returncode == 0, out.stderr[-2000:]
+    name, logits = out.stdout.split(" ", 1)
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ours = model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    gap = float((torch.tensor(json.loads(logits)) - ours).abs().max())
+    print(f"documented conversion: {name}, max |logit difference| {gap:.3g}")
+    assert name == "BertForSequenceClassification" and gap <= 2e-6 * max(1.0, float(ours.abs().max()))
