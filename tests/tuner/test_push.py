@@ -1,9 +1,10 @@
 """``release --push-to-hub REPO``: the name and a token are checked before any fit; the push comes after the commit,
 carries exactly the release folder's files, and a failed push (here: offline) is one line and exit 8 with the
-release committed."""
+release committed. ``--standard-class`` saves a mean-pooled head as the standard class."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -54,3 +55,16 @@ def test_an_offline_push_is_one_line_and_exit_8_after_the_release_is_committed(
     assert planned == (f"pushing {len(files)} files to the private Hub repository me/swagppm-release: "
                        f"{', '.join(files)}")
     assert owner_report_path(out).is_file() and owner_report_path(out).name not in planned
+
+
+@pytest.mark.fits
+def test_standard_class_saves_a_mean_pooled_release_as_the_standard_class(study_file: Callable[..., Path],
+                                                                          tmp_path: Path) -> None:
+    path = study_file()  # the tiny preset: mean pooling
+    out, pooled = tmp_path / "standard", tmp_path / "pooled"
+    assert main(["fit", str(path), "--c", "1", "--ft-epochs", "1", "--release", str(out), "--force",
+                 "--standard-class", "-q"]) == 0
+    assert main(["fit", str(path), "--c", "1", "--ft-epochs", "1", "--release", str(pooled), "--force", "-q"]) == 0
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
+    assert "trust_remote_code" not in (out / "README.md").read_text() and not (out / "pooled.py").exists()
+    assert json.loads((pooled / "config.json").read_text())["architectures"] == ["PooledClassifier"]
