@@ -40,8 +40,8 @@ class InitCommand(Command):
     help = "write a study file for your own records (a data file, its label column, a model)"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("data", type=Path, help="your records: a CSV, JSON Lines, JSON or Parquet file, or a "
-                                                    "folder of them")
+        parser.add_argument("data", type=Path, help="your records: a CSV, JSON Lines, JSON or Parquet file, a "
+                                                    "folder of them, or a Hugging Face dataset name")
         parser.add_argument("--label-column", required=True, help="the column holding each record's label")
         parser.add_argument("--text-column", default="text", help="the column holding each record's text "
                                                                   "(default: text)")
@@ -107,7 +107,7 @@ def checked_data(args: argparse.Namespace, declared: tuple[str, ...] | None) -> 
     from swagppm.data.prepare import prepare_data
     from swagppm.data.sources import read_records
 
-    config = DataConfig(source=str(args.data.expanduser().resolve()), text_column=args.text_column,
+    config = DataConfig(source=_source(args.data), text_column=args.text_column,
                         label_column=args.label_column, labels=declared)
     if declared is None:
         labels = tuple(sorted(set(read_records(config).labels)))
@@ -157,7 +157,7 @@ def study_text(args: argparse.Namespace, out: Path, labels: tuple[str, ...]) -> 
         "max_f1_degradation = 0.10",
         "",
         "[data]",
-        f"source = {_quoted(_relative(args.data, folder))}",
+        f"source = {_quoted(_relative(args.data, folder) if args.data.expanduser().exists() else str(args.data))}",
         f"text_column = {_quoted(args.text_column)}",
         f"label_column = {_quoted(args.label_column)}",
         *declared,
@@ -187,6 +187,11 @@ def _read_back(out: Path) -> None:
     except ConfigError:
         out.unlink()
         raise
+
+
+def _source(data: Path) -> str:
+    """``data`` as a source: a file or folder by its full path, anything else (a Hub dataset name) as given."""
+    return str(data.expanduser().resolve()) if data.expanduser().exists() else str(data)
 
 
 def _relative(path: Path, folder: Path) -> str:
