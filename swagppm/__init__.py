@@ -14,9 +14,11 @@ for explicit parts), the one-call ``run_fit``, ``prepare`` and ``release`` (with
 
 Importing the package is light: the configuration, the trial's parameters and the
 errors load at once, everything that needs torch, transformers or pandas on first
-use. A released folder whose model is a ``PooledClassifier`` loads with
-``AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True)``,
-or without remote code after ``swagppm.register_auto_classes()``.
+use. A released folder loads with plain ``AutoModelForSequenceClassification.from_pretrained(folder)``:
+a standard class where its pooling allows; a mean-pooled ``PooledClassifier`` once
+``swagppm.models`` is imported (or ``swagppm.register_auto_classes()`` called), which
+registers it, or with ``trust_remote_code=True`` and no swagppm at all. A bare
+``import swagppm`` registers nothing: it must not load torch.
 """
 
 from __future__ import annotations
@@ -30,8 +32,7 @@ from swagppm.trial import TrialParams
 
 if TYPE_CHECKING:
     from swagppm.data import PreparedData, load_records, prepare_data, synthetic_corpus
-    from swagppm.models.build import register_auto_classes
-    from swagppm.models.pooled import PooledClassifier
+    from swagppm.models.pooled import PooledClassifier, register_auto_classes
     from swagppm.posteriors.swag import SWAGPosterior
     from swagppm.releases.writer import ReleaseSpec
     from swagppm.resources import Resources
@@ -42,8 +43,7 @@ if TYPE_CHECKING:
 # Where each public name that needs torch, transformers or pandas lives; loaded on first use.
 _LAZY = {
     "swagppm.data": ("PreparedData", "load_records", "prepare_data", "synthetic_corpus"),
-    "swagppm.models.build": ("register_auto_classes",),
-    "swagppm.models.pooled": ("PooledClassifier",),
+    "swagppm.models.pooled": ("PooledClassifier", "register_auto_classes"),
     "swagppm.releases.writer": ("ReleaseSpec",),
     "swagppm.resources": ("Resources",),
     "swagppm.session": ("Session", "prepare", "release", "run_fit"),

@@ -16,7 +16,6 @@ from typing import Any
 import torch
 from torch import nn
 from transformers import (
-    AutoConfig,
     AutoModel,
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -260,12 +259,3 @@ def _last_layers(model: PreTrainedModel, count: int) -> list[str]:
     name, layers, first = _layer_list(model, count)
     prefixes = tuple(f"{name}.{i}." for i in range(first, len(layers)))
     return [n for n, _ in model.named_parameters() if n.startswith(prefixes)]
-
-
-def register_auto_classes() -> None:
-    """Let ``AutoModelForSequenceClassification.from_pretrained`` load released pooled models without remote code."""
-    AutoConfig.register(PooledClassifierConfig.model_type, PooledClassifierConfig, exist_ok=True)
-    AutoModelForSequenceClassification.register(PooledClassifierConfig, PooledClassifier, exist_ok=True)
-
-
-register_auto_classes()  # building or releasing a model imports this module: its folders then load as usual

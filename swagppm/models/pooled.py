@@ -4,9 +4,13 @@ Hugging Face's own sequence-classification heads pool the first token; sentence
 encoders such as all-MiniLM-L6-v2 were trained for mean pooling, and a linear
 head on their mean-pooled features suits them better. This module is
 self-contained (it imports only torch and transformers) because a released model
-directory carries a copy of it: ``AutoModelForSequenceClassification.from_pretrained(dir)``
-loads it once ``swagppm`` is imported (which registers the classes), and
-``from_pretrained(dir, trust_remote_code=True)`` loads it without ``swagppm``.
+directory carries a copy of it: ``from_pretrained(dir, trust_remote_code=True)`` loads
+it without ``swagppm``, and plain ``AutoModelForSequenceClassification.from_pretrained(dir)``
+(or ``pipeline``) loads it once ``register_auto_classes`` has run, which importing
+``swagppm.models`` (or any module under it) does. A bare ``import swagppm`` does not:
+it loads neither torch nor transformers, so that the command line starts fast.
+Releases with first-token pooling over BERT, RoBERTa or DistilBERT are saved as those
+architectures' standard classes instead (``swagppm.models.standard``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 POOLINGS = ("mean", "cls")
@@ -98,3 +102,10 @@ class PooledClassifier(PreTrainedModel):
         if labels is not None:
             loss = nn.functional.cross_entropy(logits.float(), labels)
         return SequenceClassifierOutput(loss=loss, logits=logits)
+
+
+def register_auto_classes() -> None:
+    """Let ``AutoConfig`` and ``AutoModelForSequenceClassification`` (hence ``pipeline``) load a pooled release
+    without remote code, in this process."""
+    AutoConfig.register(PooledClassifierConfig.model_type, PooledClassifierConfig, exist_ok=True)
+    AutoModelForSequenceClassification.register(PooledClassifierConfig, PooledClassifier, exist_ok=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 from swagppm.config import SWAGPPMConfig, public_settings
 from swagppm.models.build import public_name
+from swagppm.models.pooled import PooledClassifier
 from swagppm.provenance import versions
 from swagppm.releases.owner import label_names
 from swagppm.releases.staging import CARD_FORMAT_PREFIX
@@ -35,9 +36,16 @@ from swagppm.statement import (
 )
 
 FORMAT = f"{CARD_FORMAT_PREFIX}3"
-# why the usage snippet passes trust_remote_code=True, in one line
-REMOTE_CODE = ("`trust_remote_code=True`: the classifier's head ships as code in this folder "
-               "(`modeling_*.py`, read it first), which transformers runs only when asked to")
+# the file a pooled release carries its classifier's code in (save_pretrained copies the class's module)
+POOLED_CODE = f"{PooledClassifier.__module__.rpartition('.')[2]}.py"
+# why the usage snippet of a pooled release passes trust_remote_code=True, in one line
+REMOTE_CODE = ("`trust_remote_code=True`: the classifier's mean-pooling head ships as code in this folder "
+               f"(`{POOLED_CODE}`, read it first), which transformers runs only when asked to; with the `swagppm` "
+               "package installed, `import swagppm.models` first and it loads without remote code")
+# what the card of a release saved as a standard class says instead
+STANDARD = ("This is a standard transformers model (no remote code): the trained weights under the standard "
+            "class's names, its head set to give the trained model's logits (`swagppm.models.standard`); keep it "
+            "in float32, the dtype it is saved in")
 
 
 def public_tuning(tuning: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -96,8 +104,10 @@ def _public_base(name: str) -> str | None:
     return None if looks_local else public_name(name)
 
 
-def model_card(card: dict[str, Any], *, labels: tuple[str, ...], labels_public: bool) -> str:
-    """The model folder's README.md: Hugging Face metadata, a usage snippet that runs as written, the privacy terms."""
+def model_card(card: dict[str, Any], *, labels: tuple[str, ...], labels_public: bool,
+               remote_code: bool = False) -> str:
+    """The model folder's README.md: Hugging Face metadata, a usage snippet that runs as written (``remote_code``:
+    the saved model is the pooled classifier, loaded with ``trust_remote_code=True``), the privacy terms."""
     config, hyper = card["config"], card["hyperparameters"]
     base = card["base_model"] if card["base_model"] not in (None, "tiny") else None
     meta = ["---", "library_name: transformers", "pipeline_tag: text-classification",
@@ -111,11 +121,10 @@ def model_card(card: dict[str, Any], *, labels: tuple[str, ...], labels_public: 
         "One posterior draw fitted with privacy weights (SWAG-PPM): records whose loss is risky were down-weighted "
         "before training, and the released parameters carry the posterior's noise.", "",
         "## Use", "", "```python", "from transformers import pipeline", "",
-        'classify = pipeline("text-classification", model="PATH/TO/THIS/FOLDER", truncation=True,',
-        "                    trust_remote_code=True)",
+        *_pipeline_call(remote_code),
         'print(classify("An employee fractured a wrist while unloading a truck."))', "```", "",
-        f"{REMOTE_CODE}. Inputs are truncated to {config['data']['max_length']} tokens, the length used in "
-        "training (`truncation=True`).", "",
+        f"{REMOTE_CODE if remote_code else STANDARD}. Inputs are truncated to {config['data']['max_length']} "
+        "tokens, the length used in training (`truncation=True`).", "",
         "## Privacy", "",
         f"Configuration: c = {hyper['c']:.4g}, g = {hyper['g']:.4g}, {hyper['ft_epochs']} fine-tuning epoch"
         f"{'' if hyper['ft_epochs'] == 1 else 's'}.", "",
@@ -124,3 +133,9 @@ def model_card(card: dict[str, Any], *, labels: tuple[str, ...], labels_public: 
         "`release_card.json` beside this file holds the statement above, the settings and the library versions.", "",
     ]
     return "\n".join(lines)
+
+
+def _pipeline_call(remote_code: bool) -> list[str]:
+    """The snippet's ``pipeline(...)`` lines: with ``trust_remote_code=True`` only for the pooled classifier."""
+    call = 'classify = pipeline("text-classification", model="PATH/TO/THIS/FOLDER", truncation=True'
+    return [f"{call},", "                    trust_remote_code=True)"] if remote_code else [f"{call})"]

@@ -32,6 +32,7 @@ from swagppm.config import SWAGPPMConfig
 from swagppm.errors import ConfigError, ReleaseRefused
 from swagppm.evaluate.probes import RecordLosses, record_losses
 from swagppm.models.pooled import PooledClassifier, PooledClassifierConfig
+from swagppm.models.standard import standard_model
 from swagppm.provenance import tensor_digest
 from swagppm.releases.card import model_card, release_card
 from swagppm.releases.owner import label_names, owner_report
@@ -71,9 +72,12 @@ class ReleaseSpec:
     configuration cost (its public keys go to the card, all of it to the owner
     report); ``selection`` chooses the released draw by its utility; ``force``
     releases a data-derived tokenizer (demos only); ``overwrite`` replaces a folder
-    that is not empty, as a whole. ``max_records`` is a declared public bound on the
-    number of records: the card states the audit's ceiling at it (the ceiling at the
-    actual split would publish the record count).
+    that is not empty, as a whole; ``standard_class`` saves a mean-pooled head as a
+    standard class too (``swagppm.models.standard``: one averaging layer appended,
+    float32 only; first-token pooling and native heads are always standard).
+    ``max_records`` is a declared public bound on the number of records: the card
+    states the audit's ceiling at it (the ceiling at the actual split would publish
+    the record count).
     """
 
     epsilon_cap: float
@@ -83,6 +87,7 @@ class ReleaseSpec:
     selection: Selection | None = None
     force: bool = False
     overwrite: bool = False
+    standard_class: bool = False
     max_records: int | None = None
 
     def __post_init__(self) -> None:
@@ -142,6 +147,8 @@ class StagedRelease:
     ``losses()`` gives the draw's per-record losses (private, for an audit in this
     process); ``commit`` writes the card, the README and the owner report and puts
     the folder in place; leaving ``stage``'s block without a commit discards it.
+    ``remote_code`` says that the saved model is the pooled classifier, whose code
+    the folder carries (its card's snippet then passes ``trust_remote_code=True``).
     """
 
     resources: Resources
@@ -153,6 +160,7 @@ class StagedRelease:
     evaluation: dict[str, Any]
     selection: dict[str, Any] | None = None
     selection_private: dict[str, Any] | None = None
+    remote_code: bool = False
     committed: Path | None = field(default=None, init=False)
 
     def losses(self) -> RecordLosses:
@@ -180,7 +188,8 @@ class StagedRelease:
                             public_evaluation=scored, audit=audit)
         published = published_names(resources, public=spec.public_labels)
         (self.folder / CARD_FILE).write_text(json.dumps(card, indent=2, allow_nan=True))
-        (self.folder / "README.md").write_text(model_card(card, labels=published, labels_public=spec.public_labels))
+        (self.folder / "README.md").write_text(model_card(card, labels=published, labels_public=spec.public_labels,
+                                                               remote_code=self.remote_code))
         report = owner_report(result, stage1_seed=resources.config.seed, epsilon_cap=spec.epsilon_cap,
                               names=resources.data.label_names, published_names=published,
                               evaluation=self.evaluation, tuning=spec.tuning, selection=self.selection_private,
@@ -234,7 +243,11 @@ def _path(out_dir: str | Path | ReleaseTarget) -> Path:
 def _staged(resources: Resources, fit: Fit, spec: ReleaseSpec, target: ReleaseTarget,
             folder: Path) -> StagedRelease:
     """Draw (or select) the released parameters, evaluate them on the test split and save the model and tokenizer
-    into ``folder``; the model keeps the draw (for the audit and the public scores) until ``stage`` ends."""
+    into ``folder``; the model keeps the draw (for the audit and the public scores) until ``stage`` ends.
+
+    What is saved is a standard transformers class where the pooling allows (``swagppm.models.standard``: the same
+    logits to float rounding), else the pooled classifier with its code (``remote_code``); the undrawn parameters
+    are checked on the model as trained, before that conversion."""
     config, bundle, data = resources.config, resources.bundle, resources.data
     posterior = fit.posterior
     if posterior is None:
@@ -248,10 +261,11 @@ def _staged(resources: Resources, fit: Fit, spec: ReleaseSpec, target: ReleaseTa
     _check_undrawn_are_public(model, set(posterior.view.names), bundle.public_digests)
     preds = Net(model, None, device=resources.device, amp=False).predict(  # on tokens: what users will run
         resources.tokens[1], config.eval_batch_size).cpu().numpy()
-    if isinstance(model, PooledClassifier):
+    releasable = standard_model(_releasable(model), mean=spec.standard_class)
+    remote_code = isinstance(releasable, PooledClassifier)
+    if remote_code:  # the folder carries pooled.py for trust_remote_code=True
         PooledClassifierConfig.register_for_auto_class()
         PooledClassifier.register_for_auto_class("AutoModelForSequenceClassification")
-    releasable = _releasable(model)
     with _labelled(releasable.config, published_names(resources, public=spec.public_labels)), _as_os_error():
         releasable.save_pretrained(folder)
     hide_config(folder)
@@ -259,7 +273,7 @@ def _staged(resources: Resources, fit: Fit, spec: ReleaseSpec, target: ReleaseTa
     evaluation = class_report(data.test_labels, preds, class_names=data.label_names, train_counts=data.train_counts)
     return StagedRelease(resources=resources, fit=fit, spec=spec, target=target, folder=folder,
                          drawn=posterior.view.names, evaluation=evaluation, selection=public,
-                         selection_private=chosen)
+                         selection_private=chosen, remote_code=remote_code)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ import pytest
 
 import swagppm
 from swagppm.provenance import versions
-from swagppm.releases.card import FORMAT, REMOTE_CODE, model_card, public_config, public_tuning, release_card
+from swagppm.releases.card import FORMAT, REMOTE_CODE, STANDARD, model_card, public_config, public_tuning, release_card
 from swagppm.releases.owner import label_names
 from swagppm.statement import (
     CAVEATS,
@@ -207,7 +207,7 @@ def test_the_readme_metadata_names_a_hub_base_model_and_never_the_demo_or_a_loca
 def test_the_readme_states_the_configuration_the_training_length_and_every_statement_line(tmp_path: Path) -> None:
     config = small_config(tmp_path / "cache", data={"source": "synthetic", "max_length": 64})
     card = _card(config, hyperparameters={"c": 0.912345, "g": 0.05, "ft_epochs": 3}, tuning=COST)
-    readme = model_card(card, labels=("LABEL_0", "LABEL_1"), labels_public=False)
+    readme = model_card(card, labels=("LABEL_0", "LABEL_1"), labels_public=False, remote_code=True)
     assert "\nConfiguration: c = 0.9123, g = 0.05, 3 fine-tuning epochs.\n" in readme
     assert f"\n{REMOTE_CODE}. Inputs are truncated to 64 tokens, the length used in training (`truncation=True`).\n" \
            in readme
@@ -222,12 +222,24 @@ def test_the_readme_states_the_configuration_the_training_length_and_every_state
 
 
 def test_the_readme_usage_snippet_loads_the_folder_with_remote_code_and_truncation(tmp_path: Path) -> None:
-    readme = model_card(_card(small_config(tmp_path / "cache")), labels=("LABEL_0",), labels_public=False)
+    readme = model_card(_card(small_config(tmp_path / "cache")), labels=("LABEL_0",), labels_public=False,
+                        remote_code=True)
     assert readme.split("```python\n")[1].split("```")[0] == (
         "from transformers import pipeline\n\n"
         'classify = pipeline("text-classification", model="PATH/TO/THIS/FOLDER", truncation=True,\n'
         "                    trust_remote_code=True)\n"
         'print(classify("An employee fractured a wrist while unloading a truck."))\n')
+    assert "(`pooled.py`, read it first)" in readme and "`import swagppm.models` first" in readme
+    assert "modeling_" not in readme
+
+
+def test_the_readme_usage_snippet_of_a_standard_class_passes_no_remote_code(tmp_path: Path) -> None:
+    readme = model_card(_card(small_config(tmp_path / "cache")), labels=("LABEL_0",), labels_public=False)
+    assert readme.split("```python\n")[1].split("```")[0] == (
+        "from transformers import pipeline\n\n"
+        'classify = pipeline("text-classification", model="PATH/TO/THIS/FOLDER", truncation=True)\n'
+        'print(classify("An employee fractured a wrist while unloading a truck."))\n')
+    assert f"\n{STANDARD}. Inputs are truncated to 128 tokens" in readme and "remote_code=True" not in readme
 
 
 def test_the_readme_lists_label_k_with_the_mapping_kept_private_unless_names_are_declared_public(

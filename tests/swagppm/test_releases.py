@@ -273,7 +273,7 @@ def test_the_readme_usage_snippet_runs_verbatim(released: Path) -> None:
     """The card's own snippet, with only the folder's path filled in, classifies a text in a fresh interpreter."""
     readme = (released / "README.md").read_text()
     snippet = readme.split("```python\n")[1].split("```")[0]
-    assert "trust_remote_code=True" in snippet and "trust_remote_code=True`: the classifier's head" in readme
+    assert "trust_remote_code=True" in snippet and "`trust_remote_code=True`: the classifier's mean-pooling" in readme
     script = snippet.replace("PATH/TO/THIS/FOLDER", str(released))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

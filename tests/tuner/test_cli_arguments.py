@@ -157,13 +157,13 @@ def test_the_release_flags_default_to_a_plain_release() -> None:
     add_release_flags(parser)
     assert vars(parser.parse_args([])) == {
         "force": False, "min_utility": None, "selection_data": None, "selection_metric": "f1_macro",
-        "selection_stop_probability": 0.1, "selection_delta": None, "overwrite": False}
+        "selection_stop_probability": 0.1, "selection_delta": None, "standard_class": False, "overwrite": False}
     args = parser.parse_args(["--force", "--min-utility", "0.7", "--selection-data", "private-test",
                               "--selection-metric", "f1_weighted", "--selection-stop-probability", "0.5",
-                              "--selection-delta", "1e-6", "--overwrite"])
+                              "--selection-delta", "1e-6", "--standard-class", "--overwrite"])
     assert vars(args) == {
         "force": True, "min_utility": 0.7, "selection_data": "private-test", "selection_metric": "f1_weighted",
-        "selection_stop_probability": 0.5, "selection_delta": 1e-6, "overwrite": True}
+        "selection_stop_probability": 0.5, "selection_delta": 1e-6, "standard_class": True, "overwrite": True}
 
 
 @pytest.mark.parametrize("argv, message", [

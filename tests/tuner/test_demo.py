@@ -14,7 +14,7 @@ from tuner.outcome import GLOSSARY
 
 ROOT = Path(__file__).resolve().parents[2]
 VERBS = ("run", "create", "worker", "launch", "jobs", "proxy", "fit", "status", "export", "release", "audit",
-         "compare", "rejudge", "report", "dashboard", "clean", "demo", "explain")
+         "compare", "rejudge", "report", "dashboard", "clean", "demo", "init", "explain")
 
 
 def test_help_lists_every_verb_once_in_plain_text_and_points_at_explain(capsys: pytest.CaptureFixture[str]) -> None:

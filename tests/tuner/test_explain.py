@@ -103,3 +103,16 @@ def test_every_word_the_verbs_the_report_and_the_dashboard_print_is_explained(
         found |= words(" ".join(f"{key} {value}" for key, value in dashboard_columns(trial, statistic="q10").items()))
     found |= words(OWNER_SIDE)
     assert unexplained(found) == []
+
+
+def test_every_word_init_prints_is_explained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "records.jsonl"
+    data.write_text("".join(json.dumps({"text": f"record {i}", "nature": ("a", "b")[i % 2]}) + "\n" for i in range(8)))
+    printed = []
+    for number, labels in enumerate((["--labels", "a", "b"], ["--labels-from-data"])):
+        out_file = str(tmp_path / f"{number}.toml")
+        assert main(["init", str(data), "--label-column", "nature", *labels, "-o", out_file]) == 0
+        out, err = capsys.readouterr()
+        printed.append(out + err)
+    assert "exploration only" in printed[1]
+    assert unexplained(words("\n".join(printed)) | {"exploration only"}) == []

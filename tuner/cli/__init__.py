@@ -2,6 +2,7 @@
 
 Verbs:
   demo       write the demo study into a folder and print the next commands (--run: run it)
+  init       write a study file for your own records (data file, label column, model)
   run        create or resume a study and optimise, in one or several local processes
   create     create the study and its start points without a trial, for workers to join
   worker     join an existing study from any machine
@@ -48,6 +49,8 @@ Exit status:
   7    the membership-inference audit refutes the claim epsilon <= the study's
        cap: release released nothing (the bound, the cap and the delta that would
        reconcile them are printed; --force-audit releases it anyway), audit says so
+  8    release --push-to-hub: the release is committed, but pushing it to the
+       Hub failed (offline, no access); one line says how to push it later
   130  interrupted by Ctrl-C or SIGTERM (run, worker: the running trial is marked
        failed and queued again; launch: its local jobs are cancelled); finished
        trials are kept
@@ -79,13 +82,15 @@ from tuner.cli.base import (
     EXIT_INTERRUPTED,
     EXIT_NOT_REPRODUCED,
     EXIT_OK,
+    EXIT_PUSH_FAILED,
     EXIT_STORAGE_LOST,
     Command,
 )
 
 __all__ = ["COMMANDS", "EXIT_AUDIT_REFUTED",
            "EXIT_BAD_INPUT", "EXIT_BROKEN_PIPE", "EXIT_FIT_FAILED", "EXIT_INFEASIBLE", "EXIT_INTERNAL",
-           "EXIT_INTERRUPTED", "EXIT_NOT_REPRODUCED", "EXIT_OK", "EXIT_STORAGE_LOST", "Command", "failures", "main"]
+           "EXIT_INTERRUPTED", "EXIT_NOT_REPRODUCED", "EXIT_OK", "EXIT_PUSH_FAILED", "EXIT_STORAGE_LOST", "Command",
+           "failures", "main"]
 
 DEBUG_ENV = "SWAGPPM_TUNE_DEBUG"
 INTERRUPTED_LINE = "\nswagppm-tune: interrupted"  # Ctrl-C before a verb says more (run, worker: what was kept)
@@ -94,7 +99,7 @@ PROGRESS_BARS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"  # read by huggingface_hub an
 # The verbs, in the order --help lists them: each one's class, imported only when that verb runs (or its --help is
 # asked), so that `swagppm-tune --help` loads no study, plotting or training library.
 COMMANDS: dict[str, str] = {
-    "demo": "tuner.cli.demo:DemoCommand", "run": "tuner.cli.study:RunCommand",
+    "demo": "tuner.cli.demo:DemoCommand", "init": "tuner.cli.init:InitCommand", "run": "tuner.cli.study:RunCommand",
     "create": "tuner.cli.study:CreateCommand", "worker": "tuner.cli.study:WorkerCommand",
     "launch": "tuner.cli.study:LaunchCommand", "jobs": "tuner.cli.study:JobsCommand",
     "proxy": "tuner.cli.study:ProxyCommand", "fit": "tuner.cli.fitting:FitCommand",

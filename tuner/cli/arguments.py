@@ -156,7 +156,7 @@ def data_override(args: argparse.Namespace, chosen: Chosen) -> Chosen:
 
 
 def add_release_flags(parser: argparse.ArgumentParser) -> None:
-    """--force, the private selection of the released draw (Liu & Talwar), and --overwrite."""
+    """--force, the private selection of the released draw (Liu & Talwar), --standard-class and --overwrite."""
     parser.add_argument("--force", action="store_true", help="release even a data-derived tokenizer (demos only)")
     parser.add_argument("--min-utility", type=score, default=None,
                         help="release the first secret draw whose F1 on --selection-data reaches this (private "
@@ -172,6 +172,10 @@ def add_release_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--selection-delta", type=probability, default=None,
                         help="delta of the selection's total epsilon (default: the study's, from [study] "
                              "accounting_delta or the public bound max_records; never from the private record count)")
+    parser.add_argument("--standard-class", action="store_true",
+                        help="save a mean-pooled head as a standard BertForSequenceClassification too (one appended "
+                             "layer computes the masked mean: the same logits in float32, wrong in half precision); "
+                             "first-token pooling and native heads are always standard")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier release in the folder (one holding swagppm's release_card.json; any "
                              "other folder that is not empty is refused), as a whole, once the new one is complete, "

@@ -48,6 +48,7 @@ from tuner.cli.base import (
     EXIT_INFEASIBLE,
     EXIT_NOT_REPRODUCED,
     EXIT_OK,
+    EXIT_PUSH_FAILED,
     Command,
 )
 from tuner.cli.messages import print_closest
@@ -73,6 +74,7 @@ from tuner.study import open_existing_study
 from tuner.tuning import claim_of, study_claim
 
 if TYPE_CHECKING:
+    from swagppm.releases.hub import HubTarget
     from swagppm.releases.selection import Selection
     from swagppm.releases.staging import ReleaseTarget
 
@@ -261,7 +263,8 @@ def release_request(args: argparse.Namespace, out: Path, config: swagppm.SWAGPPM
     spec = ReleaseSpec(epsilon_cap=float(claim["epsilon_cap"]),
                        public_labels=args.public_labels, public_eval=public_eval,
                        tuning=chosen.tuning if chosen is not None else None, selection=chosen_selection,
-                       force=args.force, overwrite=args.overwrite, max_records=claim.get("max_records"))
+                       force=args.force, overwrite=args.overwrite, standard_class=args.standard_class,
+                       max_records=claim.get("max_records"))
     check_release(out, spec, config, report=args.owner_report)
     source = str(chosen.path) if chosen is not None else str(args.study)
     return ReleaseRequest(spec=spec, force_audit=args.force_audit, delta=delta, source=source)
@@ -405,13 +408,21 @@ class ReleaseCommand(Command):
                                  "as FOLDER.owner-report.json, unless --owner-report)")
         add_release_flags(parser)
         add_publication_flags(parser)
+        parser.add_argument("--push-to-hub", default=None, metavar="OWNER/NAME",
+                            help="after the release is committed, upload exactly its folder (with its model card, "
+                                 "never the owner report) to this Hugging Face repository, private unless "
+                                 "--public-repo; needs a token (hf auth login or HF_TOKEN)")
+        parser.add_argument("--public-repo", action="store_true",
+                            help="with --push-to-hub: make the repository public (default: private)")
         add_data_override(parser)
         add_storage(parser)
         add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        """Every input checked and the folder locked before the fit; the folder appears only when complete."""
+        """Every input checked and the folder locked before the fit; the folder appears only when complete, and only
+        then is it pushed (--push-to-hub)."""
         check_release_target(args, args.output, what="-o")
+        hub = hub_target(args)
         chosen = chosen_configuration(args, "released")
         if chosen is None:
             return EXIT_INFEASIBLE
@@ -423,7 +434,38 @@ class ReleaseCommand(Command):
               swagppm.Session(chosen.config) as session):
             check_release_inputs(session, wanted)
             fit = session.fit(chosen.params)
-            return release_fit(session, fit, target, wanted, study, chosen.trial)
+            code = release_fit(session, fit, target, wanted, study, chosen.trial)
+        return push_release(target.path, hub) if code == EXIT_OK and hub is not None else code
+
+
+def hub_target(args: argparse.Namespace) -> HubTarget | None:
+    """The Hub repository --push-to-hub names (checked now: its name and a token on this machine), or None."""
+    if args.push_to_hub is None:
+        if args.public_repo:
+            raise ConfigError("--public-repo needs --push-to-hub OWNER/NAME")
+        return None
+    from swagppm.releases.hub import check_repo
+
+    return check_repo(args.push_to_hub, private=not args.public_repo)
+
+
+def push_release(folder: Path, hub: HubTarget) -> int:
+    """Upload the committed release ``folder`` to ``hub``; a failure is one line (the release stays committed)."""
+    from swagppm.releases.hub import PushFailed, push, upload_plan
+
+    visibility = "private" if hub.private else "public"
+    try:
+        plan = upload_plan(folder, hub)
+        print(f"pushing {len(plan.files)} files to the {visibility} Hub repository {hub.repo_id}: "
+              f"{', '.join(plan.files)}", flush=True)
+        url = push(plan)
+    except PushFailed as error:
+        print(f"swagppm-tune: error: the release is committed at {folder}, but pushing it to {hub.repo_id} failed "
+              f"({error}); push it later with `hf upload {hub.repo_id} {folder} . "
+              f"--{'private' if hub.private else 'no-private'}`", file=sys.stderr)
+        return EXIT_PUSH_FAILED
+    print(f"pushed to {url} ({visibility})")
+    return EXIT_OK
 
 
 class CompareCommand(Command):
