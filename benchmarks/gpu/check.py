@@ -49,6 +49,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repository's packages, on a machine where the project is not installed
+sys.path.append(str(ROOT / ".gpu-deps"))  # pure-Python extras carried to a bare machine (pyro-ppl for `exact`)
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
@@ -326,6 +327,50 @@ def side_by_side(config: swagppm.SWAGPPMConfig, sizes: Sizes) -> dict[str, Any]:
             "trials_that_fit": capacity, "peak_gib": peak}
 
 
+# What a posterior trial runs on: (the private set, its model settings, the posteriors that cover it).
+PRIVATE_SETS = (("head", {"trainable": "head", "pooling": "mean"}, ("swag", "laplace", "exact", "sgld")),
+                ("last layer", {"trainable": "last_n_layers", "n_layers": 1, "pooling": "mean"}, ("swag", "sgld")))
+SMOKE_POSTERIORS = {"exact_warmup": 20, "exact_samples": 10, "exact_max_rhat": 10.0, "exact_min_ess": 1.0,
+                    "sgld_burnin_epochs": 0}  # the smoke run's 2 SWAG epochs: a few steps, a relaxed gate
+
+
+def posteriors(config: swagppm.SWAGPPMConfig, sizes: Sizes, *, gpu: bool) -> dict[str, Any]:
+    """One paper-scale trial (stage 1 reduced and cached first) per posterior, with the head and with the last layer
+    private (laplace and exact cover a head only): its seconds by stage, the device's peak memory and what the
+    posterior keeps per parameter. The exact sampler needs pyro-ppl, which a bare machine lacks: it is skipped with
+    the reason unless pyro imports (carry it: ``pip install --target .gpu-deps --no-deps pyro-ppl pyro-api``)."""
+    import importlib.util
+
+    rows: dict[str, Any] = {}
+    device = torch.device(config.device)
+    for private, model, kinds in PRIVATE_SETS:
+        sub = config.replace(model=model, cache_dir=str(Path(str(config.cache_dir)) / private.replace(" ", "_")),
+                             **({} if gpu else SMOKE_POSTERIORS))
+        with swagppm.Session(sub) as session:
+            session.prepare(progress=False)
+            for kind in kinds:
+                name = f"{kind} ({private})"
+                if kind == "exact" and importlib.util.find_spec("pyro") is None:
+                    rows[name] = {"skipped": "pyro-ppl is not installed on this machine"}
+                    continue
+                session.config = sub.replace(posterior=kind)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                    torch.cuda.reset_peak_memory_stats(device)
+                done = session.fit(TrialParams(c=1.0, ft_epochs=sizes.ft_epochs), progress=False)
+                result = done.result
+                peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+                rows[name] = {"trial_s": result.timings.get("total"), "timings_s": result.timings,
+                              "failure": result.failure, "epsilon": result.epsilon,
+                              "f1_macro_median": result.f1_macro_median if result.f1_macro else None,
+                              "diagnostics": result.diagnostics, "peak_gib": peak,
+                              "private_parameters": sum(p.numel() for p in session.bundle.model.parameters()
+                                                        if p.requires_grad),
+                              "numbers_per_parameter": None if done.posterior is None
+                              else done.posterior.numbers_per_parameter()}
+    return rows
+
+
 def gpu_tests(budget_s: float) -> dict[str, Any]:
     """``pytest -m gpu tests/swagppm/test_gpu.py`` in a subprocess (no conftest: the machine lacks the suite's
     database packages): its exit status, summary line and failures."""
@@ -505,14 +550,18 @@ class Section:
 
 # The sections, in the order a full run takes them: what matters first. The paper-scale trial (the bar is about its
 # seconds) leads, then what compares against it, then the CUDA tests (`pytest -m gpu` also runs them on their own).
-# Sections for new posteriors (`laplace`, `exact`, `sgld`: the seconds of a paper-scale trial with the head and with
-# the last layer private, and the memory each needs) go right after `trial`, one Section each.
+# The posteriors (swag, laplace, exact, sgld) follow it: each one's paper-scale trial with the head and with the last
+# layer private, and the memory each needs.
 SECTIONS: tuple[Section, ...] = (
     Section(name="trial", gpu_s=200, smoke_s=60, run=lambda c: trial(c.session, c.sizes),
             about="stage 1 reduced (fine-tune 1 epoch, 20 risk draws, the paper's 20 SWAG epochs), then one trial at "
                   "the paper's settings (7 fine-tuning and 20 SWAG epochs, 500 privacy and 30 utility draws) with "
                   "stage 1 cached: seconds per stage, records confirmed at float32 per privacy draw, MFU over the "
                   "non-embedding matrix-multiply FLOPs of the real tokens (flops.py)"),
+    Section(name="posteriors", gpu_s=150, smoke_s=120, run=lambda c: posteriors(c.config, c.sizes, gpu=c.gpu),
+            about="one paper-scale trial per posterior (swag, laplace, exact, sgld) with the head private and (swag, "
+                  "sgld) with the last layer private, stage 1 reduced and cached first: seconds by stage, peak device "
+                  "memory, numbers kept per private parameter (exact needs pyro-ppl: skipped without it)"),
     Section(name="side_by_side", gpu_s=60, smoke_s=60, run=lambda c: side_by_side(c.config, c.sizes),
             about="two reduced trials in turn (the baseline) against side by side in one process "
                   "(swagppm.side_by_side): wall seconds and equal epsilon"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 from swagppm.posteriors.base import FitContext
@@ -40,11 +41,19 @@ class HeadProblem:
     centre: torch.Tensor  # Θ₀: K × (d + 1)
     weight_first: bool  # the view lists the weight before the bias
 
+    @staticmethod
+    def applies(context: FitContext) -> bool:
+        """Whether the private parameters are exactly a linear head's weight and bias, run on cached features."""
+        head = context.net.head
+        if not isinstance(head, nn.Linear) or head.bias is None or context.split.is_tokens:
+            return False
+        targets = context.view.targets(context.net.model)
+        return len(targets) == 2 and {id(t) for t in targets} == {id(head.weight), id(head.bias)}
+
     @classmethod
     def of(cls, context: FitContext) -> HeadProblem:
-        view, split, net = context.view, context.split, context.net
-        head = net.head
-        if head is None or split.is_tokens or len(view.names) != 2:
+        view, split = context.view, context.split
+        if not cls.applies(context):
             raise ValueError("this posterior needs trainable = 'head': a linear head on cached features")
         shapes = dict(zip(view.names, view.shapes))
         weight_name = next(name for name in view.names if len(shapes[name]) == 2)

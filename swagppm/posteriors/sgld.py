@@ -101,7 +101,7 @@ class SGLDFit(PosteriorFit):
 def preconditioner(context: FitContext) -> Preconditioner:
     """The Laplace covariance in K-FAC form for a linear head; the inverse diagonal Fisher plus prior otherwise."""
     view, net = context.view, context.net
-    if net.head is not None and not context.split.is_tokens:
+    if HeadProblem.applies(context):
         problem = HeadProblem.of(context)
         factors = problem.kronecker(problem.to_theta(view.read(net.model).float()))
         return Preconditioner(apply=lambda v: problem.to_flat(factors.covariance(problem.to_theta(v))),

@@ -7,7 +7,7 @@ A release is staged, then committed by its caller::
     spec = ReleaseSpec(epsilon_cap=1.0)
     check_release("released/", spec, config)            # before the fit: the folder, the label set, the tokenizer
     with stage(session, fit, "released/", spec) as staged:
-        staged.commit(audit=None)                        # in the open: no audit was run (the card says so)
+        staged.commit(audit=NO_AUDIT)                    # in the open: no audit was run (the card says so)
 
 The names load on first use (``writer`` needs torch).
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["AuditRefuted", "ReleaseSpec", "StagedRelease", "check_release", "stage"]
+__all__ = ["NO_AUDIT", "AuditRefuted", "ReleaseSpec", "StagedRelease", "check_release", "stage"]
 
 
 def __getattr__(name: str) -> Any:

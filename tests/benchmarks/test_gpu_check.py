@@ -24,8 +24,12 @@ def test_the_gpu_check_smoke_run_writes_every_section(tmp_path: Path) -> None:
     assert report["sections_skipped"] == {} and "running" not in report
     in_order = [section.name for section in SECTIONS if section.on_cpu]
     assert report["section_order"] == in_order and in_order[0] == "trial" and list(report["budgets_s"]) == in_order
-    for section in ("tests", "draw_pruning", "side_by_side", "trial", "sweeps", "concurrency", "ablations"):
+    for section in ("tests", "draw_pruning", "side_by_side", "trial", "posteriors", "sweeps", "concurrency",
+                    "ablations"):
         assert "error" not in report[section], report[section]
+    assert set(report["posteriors"]) == {"swag (head)", "laplace (head)", "exact (head)", "sgld (head)",
+                                         "swag (last layer)", "sgld (last layer)"}
+    assert all(row.get("trial_s") is not None and row["failure"] is None for row in report["posteriors"].values())
     assert report["tests"]["returncode"] == 0 and "skipped" in report["tests"]["summary"]  # no CUDA here
     assert report["draw_pruning"]["same_draws_before_the_stop"]
     assert all(report["side_by_side"]["same_epsilon"])
@@ -37,7 +41,7 @@ def test_the_gpu_check_smoke_run_writes_every_section(tmp_path: Path) -> None:
 def test_sections_are_taken_in_the_order_named_and_unknown_or_repeated_names_are_refused() -> None:
     assert [section.name for section in chosen_sections(None)] == [section.name for section in SECTIONS]
     assert [section.name for section in chosen_sections("sweeps, trial")] == ["sweeps", "trial"]
-    with pytest.raises(ValueError, match="unknown laplace; known: trial, "):
-        chosen_sections("trial,laplace")
+    with pytest.raises(ValueError, match="unknown laplace_kron; known: trial, posteriors, "):
+        chosen_sections("trial,laplace_kron")
     with pytest.raises(ValueError, match="trial named twice"):
         chosen_sections("trial,sweeps,trial")

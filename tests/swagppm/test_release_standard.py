@@ -17,7 +17,7 @@ import torch
 
 import swagppm
 from swagppm import TrialParams
-from swagppm.releases.writer import ReleaseSpec, stage
+from swagppm.releases.writer import NO_AUDIT, ReleaseSpec, stage
 from tests import PATIENCE
 from tests.swagppm.helpers import small_config
 
@@ -68,7 +68,7 @@ def _release(kind: str, folder: Path) -> dict[str, Any]:
             with torch.no_grad():
                 logits = [memory(**{k: v.to(session.device) for k, v in batch.items()}).logits.cpu()
                           for batch in batches]
-            out = staged.commit(audit=None)
+            out = staged.commit(audit=NO_AUDIT)
     return {"out": out, "expected": expected, "batches": batches, "logits": logits, "texts": texts}
 
 
