@@ -28,9 +28,13 @@ if TYPE_CHECKING:
 ClaimKind = Literal["proven", "estimate"]
 PROVEN, ESTIMATE = "proven", "estimate"
 NOT_PROVEN = "no differential-privacy guarantee is proven for this release"
-# the measured ε, wherever it is shown
+# the measured ε, wherever it is shown (in full, and in a line's few words)
 MEASURED = ("an estimate (2 x the largest weighted loss over finitely many posterior draws: an order statistic, "
             "which grows with the number of draws), not a bound")
+MEASURED_SHORT = "an estimate from finitely many posterior draws, not a bound"
+# a proven ε in a line's few words
+PROVEN_SHORT = ("proven before the fit: 2 x clip(c + g, 0, 1) x B (exact sampler, diagnostics passed, NLL bounded by "
+                "B, public risks)")
 
 CAVEATS = (
     "Only a release drawn by an exact sampler (diagnostics passed) of the pseudo posterior, with each record's loss "

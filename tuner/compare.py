@@ -6,7 +6,7 @@ the largest and smallest quarter of classes by training-set size. Rows hold
 class-level aggregates only, and a quartile's F1 only when each quartile holds at
 least ``MIN_QUARTILE_CLASSES`` classes: with fewer it is (nearly) one class's own
 F1, so it is withheld everywhere (table, files, figure) and the table says why.
-SWAG-PPM's ε is the local, data-dependent bound (δ not quantified); DP-SGD's (ε, δ)
+SWAG-PPM's ε is its measured estimate (δ not quantified), or its proven bound; DP-SGD's (ε, δ)
 comes from Opacus's accountant.
 """
 

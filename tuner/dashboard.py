@@ -33,6 +33,7 @@ from optuna.study._frozen import FrozenStudy
 from optuna.trial import FrozenTrial
 
 from scorers.plots import off_scale_note, series_range
+from swagppm.statement import MEASURED_SHORT, PROVEN_SHORT
 from tuner.config import StudyConfig
 from tuner.outcome import GLOSSARY, Outcome
 from tuner.outputs import write_atomic
@@ -73,8 +74,9 @@ def trial_note(number: int, outcome: Outcome, *, picture: str | None = None) -> 
               "**Constraints** (met when ≤ 0):", ""]
     lines += [f"- {key} = {outcome.constraints[key]:+.3f} ({_met(key, outcome)}): {CONSTRAINT_MEANINGS[key]}"
               for key in CONSTRAINT_KEYS]
-    lines += ["", f"ε is a local estimate from this trial's finitely many privacy draws; the audit is its check. "
-                  f"Every word: {GLOSSARY}.", "", f"*{OWNER_SIDE[0].upper()}{OWNER_SIDE[1:]}.*"]
+    kind = (f"ε ≤ {outcome.result.proven_epsilon:.4g} is {PROVEN_SHORT}" if outcome.result.proven_epsilon is not None
+            else f"ε is {MEASURED_SHORT} (no differential-privacy guarantee is proven for it); the audit is its check")
+    lines += ["", f"{kind}. Every word: {GLOSSARY}.", "", f"*{OWNER_SIDE[0].upper()}{OWNER_SIDE[1:]}.*"]
     return "\n".join(lines)
 
 

@@ -37,8 +37,11 @@ def counted(number: int, noun: str) -> str:
 TRIAL_LEGEND = f"""\
 How to read the trial lines; every word is explained by {GLOSSARY}:
   c=, epochs=     the trial's weight slope c (lower: records weigh less, more private) and fine-tuning epochs E
-  eps=            epsilon, smaller is more private: a local estimate from this trial's finitely many privacy
-                  draws, not a guarantee; the membership-inference audit (`swagppm-tune audit`) is its check
+  eps=            epsilon, smaller is more private: an estimate from this trial's finitely many privacy draws,
+                  not a bound (no differential-privacy guarantee is proven for it); the membership-inference audit
+                  (`swagppm-tune audit`) is its check
+  eps<= (proven)  epsilon proven before the fit: 2 x clip(c + g, 0, 1) x B (exact sampler, NLL bounded by B,
+                  public risks)
   eps>=           the privacy draws stopped once epsilon passed the target (or the best feasible trial's, which
                   it then cannot beat): at least this; F1 was not measured
   F1 macro ...    F1 on the test split over the utility draws, against the non-private baseline's

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import scorers
 from scorers import PrivacyAudit
+from swagppm.statement import MEASURED_SHORT
 from tuner.audit import BASELINE, RELEASE, audit_document, audit_losses, refusal
 from tuner.ledger import AUDIT_ENTRY, RELEASE_ENTRY, Ledger
 from tuner.tuning import ACCOUNTED, accounted_statement, with_selection_cost
@@ -219,7 +220,7 @@ def measured_text(audit: PrivacyAudit, epsilon: float) -> str:
         return (f"measured epsilon {epsilon:.3g}: not refuted by the audit (its epsilon lower bound "
                 f"{audit.epsilon_lower_bound:.3g})")
     return (f"measured epsilon {epsilon:.3g}, refuted: the audit shows epsilon >= {audit.epsilon_lower_bound:.3g} "
-            "(the measured epsilon is a local estimate from finitely many posterior draws, not a bound)")
+            f"(the measured epsilon is {MEASURED_SHORT})")
 
 
 def selection_sentence(release_path: Path) -> str:

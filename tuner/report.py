@@ -10,7 +10,7 @@ from pathlib import Path
 import optuna
 
 import scorers.plots
-from swagppm.statement import privacy_statement
+from swagppm.statement import MEASURED_SHORT, privacy_statement
 from tuner.compare import ComparisonRow
 from tuner.config import StudyConfig
 from tuner.figures import study_figures, trial_figures
@@ -143,8 +143,8 @@ def _audit_section(study: optuna.Study) -> str:
         rows.append(f"<tr><td>{trial.number}</td><td>{_number(record.epsilon)}</td><td>{_number(bound)}</td>"
                     f"<td class='text'>{esc(note or 'not refuted')}</td></tr>")
     text = ("<h2>Audit</h2><p>The membership-inference audit (95% family-wise, δ = 0) of a secret draw of each "
-            "audited trial, against its measured ε: a local estimate from finitely many draws, which the audit's lower "
-            "bound refutes when it lies above it.</p>")
+            f"audited trial, against its measured ε: {MEASURED_SHORT}, which the audit's lower bound refutes when it "
+            "lies above it.</p>")
     if not rows:
         return text + ("<p>No trial of this study has been audited yet: <code>swagppm-tune audit STUDY</code> audits "
                        "the chosen one, <code>release</code> always does, and <code>[targets] require_audit</code> "

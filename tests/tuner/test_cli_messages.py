@@ -57,8 +57,9 @@ def added(study: optuna.Study, *trials: FrozenTrial) -> optuna.Study:
 def test_the_best_line_states_the_trial_its_epsilon_and_its_f1_against_the_baseline(config: StudyConfig) -> None:
     study = added(new_study(), judged(config, 0.876543, 7))
     assert best_line(study.trials[0]) == (
-        "best feasible: trial 0: c = 0.8765, 7 epochs, epsilon = 6.186 (a local estimate from 500 privacy draws; "
-        "swagppm-tune audit checks it), F1 macro median 0.799 (baseline 0.820), weighted 0.852 (baseline 0.870)")
+        "best feasible: trial 0: c = 0.8765, 7 epochs, epsilon = 6.186 (an estimate from 500 privacy draws, not a "
+        "bound; swagppm-tune audit checks it), F1 macro median 0.799 (baseline 0.820), weighted 0.852 (baseline "
+        "0.870)")
 
 
 def test_the_best_line_counts_one_epoch_as_one(config: StudyConfig) -> None:

@@ -61,7 +61,8 @@ def test_the_note_leads_with_feasibility_and_explains_each_constraint(tmp_path: 
     constraint = outcome.constraints["epsilon"]
     assert f"- epsilon = {constraint:+.3f} (met): ε / target − 1: above 0, ε exceeds the target" in note
     assert constraint == pytest.approx(2 * max(tight(3.0, n=60)) / 10 - 1)
-    assert "local estimate" in note and "swagppm-tune explain WORD" in note and "docs/" not in note
+    assert "an estimate from finitely many posterior draws, not a bound" in note
+    assert "swagppm-tune explain WORD" in note and "docs/" not in note
     strict, _ = _outcome(tight(6.0, n=60), tmp_path)
     assert trial_note(5, strict).splitlines()[2] == "**feasible: no** — violated: epsilon"
 
@@ -202,7 +203,7 @@ def test_the_study_page_shows_the_grid_and_trade_off(dashboard: tuple[str, Path]
     url, path = dashboard
     text = page_text(browser, f"{url}/dashboard/studies/1", "search over (c, fine-tuning epochs)")
     assert "dash" in text and "privacy–utility trade-off" in text and "trials: feasibility" in text
-    assert "caveats" in text and "epsilon is a local, data-dependent bound" in text
+    assert "caveats" in text and "The measured epsilon is an estimate" in text
     assert "privacy owner-side: these pages show each trial's exact epsilon and F1, measured on the private data; " \
            "never publish them" in text  # the study page says first what its figures are
     browser.execute_script(  # type: ignore[attr-defined]

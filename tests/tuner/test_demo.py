@@ -29,7 +29,7 @@ def test_help_lists_every_verb_once_in_plain_text_and_points_at_explain(capsys: 
         assert sum(line.split()[:1] == [verb] for line in text.splitlines()) == 1, verb
     assert "``" not in text and ":class:" not in text and "swagppm-tune explain WORD" in text
     assert "docs/" not in text  # a wheel has no docs folder
-    assert "not a guarantee" in text and "--quiet" in text
+    assert "not a bound (no\ndifferential-privacy guarantee is proven)" in text and "--quiet" in text
 
 
 def test_the_glossary_explains_the_words_the_lines_print() -> None:
@@ -39,7 +39,10 @@ def test_the_glossary_explains_the_words_the_lines_print() -> None:
                  "**public-proxy**", "**audit bound", "**AUC bound e^ε/(1+e^ε)**", "**draws**"):
         assert word in glossary, word
     assert "the choice among trials is\nnot counted in ε" in glossary
-    assert "local estimate from finitely many" in glossary
+    assert "an estimate from finitely many posterior draws, not a bound" in glossary
+    for word in ("**estimate**", "**proven**", "**ceiling (of the audit)**", "**prior_scale (s)**",
+                 "**nll_bound (B)**", "**public risks**", "**split-R-hat, ESS**", "**below the baseline**"):
+        assert word in glossary, word
 
 
 def test_explain_prints_the_entries_a_word_names_and_refuses_an_unknown_word(

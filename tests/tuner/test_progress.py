@@ -147,4 +147,5 @@ def test_the_trial_legend_comes_once_before_the_first_trial_line(tmp_path: Path)
     for trial in study.trials:
         after(study, trial)
     assert printed == [TRIAL_LEGEND, "trial   0  first line", "trial   1  second line"]
-    assert "local estimate" in TRIAL_LEGEND and "swagppm-tune explain WORD" in TRIAL_LEGEND
+    assert "an estimate from this trial's finitely many privacy draws,\n                  not a bound" in TRIAL_LEGEND
+    assert "eps<= (proven)" in TRIAL_LEGEND and "swagppm-tune explain WORD" in TRIAL_LEGEND

@@ -22,8 +22,10 @@ Verbs:
   explain    what a printed word means (the glossary): swagppm-tune explain not_judged
 swagppm-tune VERB --help lists a verb's flags.
 
-epsilon is a local estimate from finitely many posterior draws, not a guarantee;
-the audit verb is its empirical check. Every word the verbs print (epsilon,
+epsilon is an estimate from finitely many posterior draws, not a bound (no
+differential-privacy guarantee is proven), unless it says "proven": then it is
+2 x clip(c + g, 0, 1) x B, proven before the fit (exact sampler, NLL bounded by B,
+public risks). The audit verb is its empirical check. Every word the verbs print (epsilon,
 delta, c, E, max-delta, feasible, well_fit, not_judged, unaccounted, the
 audit's AUC bound) is explained by swagppm-tune explain WORD (no WORD: the
 whole glossary). Every verb that opens a study reads its storage from

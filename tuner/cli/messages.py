@@ -6,6 +6,7 @@ import sys
 
 import optuna
 
+from swagppm.statement import PROVEN_SHORT
 from tuner.config import StudyConfig
 from tuner.outcome import counted
 from tuner.queries import closest_trial, describe_violations, epsilon_cap_of, range_edges, stage1_runs
@@ -18,11 +19,12 @@ def best_line(best: optuna.trial.FrozenTrial, study: optuna.Study | None = None)
     assert record is not None and record.f1_macro_median is not None and record.f1_weighted_median is not None
     bound = audit_bounds(study.user_attrs if study is not None else {}, best.number, record)
     note = refuted_note(record.epsilon, bound)
+    check = note or "; swagppm-tune audit checks it"
+    privacy = (f"epsilon <= {record.proven_epsilon:.3f} ({PROVEN_SHORT})" if record.proven_epsilon is not None else
+               f"epsilon = {record.epsilon_or_inf:.3f} (an estimate from "
+               f"{counted(record.draws_privacy, 'privacy draw')}, not a bound{check})")
     return (f"best feasible: trial {best.number}: c = {best.params['c']:.4g}, "
-            f"{counted(best.params['ft_epochs'], 'epoch')}, "
-            f"epsilon = {record.epsilon_or_inf:.3f} (a local estimate from "
-            f"{counted(record.draws_privacy, 'privacy draw')}"
-            f"{note or '; swagppm-tune audit checks it'}), "
+            f"{counted(best.params['ft_epochs'], 'epoch')}, {privacy}, "
             f"F1 macro median {record.f1_macro_median:.3f} (baseline "
             f"{record.baseline_f1_macro:.3f}), weighted {record.f1_weighted_median:.3f} (baseline "
             f"{record.baseline_f1_weighted:.3f})")
