@@ -53,3 +53,11 @@ def test_every_exit_status_is_documented_in_the_readme_the_cli_page_and_the_help
     helped = {int(number) for number in re.findall(r"^\s{2}(\d+)\s{2,}", build_parser()[0].format_help(),
                                                     flags=re.MULTILINE)}
     assert helped == statuses
+
+
+def test_the_caveats_docs_privacy_lists_are_the_cards_word_for_word() -> None:
+    from swagppm.statement import CAVEATS
+
+    text = (ROOT / "docs" / "privacy.md").read_text().split("## Caveats the card states")[1]
+    listed = [" ".join(item.split()) for item in text.split("\n- ")[1:]]
+    assert listed == [" ".join(caveat.split()) for caveat in CAVEATS]
