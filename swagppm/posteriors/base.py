@@ -196,6 +196,11 @@ class Posterior(ABC):
     def draw(self, noise: Noise) -> torch.Tensor:
         """One flat draw of the covered parameters."""
 
+    def draws(self, noise: Noise, count: int) -> torch.Tensor:
+        """``count`` draws as rows (count × P), the same as ``count`` calls of ``draw`` on ``noise`` (a posterior may
+        compute them in one pass, as SWAG does with its deviation matrix)."""
+        return torch.stack([self.draw(noise) for _ in range(count)])
+
     @property
     @abstractmethod
     def centre(self) -> torch.Tensor:

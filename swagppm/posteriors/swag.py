@@ -158,6 +158,21 @@ class SWAGPosterior(Posterior):
         z2 = noise.normal(self.num_columns, dtype=self.dtype, device=self.mean.device)
         return self.draw_from(z1, z2)
 
+    def draws(self, noise: Noise, count: int) -> torch.Tensor:
+        """``count`` draws from one pass over D (one matrix product for all of them, where ``draw`` reads D once per
+        draw): the noise is drawn in ``draw``'s order, so the rows equal ``count`` calls of ``draw`` to float
+        rounding."""
+        self._require(2)
+        noises = [(noise.normal(self.num_parameters, dtype=self.dtype, device=self.mean.device),
+                   noise.normal(self.num_columns, dtype=self.dtype, device=self.mean.device)) for _ in range(count)]
+        scale, columns, position = self._sampling_factors()
+        coefficients = torch.empty(self.num_columns, count, dtype=self.dtype, device=columns.device)
+        coefficients[position] = torch.stack([z2 for _, z2 in noises], dim=1).to(columns.device)
+        low_rank = (columns @ coefficients).T.to(self.mean.device)
+        alpha = 1.0 / math.sqrt(2.0 * (self.num_columns - 1))
+        z1 = torch.stack([z1 for z1, _ in noises])
+        return torch.addcmul(self.mean, scale, z1).add_(low_rank, alpha=alpha)
+
     def draw_from(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
         """θ = μ + σ ⊙ z₁ / √2 + D z₂ / √(2(K − 1)) for given standard-normal noise (z₂ in snapshot order)."""
         self._require(2)

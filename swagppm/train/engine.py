@@ -47,6 +47,8 @@ class Drawable(Protocol):
 
     def draw(self, noise: Noise) -> torch.Tensor: ...
 
+    def draws(self, noise: Noise, count: int) -> torch.Tensor: ...
+
     def load_into(self, module: nn.Module, theta: torch.Tensor) -> None: ...
 
     def restore_mean(self, module: nn.Module) -> None: ...
@@ -386,6 +388,20 @@ def sgd(net: Net, *, lr: float, momentum: float) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=0.0, fused=net.device.type == "cuda")
 
 
+DRAW_CHUNK_BYTES = 256 * 2**20  # draws computed together in one pass over the posterior take at most this memory
+
+
+def each_draw(posterior: Drawable, noise: Noise, count: int, *, size: int) -> Iterator[torch.Tensor]:
+    """``count`` draws of ``size`` parameters one by one, computed in chunks of at most ``DRAW_CHUNK_BYTES`` (one pass
+    over a SWAG deviation matrix per chunk, not per draw)."""
+    chunk = max(1, min(count, DRAW_CHUNK_BYTES // (4 * max(size, 1))))
+    done = 0
+    while done < count:
+        batch = posterior.draws(noise, min(chunk, count - done))
+        done += len(batch)
+        yield from batch
+
+
 @dataclass
 class Sweep:
     """What a sweep over draws leaves: per-record maxima (private) and per-draw maxima (public).
@@ -511,9 +527,11 @@ def sweep_draws(
             values = values.clamp(max=nll_bound)
         return values if weights is None else weighted_delta(values, weights[index])
 
+    size = sum(p.numel() for p in net.model.parameters() if p.requires_grad)
     try:
-        for _ in steps(range(draws), label=desc, total=draws, progress=progress):
-            posterior.load_into(net.model, posterior.draw(noise))
+        for theta in steps(each_draw(posterior, noise, draws, size=size), label=desc, total=draws,
+                           progress=progress):
+            posterior.load_into(net.model, theta)
             delta = net.per_record_nll(split, batch_size, out=nll)
             if nll_bound is not None:
                 delta = delta.clamp(max=nll_bound)
@@ -543,9 +561,11 @@ def predict_draws(
 ) -> Iterator[np.ndarray]:
     """Test-set predictions of each of ``draws`` draws; puts the posterior's centre back afterwards."""
     net.train(False)
+    size = sum(p.numel() for p in net.model.parameters() if p.requires_grad)
     try:
-        for _ in steps(range(draws), label=desc, total=draws, progress=progress):
-            posterior.load_into(net.model, posterior.draw(noise))
+        for theta in steps(each_draw(posterior, noise, draws, size=size), label=desc, total=draws,
+                           progress=progress):
+            posterior.load_into(net.model, theta)
             yield net.predict(split, batch_size).cpu().numpy()
     finally:
         posterior.restore_mean(net.model)

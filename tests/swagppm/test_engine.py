@@ -189,3 +189,19 @@ def test_an_evaluation_pass_the_compiler_cannot_build_runs_eagerly_with_a_warnin
     with pytest.warns(RuntimeWarning, match=r"could not be compiled \(RuntimeError: Dynamo cannot trace this model\)"):
         torch.testing.assert_close(net.logits(inputs, evaluating=True), torch.tensor([[1.0, 2.0]]))
     assert net._evaluator is None
+
+
+def test_a_sweep_takes_its_draws_in_chunks_and_gives_the_draws_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 3 draws (a tiny chunk budget) give the series of draws taken one at a time, to float rounding."""
+    from swagppm.train import engine
+
+    net, split, posterior = _moving_head()
+    one_by_one = sweep_draws(net, split, posterior, draws=8, noise=seeded(0), batch_size=4)
+    monkeypatch.setattr(engine, "DRAW_CHUNK_BYTES", 3 * 4 * 8)  # 3 draws of the head's 8 parameters
+    calls: list[int] = []
+    real = SWAGPosterior.draws
+    monkeypatch.setattr(SWAGPosterior, "draws", lambda self, noise, count: calls.append(count) or real(self, noise,
+                                                                                                         count))
+    chunked = sweep_draws(net, split, posterior, draws=8, noise=seeded(0), batch_size=4)
+    assert calls == [3, 3, 2]
+    assert chunked.draw_max == pytest.approx(one_by_one.draw_max, rel=1e-6)

@@ -202,3 +202,12 @@ def test_float32_sigma_on_real_minilm_weights() -> None:
     steps = 3e-4 * centre.abs().mean() * torch.randn(20, centre.numel(), generator=gen, dtype=torch.float64)
     snapshots = (centre + steps.cumsum(0) / 4).float().double()  # a slow random walk, as constant-lr SGD gives
     assert _sigma_agreement(snapshots) >= 0.999
+
+
+def test_draws_in_one_pass_are_the_draws_one_by_one_to_float_rounding(snapshots: torch.Tensor) -> None:
+    posterior, _ = collect(snapshots, rank=4)
+    together = posterior.draws(seeded(11), 7)
+    noise = seeded(11)
+    one_by_one = torch.stack([posterior.draw(noise) for _ in range(7)])
+    torch.testing.assert_close(together, one_by_one, rtol=1e-12, atol=1e-12)
+    assert together.shape == (7, posterior.num_parameters)
