@@ -20,7 +20,7 @@ own longest record (length-sorted for evaluation).
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -58,21 +58,75 @@ class TopLayers(nn.Module):
     """The trainable top of a pooled classifier: layers ``first..`` of its encoder, pooling and classifier.
 
     Shares its parameters with ``model`` (nothing is copied), so training it trains
-    the model that is released.
+    the model that is released. Layers shaped like BERT's (query, key and value
+    projections, an output projection with its LayerNorm, a feed-forward block: BERT,
+    RoBERTa, MiniLM) run their linear layers on the real tokens only, packed, and only
+    the attention on the padded batch (``packed_layer``); other layers run as they are.
     """
 
     def __init__(self, model: PooledClassifier, layers: nn.ModuleList, first: int) -> None:
         super().__init__()
         self.model, self.layers, self.first = model, layers, first
+        self.packed = all(packable(layer) for layer in layers[first:])
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         hidden, mask = inputs["hidden"], inputs["attention_mask"]
         config = cast(PretrainedConfig, self.model.encoder.config)
         extended = create_bidirectional_mask(config=config, inputs_embeds=hidden, attention_mask=mask)
+        if self.packed:
+            return self._packed(hidden, mask, extended)
         for layer in self.layers[self.first:]:
             output = layer(hidden, extended)
             hidden = output[0] if isinstance(output, tuple) else output
         return self.model.classifier(self.model.dropout(self.model.pool(hidden, mask)))
+
+    def _packed(self, hidden: torch.Tensor, mask: torch.Tensor, extended: torch.Tensor | None) -> torch.Tensor:
+        """The layers on the real tokens (rows of the flattened batch), then the pooling of those tokens."""
+        batch, width, size = hidden.shape
+        rows = torch.nonzero(mask.reshape(-1), as_tuple=True)[0]
+        tokens = hidden.reshape(-1, size)[rows]
+        for layer in self.layers[self.first:]:
+            tokens = packed_layer(layer, tokens, rows, batch=batch, width=width, mask=extended)
+        if self.model.config.pooling == "cls":
+            pooled = tokens[torch.cumsum(mask.sum(1), 0) - mask.sum(1)]  # each record's first token
+        else:
+            record = torch.div(rows, width, rounding_mode="floor")
+            pooled = torch.zeros(batch, size, dtype=tokens.dtype, device=tokens.device).index_add_(0, record, tokens)
+            pooled = pooled / mask.sum(1, keepdim=True).to(tokens.dtype).clamp(min=1.0)
+        return self.model.classifier(self.model.dropout(pooled))
+
+
+def packable(layer: nn.Module) -> bool:
+    """Whether ``layer`` has BERT's layer structure, so that ``packed_layer`` computes what its forward does."""
+    attention = getattr(layer, "attention", None)
+    own = getattr(attention, "self", None)
+    return (all(isinstance(getattr(own, name, None), nn.Linear) for name in ("query", "key", "value"))
+            and hasattr(getattr(attention, "output", None), "dense") and hasattr(layer, "intermediate")
+            and hasattr(layer, "output") and not getattr(layer, "add_cross_attention", False))
+
+
+def packed_layer(layer: Any, tokens: torch.Tensor, rows: torch.Tensor, *, batch: int, width: int,
+                 mask: torch.Tensor | None) -> torch.Tensor:
+    """One BERT-shaped layer on packed tokens ([real tokens, H]; ``rows`` their places in the flattened batch): its
+    projections, output block and feed-forward block on the real tokens only, the attention on the padded batch
+    through the layer's own attention function, so the result is the layer's forward on the real tokens."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    from transformers.models.bert.modeling_bert import eager_attention_forward
+
+    attention = layer.attention
+    own = attention.self
+
+    def heads(projection: nn.Module) -> torch.Tensor:
+        projected = projection(tokens)
+        padded = projected.new_zeros(batch * width, projected.shape[-1]).index_copy_(0, rows, projected)
+        return padded.view(batch, width, -1, own.attention_head_size).transpose(1, 2)
+
+    interface = ALL_ATTENTION_FUNCTIONS.get_interface(own.config._attn_implementation, eager_attention_forward)
+    context, _ = interface(own, heads(own.query), heads(own.key), heads(own.value), mask,
+                           dropout=0.0 if not own.training else own.dropout.p, scaling=own.scaling)
+    context = context.reshape(batch * width, -1)[rows]
+    attended = attention.output(context, tokens)
+    return layer.output(layer.intermediate(attended), attended)
 
 
 @torch.inference_mode()

@@ -77,3 +77,25 @@ def test_lora_trains_adapters_only_and_releases_a_merged_model(local_pretrained:
     query, dense = "bert.encoder.layer.0.attention.self.query.weight", "bert.encoder.layer.0.output.dense.weight"
     assert not torch.equal(released[query], original[query])  # the drawn adapter merged in
     assert torch.equal(released[dense], original[dense])  # no adapter there: the public value
+
+
+def test_the_packed_top_layer_gives_the_padded_layers_logits_and_gradients(
+        partial_config: swagppm.SWAGPPMConfig) -> None:
+    """The linear layers on the real tokens only: the same logits and the same gradients as the padded forward, to
+    float32 rounding, in training mode without dropout (what stage 2 optimises)."""
+    with swagppm.Session(partial_config) as session:
+        top = session.bundle.head
+        assert top is not None and top.packed
+        batch, labels, _ = session.train.batch(np.arange(0, len(session.train), 3))
+        assert bool((batch["attention_mask"] == 0).any())  # a padded batch
+        session.bundle.model.eval()
+        results = []
+        for packed in (True, False):
+            top.packed = packed
+            top.zero_grad()
+            logits = top(batch)
+            torch.nn.functional.cross_entropy(logits, labels).backward()
+            results.append((logits.detach(), [p.grad.clone() for p in top.parameters() if p.grad is not None]))
+        torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-5, atol=1e-5)
+        for packed_grad, padded_grad in zip(results[0][1], results[1][1], strict=True):
+            torch.testing.assert_close(packed_grad, padded_grad, rtol=1e-4, atol=1e-6)
