@@ -49,15 +49,21 @@ class LaplacePosterior(Posterior):
 
     def draw(self, noise: Noise) -> torch.Tensor:
         """mode + precision^{-1/2} z for z ~ N(0, I) from ``noise``."""
+        return self.draws(noise, 1)[0]
+
+    def draws(self, noise: Noise, count: int) -> torch.Tensor:
+        """``count`` draws (rows), the noise drawn in ``draw``'s order; a full precision's factor is solved against all
+        of them at once (one triangular solve with ``count`` right-hand sides)."""
         classes, width = self.shape
-        z = noise.normal(classes * width, dtype=self.mode.dtype, device=self.mode.device)
+        z = torch.stack([noise.normal(classes * width, dtype=self.mode.dtype, device=self.mode.device)
+                         for _ in range(count)])
         if self.factor is not None:
-            offset = torch.linalg.solve_triangular(self.factor.T, z[:, None], upper=True).view(classes, width)
+            offsets = torch.linalg.solve_triangular(self.factor.T, z.T, upper=True).T.reshape(count, classes, width)
         else:
             assert self.kronecker is not None
-            offset = self.kronecker.colour(z.view(classes, width))
-        weight, bias = offset[:, :-1].reshape(-1), offset[:, -1]
-        return self.mode + torch.cat([weight, bias] if self.weight_first else [bias, weight])
+            offsets = torch.stack([self.kronecker.colour(row.view(classes, width)) for row in z])
+        weight, bias = offsets[:, :, :-1].reshape(count, -1), offsets[:, :, -1]
+        return self.mode + torch.cat([weight, bias] if self.weight_first else [bias, weight], dim=1)
 
     def numbers_per_parameter(self) -> float:
         if self.factor is not None:

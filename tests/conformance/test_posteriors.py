@@ -112,3 +112,13 @@ def test_no_posterior_makes_its_own_secret_randomness() -> None:
         imported = {alias.name for node in ast.walk(ast.parse(path.read_text()))
                     if isinstance(node, ast.Import | ast.ImportFrom) for alias in node.names}
         assert not (names | imported) & forbidden, path.name
+
+
+def test_draws_together_are_the_draws_one_by_one(fitted: tuple[swagppm.Session, swagppm.Fit]) -> None:
+    _, fit = fitted
+    posterior = fit.posterior
+    assert posterior is not None
+    together = posterior.draws(SeededNoise(torch.Generator().manual_seed(5)), 3)
+    noise = SeededNoise(torch.Generator().manual_seed(5))
+    one_by_one = torch.stack([posterior.draw(noise) for _ in range(3)])
+    torch.testing.assert_close(together, one_by_one, rtol=1e-5, atol=1e-6)
