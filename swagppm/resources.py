@@ -152,11 +152,13 @@ class Resources:
                         sorted(named))
 
         def compute() -> dict[str, Any]:
+            label = "encoding the {} records through the frozen layers (once, then cached)".format
             if bundle.cached_layers is None:
-                return {name: pooled_features(bundle.model, split, batch_size=config.eval_batch_size).cpu()
-                        for name, (split, _) in named.items()}
+                return {name: pooled_features(bundle.model, split, batch_size=config.eval_batch_size,
+                                              label=label(name)).cpu() for name, (split, _) in named.items()}
             return {name: boundary_states(bundle.model, split, first=bundle.cached_layers,  # type: ignore[arg-type]
-                                          batch_size=config.eval_batch_size) for name, (split, _) in named.items()}
+                                          batch_size=config.eval_batch_size, label=label(name))
+                    for name, (split, _) in named.items()}
 
         def valid(payload: dict[str, Any]) -> bool:
             if bundle.cached_layers is None:

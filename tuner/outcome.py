@@ -170,8 +170,7 @@ class Outcome:
                   for key in measured_violations(self.constraints, self.unmeasured)]
         missed = missed or [f"{key} unmeasured" for key in self.unmeasured]  # stopped below the cap (tuner.pruning)
         text += f"  {self.label:<12}  " + ("FEASIBLE" if self.feasible else f"infeasible ({', '.join(missed)})")
-        text += f"  {result.timings.get('total', 0.0):.1f}s"
-        return text + ("  [stage 1 cached]" if result.stage1_cache_hit else "")
+        return text + f"  {result.timings.get('total', 0.0):.1f}s"  # the run said once where stage 1 came from
 
 
 def result_line(result: SWAGPPMResult) -> str:

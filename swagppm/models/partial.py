@@ -29,6 +29,7 @@ from transformers import PretrainedConfig
 from transformers.masking_utils import create_bidirectional_mask
 
 from swagppm.models.pooled import PooledClassifier
+from swagppm.progress import steps
 from swagppm.train.engine import Split
 
 
@@ -130,17 +131,21 @@ def packed_layer(layer: Any, tokens: torch.Tensor, rows: torch.Tensor, *, batch:
 
 
 @torch.inference_mode()
-def boundary_states(model: PooledClassifier, split: Split, *, first: int, batch_size: int) -> dict[str, torch.Tensor]:
+def boundary_states(model: PooledClassifier, split: Split, *, first: int, batch_size: int,
+                    progress: bool | None = None,
+                    label: str = "encoding the records (frozen layers, once)") -> dict[str, torch.Tensor]:
     """The input of layer ``first`` for every real token of every record: {"states": [tokens, H], "lengths": [n]}.
 
-    Computed in eval mode at float32; records are stored back to back in record order.
+    Computed in eval mode at float32; records are stored back to back in record order; each batch reported as a
+    stage named ``label``.
     """
     model.eval()
     assert split.lengths is not None
     lengths = torch.as_tensor(split.lengths)
     starts = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)[:-1]])
     states: torch.Tensor | None = None
-    for inputs, _, idx in split.eval_batches(batch_size):
+    batches = split.eval_batches(batch_size)
+    for inputs, _, idx in steps(batches, label=label, total=len(batches), progress=progress):
         hidden = model.encoder(**inputs, output_hidden_states=True).hidden_states[first].float().cpu()  # type: ignore[arg-type]
         if states is None:
             states = torch.empty(int(lengths.sum()), hidden.shape[-1])

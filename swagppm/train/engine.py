@@ -218,15 +218,18 @@ class Net:
 
 
 @torch.inference_mode()
-def pooled_features(model: nn.Module, split: Split, *, batch_size: int) -> torch.Tensor:
-    """Frozen-encoder features (the head's input) of every record, computed once at float32.
+def pooled_features(model: nn.Module, split: Split, *, batch_size: int, progress: bool | None = None,
+                    label: str = "encoding the records (frozen layers, once)") -> torch.Tensor:
+    """Frozen-encoder features (the head's input) of every record, computed once at float32, each batch reported as
+    a stage named ``label`` (minutes of silence on a large corpus otherwise).
 
     Never under autocast: the head's NLL, and so ε, must be what the released
     float32 model computes.
     """
     model.eval()
     features = None
-    for inputs, _, idx in split.eval_batches(batch_size):
+    batches = split.eval_batches(batch_size)
+    for inputs, _, idx in steps(batches, label=label, total=len(batches), progress=progress):
         batch = model.features(**cast("dict[str, torch.Tensor]", inputs)).float()  # type: ignore[operator]
         if features is None:
             features = torch.empty(len(split), batch.shape[-1], device=split.device)

@@ -94,7 +94,7 @@ def test_every_word_the_verbs_the_report_and_the_dashboard_print_is_explained(
         out, err = capsys.readouterr()
         printed.append(out + err)
     found = words("\n".join(printed))
-    assert {"well_fit", "[stage 1 cached]", "released_draw", "class_calibrated", "TPR@1%"} <= found  # it reads them
+    assert {"well_fit", "released_draw", "class_calibrated", "TPR@1%"} <= found  # it reads them
     found |= report_words((tmp_path / "report.html").read_text())
     study = open_study(StudyConfig.from_toml(path), create=False)
     attrs = study._storage.get_study_system_attrs(study._study_id)
