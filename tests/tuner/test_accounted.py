@@ -17,6 +17,7 @@ from optuna.trial import TrialState, create_trial
 
 import swagppm
 from swagppm import ConfigError
+from swagppm.claim import SealedClaim
 from tests.tuner.helpers import result, tight
 from tuner import StudyConfig
 from tuner.accounting import TrialCountDistribution, rdp_orders, tuning_epsilon
@@ -275,7 +276,8 @@ def test_rejudge_keeps_the_accounting_or_refuses_a_new_epsilon_star(study_file: 
     assert main(["rejudge", str(path), "--name", "kept", "--max-f1-degradation", "0.2"]) == 0
     kept = dataclasses.replace(config, study=dataclasses.replace(config.study, name="kept"))
     study = open_study(kept, create=False)
-    assert study.user_attrs[CLAIM] == {**source.user_attrs[CLAIM], "ranked_at": 10.0}
+    assert SealedClaim.from_dict(study.user_attrs[CLAIM]).claim == dataclasses.replace(
+        SealedClaim.from_dict(source.user_attrs[CLAIM]).claim, ranked_at=10.0)
     for key in (ACCOUNTED_TRIALS, NUM_TRAIN):
         assert study.user_attrs[key] == source.user_attrs[key]
     assert tuning_cost(study, kept)["total_epsilon"] == tuning_cost(source, config)["total_epsilon"]
