@@ -49,8 +49,9 @@ Exit status:
        cap: release released nothing (the bound, the cap and the delta that would
        reconcile them are printed; --force-audit releases it anyway), audit says so
   130  interrupted by Ctrl-C or SIGTERM (run, worker: the running trial is marked
-       failed and queued again; launch: its local jobs are cancelled); finished
-       trials are kept
+       failed and queued again; launch: its local jobs are cancelled; release,
+       fit --release, audit: nothing released, no staging folder or lock left);
+       finished trials are kept
   141  the output pipe was closed (e.g. swagppm-tune status STUDY.toml | head)
 """
 
