@@ -127,14 +127,15 @@ class Ledger:
         return str(_first_line(self.path).get("ledger", ""))
 
     def require_study(self, study_id: str, study: str) -> None:
-        """Refuse, in one line naming what is gone, a ledger that does not hold the study ``study_id`` entered in it:
-        the ledger file is missing, or this is another ledger (the ledger folder points elsewhere)."""
+        """Refuse, in one line naming what is gone, a ledger that does not hold the study ``study_id`` (``study``
+        names it: "the study 'NAME'") entered in it: the file is missing, or this is another ledger (the ledger
+        folder points elsewhere)."""
         if not self.path.exists():
             raise ConfigError(f"the privacy ledger of data set {self.data_set!r} is missing ({self.path} is not "
-                              f"there), but the study {study!r} was entered in it: {KEEP}")
+                              f"there), but {study} was entered in it: {KEEP}")
         if not any(e.get("kind") == STUDY_ENTRY and e.get("id") == study_id for e in self.entries()):
-            raise ConfigError(f"the privacy ledger {self.path} holds no entry of the study {study!r}, which was "
-                              f"entered in the ledger of data set {self.data_set!r}: this is another ledger; {KEEP}")
+            raise ConfigError(f"the privacy ledger {self.path} holds no entry of {study}, which was entered in the "
+                              f"ledger of data set {self.data_set!r}: this is another ledger; {KEEP}")
 
     def check_writable(self) -> None:
         """Refuse, before any fit, a ledger (or its folder) this process cannot write."""

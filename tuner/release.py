@@ -188,11 +188,16 @@ def finished(attempt: Attempt, outcome: str) -> None:
 def check_ledger(resources: Resources, request: ReleaseRequest) -> Ledger:
     """The release's ledger, refused before any fit or draw when it cannot be written, or when the claim's study was
     entered in it and it does not hold that study (gone, or another ledger)."""
-    ledger = ledger_of(resources, request.spec.claim)
+    return checked_ledger(resources, request.spec.claim, entered=request.entered, source=request.source)
+
+
+def checked_ledger(resources: Resources, claim: VerifiedClaim, *, entered: bool, source: str) -> Ledger:
+    """The ledger of ``claim``'s data set, writable, and holding the claim's study when it was ``entered`` in it (an
+    attempt or audit never starts a ledger anew where its study was entered)."""
+    ledger = ledger_of(resources, claim)
     ledger.check_writable()
-    claim = request.spec.claim.claim
-    if request.entered and claim.study_id is not None:
-        ledger.require_study(claim.study_id, request.source)
+    if entered and claim.claim.study_id is not None:
+        ledger.require_study(claim.claim.study_id, f"the study of {source}")
     return ledger
 
 

@@ -412,7 +412,7 @@ def enter_in_ledger(study: optuna.Study, records: FingerprintsRecords, config: S
     assert claim.study_id is not None  # every study's claim names it
     ledger = Ledger.of(claim.data_set, records, key=owner_key())
     if study.user_attrs.get(LEDGER) is not None:
-        ledger.require_study(claim.study_id, study.study_name)
+        ledger.require_study(claim.study_id, f"the study {study.study_name!r}")
     terms = {} if claim.accounting is None else {"trials_shape": claim.accounting.trials_shape,
                                                  "trials_mean": claim.accounting.trials_mean}
     uid = ledger.record_study({"id": claim.study_id, "study": study.study_name,

@@ -60,7 +60,7 @@ class ReleaseCard:
     unit_of_privacy: str
     base_model: str | None
     private_parameters: dict[str, Any]
-    privacy_claim: dict[str, Any]
+    privacy_claim: PrivacyClaim
     tuning: dict[str, Any] | None
     selection: dict[str, Any] | None
     utility: dict[str, Any] | None
@@ -76,7 +76,8 @@ class ReleaseCard:
     def to_dict(self) -> dict[str, Any]:
         """The card as ``release_card.json`` holds it."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return values | {"caveats": list(self.caveats), "privacy_statement": list(self.privacy_statement)}
+        return values | {"privacy_claim": self.privacy_claim.to_dict(), "caveats": list(self.caveats),
+                         "privacy_statement": list(self.privacy_statement)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=True)
@@ -109,7 +110,7 @@ def release_card(config: SWAGPPMConfig, *, hyperparameters: Mapping[str, float],
         base_model=_public_base(config.model.name_or_path),
         private_parameters={"trainable": config.model.trainable, "count": len(drawn), "names": list(drawn),
                             "all_others": "bit-identical to the public pretrained model (checked before writing)"},
-        privacy_claim=privacy.to_dict(),
+        privacy_claim=privacy,
         tuning=tuned,
         selection=chosen,
         utility={"public_evaluation": public_evaluation} if public_evaluation else None,

@@ -207,7 +207,7 @@ class StagedRelease:
         report = owner_report(result, stage1_seed=resources.config.seed, epsilon_cap=spec.epsilon_cap,
                               names=resources.data.label_names, published_names=published,
                               evaluation=self.evaluation, tuning=tuning, selection=self.selection_private,
-                              extra={"audited": audit.outcome is not None, "claim": card.privacy_claim,
+                              extra={"audited": audit.outcome is not None, "claim": card.privacy_claim.to_dict(),
                                      "study_claim": spec.claim.claim.to_dict(), **dict(owner or {})})
         self.card = card
         self.committed = self.target.commit(self.folder, report)

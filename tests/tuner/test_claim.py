@@ -157,7 +157,7 @@ def test_a_ledger_folder_pointed_at_a_fresh_folder_cannot_release_or_resume_an_e
     monkeypatch.setenv(LEDGER_ENV, str(fresh))
     for argv in (["release", str(path), "-o", str(tmp_path / "released"), "--force"],
                  ["release", "--from", str(export), "-o", str(tmp_path / "released"), "--force"],
-                 ["run", str(path), "--n-trials", "2"]):
+                 ["audit", str(path)], ["run", str(path), "--n-trials", "2"]):
         assert main(argv) == 2, argv
         out = capsys.readouterr()
         line = one_error_line(out.err)
@@ -197,6 +197,23 @@ def _new_key_id(_: int) -> str:
     from tuner.keys import owner_key_for
 
     return owner_key_for(()).id
+
+
+def test_an_owner_key_that_cannot_be_made_is_one_line_and_no_study_is_created(
+        study_file: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.swagppm.helpers import read_only
+
+    (tmp_path / "keys").mkdir()
+    monkeypatch.setenv(KEY_ENV, str(tmp_path / "keys" / "owner.key"))
+    monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "no-ledgers"))
+    path = study_file()
+    with read_only(tmp_path / "keys"):
+        assert main(["create", str(path)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"the owner key {tmp_path / 'keys' / 'owner.key'} cannot be created" in line and KEY_ENV in line
+    assert sorted(p.name for p in (tmp_path / "keys").iterdir()) == []
+    assert main(["create", str(path)]) == 0  # the folder writable again: the key is made, then the study
 
 
 @pytest.mark.parametrize("content", [b"", b"short", bytes(33)])

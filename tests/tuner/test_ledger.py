@@ -123,7 +123,7 @@ def test_a_study_entered_in_a_ledger_that_is_gone_or_another_is_refused(tmp_path
     """Issue 48, finding 4: a ledger variable pointed elsewhere started the accounting again from zero."""
     ledger(tmp_path / "kept").record_study({"id": "a", "study": "s", **ACCOUNTED})
     with pytest.raises(ConfigError) as info:
-        ledger(tmp_path / "elsewhere").require_study("a", "s")
+        ledger(tmp_path / "elsewhere").require_study("a", "the study 's'")
     gone = tmp_path / "elsewhere" / "cases.jsonl"
     assert str(info.value) == (f"the privacy ledger of data set 'cases' is missing ({gone} is not there), but the "
                                "study 's' was entered in it: restore it from a backup, or "
@@ -133,8 +133,8 @@ def test_a_study_entered_in_a_ledger_that_is_gone_or_another_is_refused(tmp_path
     other.record_study({"id": "z", "study": "another", **ACCOUNTED})
     with pytest.raises(ConfigError, match="holds no entry of the study 's', which was entered in the ledger of data "
                                           "set 'cases': this is another ledger"):
-        other.require_study("a", "s")
-    ledger(tmp_path / "kept").require_study("a", "s")
+        other.require_study("a", "the study 's'")
+    ledger(tmp_path / "kept").require_study("a", "the study 's'")
     assert not (tmp_path / "elsewhere").exists()
 
 

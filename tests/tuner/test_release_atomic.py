@@ -125,6 +125,20 @@ def test_a_release_into_a_locked_folder_fails_at_once_with_one_line(study: Path,
     assert not (tmp_path / "cache").exists() and not out.exists()  # before any work
 
 
+def test_a_release_killed_before_its_draw_leaves_no_attempt_and_a_rerun_succeeds(study: Path, tmp_path: Path) -> None:
+    out, ledgers = tmp_path / "model", tmp_path / "ledgers"
+    env = ENV | {LEDGER_ENV: str(ledgers)}
+    process = stalled_release(study, out, AT_THE_FIT, env)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL
+    process.communicate()
+    assert not out.exists() and leftovers(tmp_path, "model") == [] and attempts(ledgers) == []
+    rerun = subprocess.run([sys.executable, "-m", "tuner.cli", *release_args(study, out)], env=env,
+                           capture_output=True, text=True, timeout=PATIENCE)
+    assert rerun.returncode == 0, rerun.stderr[-800:]
+    assert loads(out) and attempts(ledgers) == ["started", "released"]
+
+
 def test_a_release_killed_while_writing_leaves_nothing_that_loads_and_a_rerun_succeeds(study: Path,
                                                                                      tmp_path: Path) -> None:
     """kill -9 after the secret draw: nothing that loads, and the ledger keeps the attempt as started (no end was

@@ -76,7 +76,7 @@ from tuner.release import (
     ReleaseRequest,
     audit_count,
     check_ledger,
-    ledger_of,
+    checked_ledger,
     measured_line,
     measured_text,
     release,
@@ -390,7 +390,7 @@ def released_or_not(attempt: Callable[[], Released], out: Path, report: Path, st
 
 def print_released(released: Released, study: optuna.Study | None, trial: int | None, report: Path) -> None:
     """The released draw, its selection and its audit, for the terminal."""
-    result, cap = released.result, released.card.privacy_claim["epsilon_at_most"]
+    result, cap = released.result, released.card.privacy_claim.epsilon_cap
     if released.audit is not None:
         remember_audit(study, trial, released.audit[RELEASE].epsilon_lower_bound)
     print(f"released one draw of c = {result.c:.4g}, {counted(result.ft_epochs, 'epoch')} to {released.path} "
@@ -556,8 +556,8 @@ class AuditCommand(Command):
             return EXIT_INFEASIBLE
         cap = chosen.epsilon_cap
         with swagppm.Session(chosen.config) as session:
-            ledger = ledger_of(session, chosen.claim)
-            ledger.check_writable()  # every audit is entered: a ledger that cannot take it is refused before the fit
+            # every audit is entered: a ledger that cannot take it, or that lacks the study, is refused before the fit
+            ledger = checked_ledger(session, chosen.claim, entered=chosen.entered, source=chosen.source)
             fit = session.fit(chosen.params)
             if fit.result.failure:
                 print(f"nothing audited: the fit failed ({fit.result.failure})", file=sys.stderr)
