@@ -195,9 +195,9 @@ def checked_ledger(resources: Resources, claim: VerifiedClaim, *, entered: bool,
     """The ledger of ``claim``'s data set, writable, and holding the claim's study when it was ``entered`` in it (an
     attempt or audit never starts a ledger anew where its study was entered)."""
     ledger = ledger_of(resources, claim)
-    ledger.check_writable()
     if entered and claim.claim.study_id is not None:
-        ledger.require_study(claim.claim.study_id, f"the study of {source}")
+        ledger.require_study(claim.claim.study_id, f"the study of {source}")  # before anything is made there
+    ledger.check_writable()
     return ledger
 
 
