@@ -7,8 +7,8 @@ the method.
 
 The names here are what a library user needs: the configuration, the trial's
 parameters, ``Session`` (or ``Resources`` + ``stage1.compute_or_load`` + ``fit``
-for explicit parts), the one-call ``run_fit``, ``prepare`` and ``release`` (with its
-``ReleaseSpec``), the results and the errors. Everything else lives in a public submodule (``config``,
+for explicit parts), the one-call ``run_fit`` and ``prepare``, the results and the errors (a release goes through
+``tuner.release_chosen``: ledger, sealed claim, audit). Everything else lives in a public submodule (``config``,
 ``statement``, ``mechanism``, ``data``, ``models``, ``train``, ``stage1``,
 ``stage2``, ``evaluate``, ``releases``, ...).
 
@@ -34,9 +34,8 @@ if TYPE_CHECKING:
     from swagppm.data import PreparedData, load_records, prepare_data, synthetic_corpus
     from swagppm.models.pooled import PooledClassifier, register_auto_classes
     from swagppm.posteriors.swag import SWAGPosterior
-    from swagppm.releases.writer import ReleaseSpec
     from swagppm.resources import Resources
-    from swagppm.session import Session, prepare, release, run_fit
+    from swagppm.session import Session, prepare, run_fit
     from swagppm.stage1 import Stage1
     from swagppm.stage2 import Fit, SWAGPPMResult, fit
 
@@ -44,9 +43,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "swagppm.data": ("PreparedData", "load_records", "prepare_data", "synthetic_corpus"),
     "swagppm.models.pooled": ("PooledClassifier", "register_auto_classes"),
-    "swagppm.releases.writer": ("ReleaseSpec",),
     "swagppm.resources": ("Resources",),
-    "swagppm.session": ("Session", "prepare", "release", "run_fit"),
+    "swagppm.session": ("Session", "prepare", "run_fit"),
     "swagppm.stage1": ("Stage1",),
     "swagppm.stage2": ("Fit", "SWAGPPMResult", "fit"),
     "swagppm.posteriors.swag": ("SWAGPosterior",),

@@ -5,8 +5,9 @@ model, cached encoder features) for an explicit lifetime (``with Session(config)
 as session``); every ``session.fit`` reads stage 1 from the private disk cache or
 computes it once (``stage1.compute_or_load``), then runs ``stage2.fit``. The
 evaluation probes act on its parts, and so does a release (``swagppm.releases.stage``
-takes the session as the resources it reads). ``run_fit``, ``prepare`` and ``release``
-do one thing in a session of their own.
+takes the session as the resources it reads; ``tuner.release_chosen`` is the gate a
+release goes through). ``run_fit`` and ``prepare`` do one thing in a session of their
+own.
 """
 
 from __future__ import annotations
@@ -14,15 +15,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from swagppm.config import SWAGPPMConfig
 from swagppm.evaluate import probes
 from swagppm.evaluate.probes import RecordLosses
 from swagppm.posteriors.base import Posterior
-from swagppm.releases.selection import check_public_set
-from swagppm.releases.staging import claim
-from swagppm.releases.writer import NO_AUDIT, ReleaseSpec, check_release, stage
 from swagppm.resources import Resources
 from swagppm.stage1 import Preparation, Stage1, compute_or_load, stage1_key
 from swagppm.stage2 import DrawsCallback, Fit, SWAGPPMResult, fit
@@ -159,23 +156,3 @@ def prepare(config: SWAGPPMConfig, *, progress: bool | None = None) -> Preparati
     """Stage 1 of ``config`` computed (or read) in a session of its own; see ``Session.prepare``."""
     with Session(config) as session:
         return session.prepare(progress=progress)
-
-
-def release(config: SWAGPPMConfig, params: TrialParams, spec: ReleaseSpec, *, out_dir: str | Path,
-            progress: bool | None = None) -> Path:
-    """Fit ``params`` and release one draw of it to ``out_dir`` under ``spec``, with no audit (see
-    ``swagppm.releases``).
-
-    ``spec.epsilon_cap`` is the claim ε* declared before the fit. The output folder,
-    the declared label set, a data-derived tokenizer and ``spec.public_eval`` are
-    checked, and the folder claimed (locked), before the fit, so a refused release
-    costs nothing. The release is committed with ``audit=None``: its card says that
-    no audit was run (``swagppm-tune release`` audits before it commits).
-    """
-    check_release(out_dir, spec, config)
-    with claim(out_dir, overwrite=spec.overwrite) as target, Session(config) as session:
-        if spec.public_eval is not None:
-            check_public_set(session, spec.public_eval)
-        fit = session.fit(params, progress=progress)
-        with stage(session, fit, target, spec) as staged:
-            return staged.commit(audit=NO_AUDIT)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from swagppm.claim import ACCOUNTED, PUBLIC_PROXY, StudyClaim
 from swagppm.posteriors.kinds import posterior_kind
 
 if TYPE_CHECKING:
@@ -57,6 +58,20 @@ RELEASE_NOISE_PENDING = "drawn at release time from fresh operating-system entro
 # what a card may carry of a tuning cost (the rest is private); "outside_the_total" lists the data-dependent steps
 # that no total covers, in plain words
 PUBLIC_TUNING_KEYS = ("mode", "total_epsilon", "delta", "statement", "outside_the_total")
+CONDITIONAL = ("conditional on each trial's local epsilon being a valid bound; the number of trials is part of the "
+               "accounted randomness and is not published")
+# What an accounted study reads of the private data outside the accounted draws, for the card.
+OUTSIDE_THE_TOTAL = (
+    "the feasibility test compares each trial's measured epsilon, a function of the private data, with epsilon* "
+    "without noise",
+    "a fit whose training collapsed to the majority class is pruned, judged on the private training data without "
+    "noise",
+    "the release's membership-inference audit gate reads every record's loss under the drawn release without noise "
+    "and refuses a release it refutes; a refused attempt publishes nothing and is not counted in the total (the "
+    "owner-only report counts them)",
+)
+PUBLIC_PROXY_STATEMENT = ("public-proxy: tuned on data declared public, tuning cost 0; the chosen configuration is "
+                          "fitted once on the private data")
 PUBLIC_HYPERPARAMETERS = ("c", "g", "ft_epochs", "prior_scale")  # chosen before the fit; a trial's seed is private
 # what a card may say of a private selection of the released draw (its candidates and private score are not)
 PUBLIC_SELECTION_KEYS = ("procedure", "metric", "threshold", "stop_probability", "selection_set",
@@ -230,6 +245,53 @@ def release_statement(*, claim: PrivacyClaim, trainable: str, private_parameters
         f"Empirical audit: {audit.sentence(epsilon_cap=claim.epsilon_cap)}.",
         f"Owner report: {OWNER_REPORT}.",
     ] + [f"Caveat: {caveat}" for caveat in CAVEATS]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AccountedTotal:
+    """An accounted total for a card: ``epsilon`` at ``delta``, what it covers (``scope``), the library that composed
+    it (``accountant``) and whether other studies on the same data chose by private scores outside it
+    (``uncovered``)."""
+
+    epsilon: float
+    delta: float
+    accountant: str
+    scope: str = "tuning and the release of one draw"
+    uncovered: bool = False
+
+
+def unaccounted_statement(sampler: str | None = None) -> str:
+    """The tuning sentence of an unaccounted study (the owner's names its sampler; a card never does: a resumed study
+    may have changed it)."""
+    searched = f"the {sampler} sampler" if sampler else "an adaptive search"
+    return (f"unaccounted: {searched} chose among configurations by their epsilon and F1 on the private data; what "
+            "that choice reveals is not counted in any total epsilon")
+
+
+def accounted_statement(cap: float, total: AccountedTotal) -> str:
+    """The public sentence of an accounted total (no K, no count, no measured ε)."""
+    text = (f"accounted: random search from secret randomness over a random, hidden number of trials, each capped at "
+            f"epsilon* = {cap:g} (binding) and scored by one secret draw on public evaluation data; {total.scope} cost "
+            f"epsilon {total.epsilon:.4g} at delta {total.delta:.3g} in total ({total.accountant}), " + CONDITIONAL)
+    if total.uncovered:
+        text += ("; other studies on these data chose by private scores without an accounted total, and no figure "
+                 "here covers them")
+    return text
+
+
+def tuning_section(claim: StudyClaim, total: AccountedTotal | None) -> dict[str, Any]:
+    """What a card says of how its configuration was chosen (``PUBLIC_TUNING_KEYS``), from the verified claim's mode
+    and, for an accounted claim, its ledger's total."""
+    if claim.mode == PUBLIC_PROXY:
+        return {"mode": claim.mode, "total_epsilon": 0.0, "delta": claim.delta, "statement": PUBLIC_PROXY_STATEMENT,
+                "outside_the_total": None}
+    if claim.mode != ACCOUNTED:
+        return {"mode": claim.mode, "total_epsilon": None, "delta": claim.delta,
+                "statement": unaccounted_statement(), "outside_the_total": None}
+    if total is None:
+        raise ValueError("an accounted claim's card states its ledger's total")
+    return {"mode": claim.mode, "total_epsilon": total.epsilon, "delta": total.delta,
+            "statement": accounted_statement(claim.epsilon_cap, total), "outside_the_total": list(OUTSIDE_THE_TOTAL)}
 
 
 def _tuning(tuning: Mapping[str, Any] | None) -> str:

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 
 SLOW_LANES = ("slow", "fits", "services", "gpu")
 LEDGER_ENV = "SWAGPPM_TUNE_LEDGER"  # tuner.ledger.LEDGER_ENV: the privacy ledgers' folder
+KEY_ENV = "SWAGPPM_TUNE_KEY_FILE"  # tuner.keys.KEY_ENV: the owner key that seals every study's claim
 SERVICE_FIXTURES = {"postgres", "browser"}  # the local PostgreSQL, Chromium through selenium
 
 
@@ -42,20 +43,23 @@ def _sqlite_without_fsync(connection: Any, record: Any) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Every test's privacy ledgers (and their key) in a folder of this test session, never in the user's home, set
-    before any test module is imported (modules seal export claims at import); the processes the tests start inherit
-    it. A test that counts a ledger's entries sets a folder of its own."""
-    config.stash[_SAVED_LEDGER] = os.environ.get(LEDGER_ENV)
-    os.environ[LEDGER_ENV] = tempfile.mkdtemp(prefix="swagppm-test-ledgers-")
+    """Every test's privacy ledgers and owner key in a folder of this test session, never in the user's home, set
+    before any test module is imported (modules seal claims at import); the processes the tests start inherit them.
+    A test that counts a ledger's entries, or loses its key, sets a folder of its own."""
+    config.stash[_SAVED] = {name: os.environ.get(name) for name in (LEDGER_ENV, KEY_ENV)}
+    folder = tempfile.mkdtemp(prefix="swagppm-test-ledgers-")
+    os.environ[LEDGER_ENV], os.environ[KEY_ENV] = os.path.join(folder, "ledger"), os.path.join(folder, "owner.key")
+    config.stash[_FOLDER] = folder
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    shutil.rmtree(os.environ[LEDGER_ENV], ignore_errors=True)
-    saved = config.stash.get(_SAVED_LEDGER, None)
-    if saved is None:
-        os.environ.pop(LEDGER_ENV, None)
-    else:
-        os.environ[LEDGER_ENV] = saved
+    shutil.rmtree(config.stash.get(_FOLDER, ""), ignore_errors=True)
+    for name, saved in config.stash.get(_SAVED, {}).items():
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
 
 
-_SAVED_LEDGER = pytest.StashKey[str | None]()
+_SAVED = pytest.StashKey[dict[str, str | None]]()
+_FOLDER = pytest.StashKey[str]()

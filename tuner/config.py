@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from scorers import DEFAULT_SPIKE_Z, MIN_DRAWS, DiagnosisThresholds, Statistic
 from swagppm import ConfigError, SWAGPPMConfig
+from swagppm.claim import DATA_SET_CHARACTERS, is_data_set
 from swagppm.config import check_choice, check_value, config_from_table, load_toml
 from swagppm.statement import claim_kind, proven_epsilon
 from tuner.samplers import SAMPLERS, sampler_traits
@@ -58,6 +59,12 @@ class StudySettings:
     The cap, the mode and whether the data are public are fixed when a study is
     created (``tuner.tuning.CLAIM``).
 
+    ``data_set`` names the private data set the records are a version of: its privacy
+    ledger (``tuner.ledger``) composes every study and release on it, whatever file,
+    order or edit of the records they read (default: the data source's file name
+    without its suffixes, e.g. ``records`` for ``data/records.jsonl``; declare it when
+    versions of one data set live under several names).
+
     ``concurrent_trials``: trials one worker runs at once, each in a thread with its
     own model copy and CUDA stream (``swagppm.side_by_side``); 0 means as many as fit
     in the free GPU memory (1 on a CPU). Each trial gives the ε it gives alone; a run
@@ -88,6 +95,7 @@ class StudySettings:
     max_records: int | None = None
     public_eval: str | None = None
     concurrent_trials: int = 1
+    data_set: str | None = None
 
     def __post_init__(self) -> None:
         check_finite("study", self, ("timeout", "reconnect_wait", "trials_mean"))
@@ -119,6 +127,8 @@ class StudySettings:
         check_value(delta is None or 0 < delta < 1, "study.accounting_delta", delta, "in (0, 1)")
         check_value(self.max_records is None or self.max_records >= 2, "study.max_records", self.max_records,
                     "a public upper bound on the number of training records, at least 2")
+        check_value(self.data_set is None or is_data_set(self.data_set), "study.data_set", self.data_set,
+                    DATA_SET_CHARACTERS)
         if self.accounted:
             self._check_accounted()
         traits = sampler_traits(self.sampler)
@@ -268,6 +278,8 @@ class StudyConfig:
                               f"{study.sampler!r} (it reads whole max-delta series); remove it or pick another "
                               "sampler")
         fit = SWAGPPMConfig.from_toml(path)
+        if study.data_set is None:
+            study = dataclasses.replace(study, data_set=default_data_set(fit.data.source))
         if targets.require_well_fit and fit.draws_privacy < MIN_DRAWS:
             raise ConfigError(f"{path}: [targets] require_well_fit = true needs [swagppm] draws_privacy of at least "
                               f"{MIN_DRAWS} (the scorers cannot judge a shorter max-delta series), got "
@@ -336,6 +348,14 @@ def _check_proven_range(search: SearchSpace, targets: Targets, fit: SWAGPPMConfi
                           f"public risks) a trial's epsilon is 2 x clip(c + g, 0, 1) x B, known before any fit, and "
                           f"c_max = {search.c_max:g} reaches {largest:.4g}, above epsilon* = "
                           f"{targets.epsilon_cap:g}: {advice}")
+
+
+def default_data_set(source: str) -> str:
+    """A study's data set when it declares none: its source's file (or folder) name without suffixes, in the
+    characters a ledger's name takes (``synthetic`` for the built-in corpus)."""
+    name = Path(source.rstrip("/")).name.split(".", 1)[0] or "records"
+    cleaned = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")[:128]
+    return cleaned or "records"
 
 
 def _names(**traits: bool) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import json
 import math
 from dataclasses import dataclass
@@ -14,16 +13,17 @@ from optuna.trial import FrozenTrial
 
 import swagppm
 from swagppm import ConfigError, SWAGPPMConfig, TrialParams
+from swagppm.claim import PUBLIC_PROXY, ClaimRefused, SealedClaim, VerifiedClaim
 from swagppm.statement import privacy_statement
 from tuner.config import StudyConfig
-from tuner.ledger import seal
+from tuner.keys import owner_key
 from tuner.outputs import write_atomic
 from tuner.queries import best_feasible, is_feasible, trials_run, violated
 from tuner.record import TrialRecord, named_constraints
 from tuner.search import is_finite
 from tuner.storage import masked_url
 from tuner.study import CAVEATS, definition_digest
-from tuner.tuning import check_all_trials, claim_of, tuning_cost
+from tuner.tuning import check_all_trials, claim_of, sealed_of, tuning_cost
 
 FORMAT = "swagppm-tuner/export-1"
 
@@ -47,7 +47,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "max_robust_z", "spike_count", "draws_privacy", "draws_skipped")}
     counts = trials_run(study)
     tuning = tuning_cost(study, config)
-    claim = claim_of(study)
+    claim_of(study)  # verified: an edited claim is never sealed into an export
     return {
         "format": FORMAT,
         "study": {"name": study.study_name, "storage": masked_url(config.storage_url), "file": str(config.path),
@@ -58,8 +58,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "params": params,
         "swagppm": config.fit.to_dict(),
         "targets": config.to_dict()["targets"],
-        "claim": claim,
-        "claim_seal": seal(claim),
+        "claim": sealed_of(study).to_dict(),
         "metrics": metrics,
         "constraints": named_constraints(trial),
         "violated": violated(trial),
@@ -92,13 +91,17 @@ def write_export(document: dict[str, Any], path: str | Path) -> Path:
 
 @dataclass(frozen=True, kw_only=True)
 class Chosen:
-    """A configuration read back from an export or a study: the fit settings, the trial's parameters and what it
-    measured.
+    """A configuration read back from an export or a study: the fit settings, the trial's parameters, what it
+    measured, and the study's verified claim.
 
     ``device``, ``threads`` (the CPU thread count; ε depends on it in the last
     digits on a CPU), ``cpu_kernels`` (torch's CPU kernel level, e.g. AVX512; another
     level changes stage 1) and ``versions`` say where the trial ran, for a refit to match;
-    ``stage1_fingerprint`` says whether a refit's stage 1 is the trial's.
+    ``stage1_fingerprint`` says whether a refit's stage 1 is the trial's. ``tuning`` is
+    what choosing it cost, for the owner only (no card reads it: the card's tuning
+    section comes from ``claim``). ``entered``: its study was entered in the claim's data
+    set's ledger, so a release requires that ledger to hold it; ``by_study``: the
+    configuration is the study's choice (not one chosen by hand).
     """
 
     config: SWAGPPMConfig
@@ -106,25 +109,32 @@ class Chosen:
     epsilon: float | None
     trials_run: int | None
     path: Path
+    claim: VerifiedClaim
     device: str | None = None
     threads: int | None = None
     cpu_kernels: str | None = None
     stage1_fingerprint: str | None = None
     versions: dict[str, str] | None = None
-    tuning: dict[str, Any] | None = None  # what choosing it cost (tuner.tuning.tuning_cost)
-    claim: dict[str, Any] | None = None  # the study's claim, fixed at its creation (tuner.tuning.study_claim)
+    tuning: dict[str, Any] | None = None  # what choosing it cost (tuner.tuning.tuning_cost), owner-side
     trial: int | None = None  # its trial's number in the study
     study: tuple[Path, str] | None = None  # the study file and study name it was exported from
+    entered: bool = False
+    by_study: bool = True
 
     @property
-    def epsilon_cap(self) -> float | None:
+    def epsilon_cap(self) -> float:
         """The cap a release of it claims: the one fixed when its study was created."""
-        return None if self.claim is None else float(self.claim["epsilon_cap"])
+        return self.claim.claim.epsilon_cap
 
     @property
     def delta(self) -> float | None:
         """δ of the study's totals, from its declared public record bound or ``accounting_delta``."""
-        return None if self.claim is None else self.claim.get("delta")
+        return self.claim.claim.delta
+
+    @property
+    def source(self) -> str:
+        """What it was read from (an export or a study file), as the ledger names a release attempt's source."""
+        return str(self.path)
 
 
 def read_export(path: str | Path) -> Chosen:
@@ -143,14 +153,15 @@ def read_export(path: str | Path) -> Chosen:
     config = SWAGPPMConfig.from_dict(document["swagppm"], where=f"{path} swagppm")
     epsilon = (document.get("metrics") or {}).get("epsilon")
     threads, kernels, stage1 = document.get("threads"), document.get("cpu_kernels"), document.get("stage1_fingerprint")
+    claim = _sealed_claim(path, document)
     return Chosen(config=config, params=params, epsilon=epsilon,
                   trials_run=(document.get("trials_run") or {}).get("total"), path=path,
                   device=document.get("device"), threads=threads if _count(threads) and threads > 0 else None,
                   cpu_kernels=kernels if isinstance(kernels, str) and kernels else None,
                   stage1_fingerprint=stage1 if isinstance(stage1, str) and stage1 else None,
-                  versions=document.get("versions"), tuning=document.get("tuning"),
-                  claim=_sealed_claim(path, document),
-                  trial=document["trial"] if _count(document.get("trial")) else None, study=_source(document))
+                  versions=document.get("versions"), tuning=document.get("tuning"), claim=claim,
+                  trial=document["trial"] if _count(document.get("trial")) else None, study=_source(document),
+                  entered=claim.claim.mode != PUBLIC_PROXY)
 
 
 def _source(document: dict[str, Any]) -> tuple[Path, str] | None:
@@ -161,21 +172,24 @@ def _source(document: dict[str, Any]) -> tuple[Path, str] | None:
     return None
 
 
-def _sealed_claim(path: Path, document: dict[str, Any]) -> dict[str, Any]:
-    """The export's claim, checked against its seal: an edited cap, mode or public flag is refused in one line."""
-    claim = document.get("claim")
-    if not isinstance(claim, dict):
+def _sealed_claim(path: Path, document: dict[str, Any]) -> VerifiedClaim:
+    """The export's claim, its seal checked under the owner key: an edited claim, or one sealed under another key, is
+    refused in one line."""
+    stored = document.get("claim")
+    if not isinstance(stored, dict):
         raise ConfigError(f"{path}: field claim is missing (an export of an older swagppm-tune, or edited): export the "
                           "study again")
-    value = claim.get("epsilon_cap")
-    if not (_finite(value) and value > 0):
-        raise ConfigError(f"{path}: field claim.epsilon_cap = {value!r} is not a positive number")
-    if not isinstance(document.get("claim_seal"), str) or not hmac.compare_digest(document["claim_seal"],
-                                                                                 seal(claim)):
-        raise ConfigError(f"{path}: the claim (cap, mode, public flag) does not match its seal: it was edited after "
-                          "the study fixed it, or the export was made with another privacy ledger key (see "
-                          "docs/privacy.md); export the study again")
-    return claim
+    try:
+        sealed = SealedClaim.from_dict(stored)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: field {error} (an export of an older swagppm-tune, or edited): export the study "
+                          "again") from None
+    key = owner_key(sealed=sealed.key, what=f"the claim of {path}")
+    try:
+        return sealed.verify(key.secret)
+    except ClaimRefused:
+        raise ConfigError(f"{path}: the claim (cap, mode, public flag, posterior, data set) does not match its seal: "
+                          "it was edited after the study fixed it; export the study again") from None
 
 
 def check_export_fields(document: dict[str, Any], path: Path) -> None:
@@ -229,10 +243,19 @@ def chosen_from_study(study: optuna.Study, config: StudyConfig, what: str) -> Ch
     if best is None:
         return None
     record = TrialRecord.of(best)
+    claim = claim_of(study)
     return Chosen(config=config.fit, params=config.search.params_of(best.params),
                   epsilon=record.epsilon if record else None,
                   trials_run=len(study.get_trials(deepcopy=False)), path=config.path,
-                  tuning=tuning_cost(study, config), claim=claim_of(study), trial=best.number)
+                  tuning=tuning_cost(study, config), claim=claim, trial=best.number,
+                  entered=claim.claim.mode != PUBLIC_PROXY)
+
+
+def choose(config: StudyConfig) -> Chosen | None:
+    """The stored study's best feasible trial, as ``release`` chooses it (None: no feasible trial)."""
+    from tuner.study import open_existing_study
+
+    return chosen_from_study(open_existing_study(config), config, "released")
 
 
 def refit_suspects(result: swagppm.SWAGPPMResult, chosen: Chosen) -> str:

@@ -24,6 +24,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
@@ -89,6 +90,34 @@ def interrupt_on_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass(kw_only=True)
+class Held:
+    """The signal held by ``held_signals`` ("SIGTERM" or "SIGINT"; None while none came)."""
+
+    caught: str | None = None
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[Held]:
+    """Ctrl-C and SIGTERM held for a block that must not stop halfway (a release's folder put in place and its ledger
+    entry written): the block runs to its end, and the caller reads what came (main thread only; elsewhere the block
+    just runs)."""
+    held = Held()
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(number: int, frame: FrameType | None) -> None:
+        held.caught = "SIGTERM" if number == signal.SIGTERM else "SIGINT"
+
+    previous = {number: signal.signal(number, hold) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield held
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def stop_with_parent() -> None:

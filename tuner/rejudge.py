@@ -77,7 +77,7 @@ def rejudge(config: StudyConfig, targets: Targets, *, name: str) -> optuna.Study
                           f"accounted at epsilon* = {config.targets.epsilon_cap:g}, and its total holds for that cap "
                           "only; rejudge it with the same cap, or run a new accounted study")
     new = dataclasses.replace(config, targets=targets, study=dataclasses.replace(config.study, name=name))
-    claim = claim_of(source) | {"ranked_at": targets.epsilon_cap}
+    claim = dataclasses.replace(claim_of(source).claim, ranked_at=targets.epsilon_cap)
     study = open_study(new, claim=claim)
     for key in (ACCOUNTED_TRIALS, NUM_TRAIN, BASELINE_F1_MACRO):  # the baseline: the new F1 threshold's reference
         if key in source.user_attrs:

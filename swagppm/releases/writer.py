@@ -1,24 +1,25 @@
 """Release: one posterior draw with secret noise, staged as a normal Hugging Face model directory, then committed.
 
 A release is staged below and decided above (Optuna's ask and tell, applied to a
-release): ``stage`` checks the claim (the proven ε, or else the measured ε, within the
-cap ε*), draws once with noise from the one secret source (``rng.secret_noise``, fresh
-operating-system entropy, never recorded: whoever could regenerate it could subtract
-it), checks that every
-parameter the posterior does not cover is bit-identical to its public pretrained
+release): ``stage`` checks the claim, a ``swagppm.claim.VerifiedClaim`` (the fit is the
+one it covers, its proven ε, or else its measured ε, within the cap ε*), draws once
+with noise from the one secret source (``rng.secret_noise``, fresh operating-system
+entropy, never recorded: whoever could regenerate it could subtract it), checks that
+every parameter the posterior does not cover is bit-identical to its public pretrained
 value, and writes the model and tokenizer into a hidden staging folder. The
 ``StagedRelease`` it yields exposes the released draw's per-record losses for an
 audit (``losses``); the caller then either commits it, saying in the open
 whether and how it was audited (the card states it), or leaves the block, which
 discards it. The folder appears only at the commit, all or nothing (``staging``),
 with its public card (``card``), README and the owner-only report (``owner``).
+The gate that stages, audits, commits and enters every attempt in the data set's
+privacy ledger is ``tuner.release``; this module writes no ledger.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -28,19 +29,20 @@ from typing import Any
 
 from safetensors import SafetensorError
 
+from swagppm.claim import StudyClaim, VerifiedClaim
 from swagppm.config import SWAGPPMConfig
 from swagppm.errors import ConfigError, ReleaseRefused
 from swagppm.evaluate.probes import RecordLosses, record_losses
 from swagppm.models.pooled import PooledClassifier, PooledClassifierConfig
 from swagppm.models.standard import standard_model
 from swagppm.provenance import tensor_digest
-from swagppm.releases.card import model_card, release_card
+from swagppm.releases.card import ReleaseCard, release_card
 from swagppm.releases.owner import label_names, owner_report
 from swagppm.releases.selection import Selection, choose_draw, public_scores
 from swagppm.releases.staging import CARD_FILE, ReleaseTarget, check_target, claim, hide_config
 from swagppm.resources import Resources
 from swagppm.stage2 import Fit, SWAGPPMResult
-from swagppm.statement import AuditVerdict, PrivacyClaim
+from swagppm.statement import AccountedTotal, AuditVerdict
 from swagppm.train.engine import Net
 from swagppm.train.rng import secret_noise
 from swagppm.utility import class_report
@@ -65,34 +67,42 @@ class AuditRefuted(ReleaseRefused):
 class ReleaseSpec:
     """What one release claims and may publish, everything it reads besides the fit and the resources.
 
-    ``epsilon_cap`` is ε*, the cap the card claims, fixed before any fit (a measured
-    ε above it is refused). Class names are ``LABEL_k`` unless ``public_labels``
-    (then the declared names); ``public_eval`` (records the owner declares public)
-    adds the released draw's F1 on them to the card; ``tuning`` is what choosing the
-    configuration cost (its public keys go to the card, all of it to the owner
-    report); ``selection`` chooses the released draw by its utility; ``force``
-    releases a data-derived tokenizer (demos only); ``overwrite`` replaces a folder
-    that is not empty, as a whole; ``standard_class`` saves a mean-pooled head as a
-    standard class too (``swagppm.models.standard``: one averaging layer appended,
-    float32 only; first-token pooling and native heads are always standard).
-    ``max_records`` is a declared public bound on the number of records: the card
-    states the audit's ceiling at it (the ceiling at the actual split would publish
-    the record count).
+    ``claim`` is the study's verified claim (``swagppm.claim.VerifiedClaim``: sealed
+    when the study was created and checked since): the card's privacy and tuning
+    sections come from it alone, and a fit it does not cover (a measured or proven ε
+    above its cap ε*, another posterior, prior, bound or risk source) is refused.
+    ``total`` is the accounted total its ledger composes (an accounted claim needs it);
+    ``by_study`` False says the configuration was chosen by hand, not by the study's
+    search (the card then states no tuning). Class names are ``LABEL_k`` unless
+    ``public_labels`` (then the declared names); ``public_eval`` (records the owner
+    declares public) adds the released draw's F1 on them to the card; ``selection``
+    chooses the released draw by its utility; ``force`` releases a data-derived
+    tokenizer (demos only); ``overwrite`` replaces a folder that is not empty, as a
+    whole; ``standard_class`` saves a mean-pooled head as a standard class too
+    (``swagppm.models.standard``: one averaging layer appended, float32 only; first-token
+    pooling and native heads are always standard). ``tuner.release`` is the gate that
+    builds it: ledger entry, claim, audit.
     """
 
-    epsilon_cap: float
+    claim: VerifiedClaim
     public_labels: bool = False
     public_eval: str | None = None
-    tuning: Mapping[str, Any] | None = None
     selection: Selection | None = None
     force: bool = False
     overwrite: bool = False
     standard_class: bool = False
-    max_records: int | None = None
+    total: AccountedTotal | None = None
+    by_study: bool = True
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.epsilon_cap, (int, float)) and self.epsilon_cap > 0):
-            raise ConfigError(f"epsilon_cap = {self.epsilon_cap!r}: the declared cap must be a positive number")
+        if not isinstance(self.claim, VerifiedClaim):
+            raise TypeError("ReleaseSpec.claim must be a VerifiedClaim (swagppm.claim.SealedClaim.verify): a release "
+                            "states only a claim sealed when its study was created; tuner.release_chosen is the gate")
+
+    @property
+    def epsilon_cap(self) -> float:
+        """ε*, the cap the card claims, fixed before any fit."""
+        return self.claim.claim.epsilon_cap
 
 
 def check_release(out_dir: str | Path, spec: ReleaseSpec, config: SWAGPPMConfig, *,
@@ -124,18 +134,36 @@ def check_release(out_dir: str | Path, spec: ReleaseSpec, config: SWAGPPMConfig,
     return out
 
 
-def check_claim(result: SWAGPPMResult, epsilon_cap: float) -> None:
-    """Refuse a fit whose ε is not within the declared cap ε* (the claim the card makes): its proven ε when it has
-    one (known before the fit), else its measured ε."""
+def check_covered(config: SWAGPPMConfig, prior_scale: float, claim: StudyClaim) -> None:
+    """Refuse a configuration the claim does not cover: another posterior, prior scale, NLL bound or risk source than
+    the ones the claim fixed when its study was created (checked before the fit, and again on its result)."""
+    differs = [what for what, same in (
+        (f"posterior = {config.posterior!r} (the claim: {claim.posterior!r})", config.posterior == claim.posterior),
+        (f"prior_scale = {prior_scale:g} (the claim: {claim.to_dict()['prior_scale']})",
+         claim.covers_prior_scale(prior_scale)),
+        (f"nll_bound = {config.nll_bound} (the claim: {claim.nll_bound})", config.nll_bound == claim.nll_bound),
+        (f"public risks = {config.public_risks} (the claim: {claim.public_risks})",
+         config.public_risks == claim.public_risks)) if not same]
+    if differs:
+        raise ReleaseRefused(f"the configuration is not the one its claim covers ({'; '.join(differs)}): the claim was "
+                             "fixed when the study was created, so nothing was released; release the configuration "
+                             "the study declared")
+
+
+def check_claim(result: SWAGPPMResult, claim: StudyClaim, config: SWAGPPMConfig) -> None:
+    """Refuse a fit the claim does not cover (``check_covered``, at the fit's own prior scale), or whose ε is above its
+    cap ε* (the fit's proven ε when it has one, known before the fit, else its measured ε)."""
     if result.failure:
         raise ReleaseRefused(f"the fit failed, nothing to release: {result.failure}")
+    check_covered(config, result.prior_scale, claim)
+    cap = claim.epsilon_cap
     if result.proven_epsilon is not None:
-        if not result.proven_epsilon <= epsilon_cap:
+        if not result.proven_epsilon <= cap:
             raise ReleaseRefused(f"the proven epsilon 2 x clip(c + g, 0, 1) x B = {result.proven_epsilon:.4g} is above "
-                                 f"the declared cap {epsilon_cap:g}: nothing was released (lower c + g or B)")
+                                 f"the declared cap {cap:g}: nothing was released (lower c + g or B)")
         return
-    if result.epsilon_is_lower_bound or not result.epsilon <= epsilon_cap:
-        raise ReleaseRefused(f"the fit's measured epsilon is above the declared cap {epsilon_cap:g}: the card's claim "
+    if result.epsilon_is_lower_bound or not result.epsilon <= cap:
+        raise ReleaseRefused(f"the fit's measured epsilon is above the declared cap {cap:g}: the card's claim "
                              "epsilon <= cap would be false, so nothing was released (the measured value is in no "
                              "output; choose another configuration)")
 
@@ -162,6 +190,7 @@ class StagedRelease:
     selection_private: dict[str, Any] | None = None
     remote_code: bool = False
     committed: Path | None = field(default=None, init=False)
+    card: ReleaseCard | None = field(default=None, init=False)
 
     def losses(self) -> RecordLosses:
         """Every training and test record's NLL under the released draw, at float32 (PRIVATE: in memory only)."""
@@ -169,32 +198,27 @@ class StagedRelease:
         return record_losses(resources.bundle, resources.train, resources.test, resources.data,
                              batch_size=resources.config.eval_batch_size, label="audit of the released draw")
 
-    @property
-    def claim(self) -> PrivacyClaim:
-        """The claim the card makes: the cap, and the pseudo posterior the draw came from (all public)."""
-        config, result = self.resources.config, self.fit.result
-        return PrivacyClaim(epsilon_cap=self.spec.epsilon_cap, posterior=result.posterior,
-                            prior_scale=result.prior_scale, nll_bound=result.nll_bound,
-                            public_risks=config.public_risks, proven_epsilon=result.proven_epsilon)
-
-    def commit(self, *, audit: AuditVerdict, owner: Mapping[str, Any] | None = None) -> Path:
+    def commit(self, *, audit: AuditVerdict, tuning: Mapping[str, Any] | None = None,
+               owner: Mapping[str, Any] | None = None) -> Path:
         """Write the public card (its audit sentence from ``audit``; ``NO_AUDIT`` says none was run), the README and
-        the owner-only report (``owner`` adds sections), then put the folder in place; returns its path."""
+        the owner-only report (``tuning``: what choosing the configuration cost, trial counts and all, for the owner
+        only; ``owner`` adds sections), then put the folder in place; returns its path. ``card`` holds the card."""
         resources, result, spec = self.resources, self.fit.result, self.spec
         scored = public_scores(resources, spec.public_eval) if spec.public_eval is not None else None
-        card = release_card(resources.config, hyperparameters=result.params.as_params(),
-                            drawn=self.drawn, data_derived=resources.bundle.data_derived,
-                            claim=self.claim, tuning=spec.tuning, selection=self.selection,
-                            public_evaluation=scored, audit=audit)
+        card = release_card(resources.config, hyperparameters=result.params.as_params(), drawn=self.drawn,
+                            data_derived=resources.bundle.data_derived, claim=spec.claim,
+                            prior_scale=result.prior_scale, proven_epsilon=result.proven_epsilon, total=spec.total,
+                            by_study=spec.by_study, selection=self.selection, public_evaluation=scored, audit=audit)
         published = published_names(resources, public=spec.public_labels)
-        (self.folder / CARD_FILE).write_text(json.dumps(card, indent=2, allow_nan=True))
-        (self.folder / "README.md").write_text(model_card(card, labels=published, labels_public=spec.public_labels,
-                                                               remote_code=self.remote_code))
+        (self.folder / CARD_FILE).write_text(card.to_json())
+        (self.folder / "README.md").write_text(card.readme(labels=published, labels_public=spec.public_labels,
+                                                                  remote_code=self.remote_code))
         report = owner_report(result, stage1_seed=resources.config.seed, epsilon_cap=spec.epsilon_cap,
                               names=resources.data.label_names, published_names=published,
-                              evaluation=self.evaluation, tuning=spec.tuning, selection=self.selection_private,
-                              extra={"audited": audit.outcome is not None, "claim": self.claim.to_dict(),
-                                     **dict(owner or {})})
+                              evaluation=self.evaluation, tuning=tuning, selection=self.selection_private,
+                              extra={"audited": audit.outcome is not None, "claim": card.privacy_claim.to_dict(),
+                                     "study_claim": spec.claim.claim.to_dict(), **dict(owner or {})})
+        self.card = card
         self.committed = self.target.commit(self.folder, report)
         return self.committed
 
@@ -211,7 +235,7 @@ def stage(resources: Resources, fit: Fit, out_dir: str | Path | ReleaseTarget,
     check_release(_path(out_dir), spec, resources.config)
     if not resources.data.declared:
         raise ReleaseRefused(f"nothing released: {UNDECLARED}")
-    check_claim(fit.result, spec.epsilon_cap)
+    check_claim(fit.result, spec.claim.claim, resources.config)
     try:
         with _claimed(out_dir, overwrite=spec.overwrite) as target, target.staging() as folder:
             yield _staged(resources, fit, spec, target, folder)

@@ -50,12 +50,30 @@ def error_naming(error: type[Exception], path: Path, action: Callable[[], object
     return message
 
 
-def release_now(session: swagppm.Session, fit: swagppm.Fit, out: Path, **spec: Any) -> Path:
-    """Stage one release of ``fit`` and commit it with no audit, as ``swagppm.release`` does (the card says so)."""
+TEST_KEY = bytes(range(32))  # the owner key of the swagppm tests' claims (tuner keeps a real one: tuner.keys)
+
+
+def verified_claim(config: swagppm.SWAGPPMConfig, *, epsilon_cap: float, max_records: int | None = None,
+                   data_set: str = "test-records") -> Any:
+    """An unaccounted study's claim of ``config`` at the cap ``epsilon_cap``, sealed and verified as a study's is."""
+    from swagppm.claim import SealedClaim, StudyClaim
+
+    claim = StudyClaim(epsilon_cap=epsilon_cap, mode="unaccounted", data_public=config.data.public, delta=None,
+                       max_records=max_records, accounting=None, posterior=config.posterior,
+                       prior_scale=config.prior_scale, nll_bound=config.nll_bound, public_risks=config.public_risks,
+                       data_set=data_set)
+    return SealedClaim.of(claim, TEST_KEY).verify(TEST_KEY)
+
+
+def release_now(session: swagppm.Session, fit: swagppm.Fit, out: Path, *, epsilon_cap: float,
+                tuning: dict[str, Any] | None = None, **spec: Any) -> Path:
+    """Stage one release of ``fit`` under a verified claim at ``epsilon_cap`` and commit it with no audit (the card
+    says so); ``tuning`` goes to the owner report only. The gate with its ledger and audit is ``tuner.release``."""
     from swagppm.releases.writer import NO_AUDIT, ReleaseSpec, stage
 
-    with stage(session, fit, out, ReleaseSpec(**spec)) as staged:
-        return staged.commit(audit=NO_AUDIT)
+    claim = verified_claim(session.config, epsilon_cap=epsilon_cap)
+    with stage(session, fit, out, ReleaseSpec(claim=claim, **spec)) as staged:
+        return staged.commit(audit=NO_AUDIT, tuning=tuning)
 
 
 def local_hub_dataset(cache: Path, repo: str, snapshots: dict[str, dict[str, bytes]], refs: dict[str, str]) -> Path:

@@ -2,27 +2,37 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import swagppm
+from swagppm.claim import Accounting, SealedClaim, StudyClaim, VerifiedClaim
 from swagppm.provenance import versions
-from swagppm.releases.card import FORMAT, REMOTE_CODE, STANDARD, model_card, public_config, public_tuning, release_card
+from swagppm.releases.card import FORMAT, REMOTE_CODE, STANDARD, ReleaseCard, model_card, public_config, release_card
 from swagppm.releases.owner import label_names
 from swagppm.statement import (
     CAVEATS,
     NOT_PROVEN,
+    OUTSIDE_THE_TOTAL,
     OWNER_REPORT,
+    PUBLIC_PROXY_STATEMENT,
+    PUBLIC_TUNING_KEYS,
     RELEASE_NOISE,
+    AccountedTotal,
     AuditVerdict,
     PrivacyClaim,
     mechanism,
     release_statement,
+    tuning_section,
+    unaccounted_statement,
 )
-from tests.swagppm.helpers import small_config
+from tests.swagppm.helpers import TEST_KEY, small_config
 
 CARD_KEYS = ["format", "hyperparameters", "mechanism", "unit_of_privacy", "base_model", "private_parameters",
              "privacy_claim", "tuning", "selection", "utility", "audit", "release_noise", "tokenizer_data_derived",
@@ -30,26 +40,40 @@ CARD_KEYS = ["format", "hyperparameters", "mechanism", "unit_of_privacy", "base_
 DRAWN = ("classifier.weight", "classifier.bias")
 AUDIT = AuditVerdict(outcome=None)
 HYPER = {"c": 0.9, "g": 0.0, "ft_epochs": 2}
-# A tuning cost as tuner.tuning builds it for an accounted study: only its first four keys may be published.
-COST: dict[str, Any] = {
-    "mode": "accounted", "total_epsilon": 9.25, "delta": 1e-6,
-    "statement": "accounted: random search over a random, hidden number of trials",
-    "trials_run": 48271, "by_state": {"complete": 48270, "fail": 1}, "max_trial_epsilon": 3.14159265,
-    "max_trial_epsilon_is_lower_bound": False, "sampler": "random", "accounted": True, "planned_trials": 61283,
-    "trials_shape": 1.0, "trials_mean": 10.0, "epsilon_cap": 2.0, "tuning_epsilon": 7.5}
-# What the card must never say, whatever the inputs carry: seeds, paths, the machine, trial counts, the largest ε.
+TOTAL = AccountedTotal(epsilon=9.25, delta=1e-6, accountant="dp-accounting 0.4, one RDP accountant")
+# What the card must never say, whatever the inputs carry: seeds, paths, the machine.
 SEED, CACHE, SOURCE, BASE = 987654321, "/srv/owner/cache-7f3a", "/srv/owner/records-7f3a.csv", "/srv/owner/base-7f3a"
 NEVER = ('"seed"', '"cache_dir"', '"device"', '"source"', '"eval_batch_size"', '"amp"', '"cuda_graphs"',
          '"compile_eval"', '"compile_train"', '"swag_deviations_device"', '"trials_run"', '"by_state"',
-         '"max_trial_epsilon', '"planned_trials"', '"sampler"', '"tuning_epsilon"', str(SEED), "7f3a", "48271", "61283",
-         "3.14159")
+         '"max_trial_epsilon', '"planned_trials"', '"sampler"', '"tuning_epsilon"', '"data_set"', '"study_id"',
+         str(SEED), "7f3a", "owner-cases-7f3a")
 
 
-def _card(config: swagppm.SWAGPPMConfig, *, cap: float = 2.0, tuning: dict[str, Any] | None = None,
-          selection: dict[str, Any] | None = None, public_evaluation: dict[str, Any] | None = None,
-          hyperparameters: dict[str, Any] | None = None, data_derived: bool = True) -> dict[str, Any]:
+def _verified(cap: float = 2.0, *, mode: str = "unaccounted") -> VerifiedClaim:
+    accounting = Accounting(trials_shape=1.0, trials_mean=10.0) if mode == "accounted" else None
+    claim = StudyClaim(epsilon_cap=cap, mode=mode, data_public=mode == "public-proxy",  # type: ignore[arg-type]
+                       delta=1e-6 if mode == "accounted" else None, max_records=1000 if mode == "accounted" else None,
+                       accounting=accounting, posterior="swag", prior_scale=1.0, nll_bound=None, public_risks=False,
+                       data_set="owner-cases-7f3a", study_id="7f3a-study")
+    return SealedClaim.of(claim, TEST_KEY).verify(TEST_KEY)
+
+
+def _card(config: swagppm.SWAGPPMConfig, *, cap: float = 2.0, mode: str = "unaccounted",
+          total: AccountedTotal | None = None, by_study: bool = True, selection: dict[str, Any] | None = None,
+          public_evaluation: dict[str, Any] | None = None, hyperparameters: dict[str, Any] | None = None,
+          data_derived: bool = True) -> dict[str, Any]:
+    return _typed(config, cap=cap, mode=mode, total=total, by_study=by_study, selection=selection,
+                  public_evaluation=public_evaluation, hyperparameters=hyperparameters,
+                  data_derived=data_derived).to_dict()
+
+
+def _typed(config: swagppm.SWAGPPMConfig, *, cap: float = 2.0, mode: str = "unaccounted",
+           total: AccountedTotal | None = None, by_study: bool = True, selection: dict[str, Any] | None = None,
+           public_evaluation: dict[str, Any] | None = None, hyperparameters: dict[str, Any] | None = None,
+           data_derived: bool = True) -> ReleaseCard:
     return release_card(config, hyperparameters=HYPER if hyperparameters is None else hyperparameters, drawn=DRAWN,
-                        data_derived=data_derived, claim=_claim(cap), tuning=tuning, selection=selection,
+                        data_derived=data_derived, claim=_verified(cap, mode=mode), prior_scale=1.0,
+                        proven_epsilon=None, total=total, by_study=by_study, selection=selection,
                         public_evaluation=public_evaluation, audit=AUDIT)
 
 
@@ -69,17 +93,32 @@ def _named(name: str, tmp_path: Path) -> Any:
     return public_config(small_config(tmp_path / "cache", model={"name_or_path": name}))["model"]["name_or_path"]
 
 
-def test_public_tuning_keeps_only_the_mode_the_total_its_delta_the_statement_and_what_it_leaves_out() -> None:
-    assert public_tuning(COST) == {"mode": "accounted", "total_epsilon": 9.25, "delta": 1e-6,
-                                   "statement": "accounted: random search over a random, hidden number of trials",
-                                   "outside_the_total": None}
-    assert list(public_tuning(COST) or {}) == ["mode", "total_epsilon", "delta", "statement", "outside_the_total"]
+def test_the_tuning_section_comes_from_the_claims_mode_and_its_ledgers_total_alone() -> None:
+    sections = {mode: tuning_section(_verified(mode=mode).claim, TOTAL if mode == "accounted" else None)
+                for mode in ("public-proxy", "unaccounted", "accounted")}
+    assert sections["public-proxy"] == {"mode": "public-proxy", "total_epsilon": 0.0, "delta": None,
+                                        "statement": PUBLIC_PROXY_STATEMENT, "outside_the_total": None}
+    assert sections["unaccounted"] == {"mode": "unaccounted", "total_epsilon": None, "delta": None,
+                                       "statement": unaccounted_statement(), "outside_the_total": None}
+    accounted = sections["accounted"]
+    assert (accounted["mode"], accounted["total_epsilon"], accounted["delta"]) == ("accounted", 9.25, 1e-6)
+    assert accounted["outside_the_total"] == list(OUTSIDE_THE_TOTAL) and "audit gate" in OUTSIDE_THE_TOTAL[-1]
+    assert "epsilon 9.25 at delta 1e-06 in total (dp-accounting 0.4, one RDP accountant)" in accounted["statement"]
+    assert all(list(section) == list(PUBLIC_TUNING_KEYS) for section in sections.values())
+    with pytest.raises(ValueError, match="states its ledger's total"):
+        tuning_section(_verified(mode="accounted").claim, None)
 
 
-def test_public_tuning_of_no_cost_is_none_and_a_missing_key_is_published_as_none() -> None:
-    assert public_tuning(None) is None
-    assert public_tuning({"mode": "unaccounted", "trials_run": 3}) == {
-        "mode": "unaccounted", "total_epsilon": None, "delta": None, "statement": None, "outside_the_total": None}
+def test_no_card_field_is_free_text_a_caller_passes(tmp_path: Path) -> None:
+    """Issue 48, findings 3 and 5: the export's unsealed tuning field, and the library's free cap and tuning text,
+    reached the card. The card takes a verified claim (made only by a seal's check), never a tuning mapping."""
+    parameters = inspect.signature(release_card).parameters
+    assert "tuning" not in parameters and "epsilon_cap" not in parameters
+    assert parameters["claim"].annotation in ("VerifiedClaim", VerifiedClaim)
+    with pytest.raises(TypeError, match="a VerifiedClaim comes only from SealedClaim.verify"):
+        VerifiedClaim(claim=_verified().claim, key="forged", token=object())
+    card = _card(small_config(tmp_path / "cache"), mode="public-proxy", by_study=False)
+    assert card["tuning"] is None  # a configuration chosen by hand states no tuning, whatever its study's mode
 
 
 def test_public_config_drops_the_machine_the_seed_the_cache_and_the_data_source() -> None:
@@ -112,6 +151,7 @@ def test_public_config_names_a_hub_model_the_demo_preset_and_hides_every_local_f
 def test_the_card_holds_exactly_its_keys_in_order_with_their_fixed_texts(tmp_path: Path) -> None:
     config = small_config(tmp_path / "cache")
     card = _card(config, cap=2.5)
+    assert [field.name for field in dataclasses.fields(ReleaseCard)] == CARD_KEYS
     assert list(card) == CARD_KEYS and card["format"] == FORMAT == "swagppm-release-card/3"
     assert card["hyperparameters"] == HYPER and card["hyperparameters"] is not HYPER
     assert card["mechanism"] == mechanism("swag") and card["unit_of_privacy"] == "one training record"
@@ -121,20 +161,22 @@ def test_the_card_holds_exactly_its_keys_in_order_with_their_fixed_texts(tmp_pat
         "all_others": "bit-identical to the public pretrained model (checked before writing)"}
     assert card["privacy_claim"] == _claim(2.5).to_dict()
     assert card["privacy_claim"]["kind"] == "estimate" and card["privacy_claim"]["statement"].startswith(NOT_PROVEN)
-    assert card["tuning"] is None and card["selection"] is None and card["utility"] is None
+    assert card["tuning"] == tuning_section(_verified().claim, None)
+    assert card["selection"] is None and card["utility"] is None
     assert card["audit"] == "none was run before this release" and card["release_noise"] == RELEASE_NOISE
     assert card["config"] == public_config(config) and card["versions"] == versions()
     assert card["caveats"] == list(CAVEATS) and card["owner_report"] == OWNER_REPORT
 
 
-def test_the_card_states_the_release_statement_of_the_public_tuning_only(tmp_path: Path) -> None:
+def test_the_card_states_the_release_statement_of_the_claims_tuning(tmp_path: Path) -> None:
     card = _card(small_config(tmp_path / "cache", model={"name_or_path": "tiny", "trainable": "head",
-                                                         "pooling": "mean"}), cap=3.0, tuning=COST)
-    assert card["tuning"] == public_tuning(COST)
+                                                         "pooling": "mean"}), cap=3.0, mode="accounted", total=TOTAL)
+    tuning = tuning_section(_verified(3.0, mode="accounted").claim, TOTAL)
+    assert card["tuning"] == tuning
     assert card["privacy_statement"] == release_statement(claim=_claim(3.0), trainable="head", private_parameters=2,
-                                                          tuning=public_tuning(COST), selection=None, audit=AUDIT)
-    assert "Tuning: accounted: random search over a random, hidden number of trials (accounted total epsilon 9.25 " \
-           "at delta 1e-06)." in card["privacy_statement"]
+                                                          tuning=tuning, selection=None, audit=AUDIT)
+    assert "Tuning: accounted: random search from secret randomness over a random, hidden number of trials, each " \
+           "capped at epsilon* = 3 (binding)" in "\n".join(card["privacy_statement"])
     assert "Private parameters: 2 tensors (trainable = 'head'), all drawn from the posterior; every other parameter " \
            "is the public pretrained value (checked bit for bit before a release is written)." \
            in card["privacy_statement"]
@@ -160,10 +202,11 @@ def test_the_claimed_bound_is_never_below_the_declared_cap(tmp_path: Path) -> No
 
 
 def test_nothing_private_in_the_inputs_reaches_the_card_or_its_readme() -> None:
-    """Seeds, paths, the machine settings and the tuning's trial counts and largest ε are all in the inputs."""
-    card = _card(_private_config(), tuning=COST)
-    published = json.dumps(card, allow_nan=True) + model_card(card, labels=("LABEL_0", "LABEL_1"),
-                                                              labels_public=False)
+    """Seeds, paths, the machine settings, the data set's name and the study's id are all in the inputs."""
+    typed = _typed(_private_config(), mode="accounted", total=TOTAL)
+    card = typed.to_dict()
+    published = typed.to_json() + typed.readme(labels=("LABEL_0", "LABEL_1"), labels_public=False)
+    assert json.loads(typed.to_json()) == json.loads(json.dumps(card, allow_nan=True))
     assert [secret for secret in NEVER if secret in published] == []
     assert card["base_model"] is None and card["config"]["model"]["name_or_path"] == "a local folder"
 
@@ -171,7 +214,7 @@ def test_nothing_private_in_the_inputs_reaches_the_card_or_its_readme() -> None:
 @pytest.mark.parametrize("field", ["hyperparameters", "selection"])
 def test_private_figures_in_the_other_inputs_do_not_reach_the_card(field: str, tmp_path: Path) -> None:
     carried: dict[str, Any] = {
-        "hyperparameters": {**HYPER, "seed": SEED},
+        "hyperparameters": {**HYPER, "seed": SEED},  # a trial's seed beside its parameters
         "selection": {"procedure": "threshold selection with random (geometric) stopping (Liu & Talwar 2019)",
                       "metric": "f1_macro", "threshold": 0.5, "stop_probability": 0.2,
                       "selection_set": "the private test split", "released_draw_score": None, "accounted": False,
@@ -206,7 +249,7 @@ def test_the_readme_metadata_names_a_hub_base_model_and_never_the_demo_or_a_loca
 
 def test_the_readme_states_the_configuration_the_training_length_and_every_statement_line(tmp_path: Path) -> None:
     config = small_config(tmp_path / "cache", data={"source": "synthetic", "max_length": 64})
-    card = _card(config, hyperparameters={"c": 0.912345, "g": 0.05, "ft_epochs": 3}, tuning=COST)
+    card = _card(config, hyperparameters={"c": 0.912345, "g": 0.05, "ft_epochs": 3}, mode="accounted", total=TOTAL)
     readme = model_card(card, labels=("LABEL_0", "LABEL_1"), labels_public=False, remote_code=True)
     assert "\nConfiguration: c = 0.9123, g = 0.05, 3 fine-tuning epochs.\n" in readme
     assert f"\n{REMOTE_CODE}. Inputs are truncated to 64 tokens, the length used in training (`truncation=True`).\n" \
@@ -261,3 +304,11 @@ def test_the_readme_never_prints_class_names_that_are_not_declared_public(tmp_pa
                         labels_public=False)
     assert "burn" not in readme and "amputation of a thumb" not in readme
     assert "LABEL_0, LABEL_1 (the class names are kept private" in readme
+
+
+def test_docs_privacy_lists_every_field_of_the_card_in_order() -> None:
+    """docs/privacy.md's table of the card's fields names exactly the ``ReleaseCard`` fields, in their order."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "privacy.md").read_text()
+    table = text.split("### The card's fields")[1].split("\n\n")[2]
+    listed = re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.MULTILINE)
+    assert listed == [field.name for field in dataclasses.fields(ReleaseCard)]

@@ -16,7 +16,7 @@ import torch
 import swagppm
 from swagppm import TrialParams
 from swagppm.releases.writer import ReleaseSpec, check_release
-from tests.swagppm.helpers import release_now, small_config
+from tests.swagppm.helpers import release_now, small_config, verified_claim
 
 pytestmark = pytest.mark.fits
 
@@ -83,5 +83,5 @@ def test_a_study_without_a_declared_label_set_is_refused_before_any_fit(tmp_path
     pd.DataFrame({"text": ["a b", "c d", "e f", "g h"], "label": ["x", "y", "x", "y"]}).to_csv(data, index=False)
     config = small_config(tmp_path / "cache", data={"source": str(data)})
     with pytest.raises(swagppm.ReleaseRefused, match=r"no declared label set.*\[data\] labels = "):
-        check_release(tmp_path / "out", ReleaseSpec(epsilon_cap=1.0, force=True), config)
+        check_release(tmp_path / "out", ReleaseSpec(claim=verified_claim(config, epsilon_cap=1.0), force=True), config)
     assert not (tmp_path / "out").exists()

@@ -17,12 +17,14 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 import swagppm
-from swagppm import ReleaseSpec, TrialParams
+from swagppm import TrialParams
 from swagppm.data.prepare import prepare_data
 from swagppm.releases.staging import owner_report_path
+from swagppm.releases.writer import ReleaseSpec, check_release
+from swagppm.statement import unaccounted_statement
 from swagppm.train import rng
 from tests import PATIENCE
-from tests.swagppm.helpers import release_now, small_config
+from tests.swagppm.helpers import release_now, small_config, verified_claim
 
 pytestmark = pytest.mark.fits
 
@@ -34,10 +36,24 @@ CARD_KEYS = {"format", "hyperparameters", "mechanism", "unit_of_privacy", "base_
              "config", "versions", "caveats", "owner_report", "privacy_statement"}
 
 
+def spec(config: swagppm.SWAGPPMConfig, **fields: Any) -> ReleaseSpec:
+    return ReleaseSpec(claim=verified_claim(config, epsilon_cap=CAP), **fields)
+
+
 def test_tiny_tokenizer_is_refused_without_force(config: swagppm.SWAGPPMConfig, tmp_path: Path) -> None:
     with pytest.raises(swagppm.ReleaseRefused, match="tokenizer from the training texts"):
-        swagppm.release(config, TrialParams(c=1.0, ft_epochs=1), ReleaseSpec(epsilon_cap=CAP), out_dir=tmp_path / "out")
+        check_release(tmp_path / "out", spec(config), config)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_release_states_only_a_verified_claim(config: swagppm.SWAGPPMConfig) -> None:
+    """Issue 48, finding 5: the library wrote a card with any cap and tuning text its caller passed; a release's spec
+    now takes a verified claim only, and ``swagppm`` has no one-call release past the gate (``tuner.release``)."""
+    claim = verified_claim(config, epsilon_cap=CAP)
+    for forged in (claim.claim, claim.claim.to_dict(), 0.5):
+        with pytest.raises(TypeError, match="must be a VerifiedClaim"):
+            ReleaseSpec(claim=forged)  # type: ignore[arg-type]
+    assert not hasattr(swagppm, "release") and "release" not in swagppm.__all__
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +125,8 @@ def test_the_card_holds_only_what_may_be_published(release_run: dict[str, Any]) 
     assert card["hyperparameters"] == {"c": 0.9, "g": 0.0, "ft_epochs": 2, "prior_scale": 1.0}
     assert card["privacy_claim"]["epsilon_at_most"] == CAP and card["privacy_claim"]["kind"] == "estimate"
     assert card["tuning"] == {"mode": "unaccounted", "total_epsilon": None, "delta": None,
-                              "statement": "unaccounted: adaptive search", "outside_the_total": None}
+                              "statement": unaccounted_statement(), "outside_the_total": None}  # the claim's mode
+    assert TUNING["statement"] not in json.dumps(card)  # the owner-side tuning text never reaches the card
     assert card["utility"] is None and card["audit"] == "none was run before this release"
     assert card["tokenizer_data_derived"] is True and card["private_parameters"]["trainable"] == "all"
     assert not {"seed", "device", "cache_dir", "eval_batch_size"} & set(card["config"])
@@ -197,8 +214,7 @@ def test_a_non_empty_release_folder_is_refused_before_fitting(config: swagppm.SW
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
     with pytest.raises(swagppm.ConfigError, match="not empty.*--overwrite"):
-        swagppm.release(config, TrialParams(c=1.0, ft_epochs=1), ReleaseSpec(epsilon_cap=CAP, force=True),
-                        out_dir=folder)
+        check_release(folder, spec(config, force=True), config)
     assert not (tmp_path / "cache").exists()  # refused before any work
     assert [p.name for p in folder.iterdir()] == ["notes.txt"]
 
@@ -207,8 +223,7 @@ def test_an_owner_report_the_tool_did_not_write_is_refused_before_fitting(config
                                                                           tmp_path: Path) -> None:
     owner_report_path(tmp_path / "out").write_text("my notes")
     with pytest.raises(swagppm.ConfigError, match="was not written by swagppm"):
-        swagppm.release(config, TrialParams(c=1.0, ft_epochs=1), ReleaseSpec(epsilon_cap=CAP, force=True),
-                        out_dir=tmp_path / "out")
+        check_release(tmp_path / "out", spec(config, force=True), config)
     assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
 
 
@@ -217,13 +232,14 @@ def test_overwrite_replaces_an_earlier_release_as_a_whole_and_nothing_else(confi
     folder = tmp_path / "out"
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
-    spec = ReleaseSpec(epsilon_cap=CAP, force=True, overwrite=True)
     with pytest.raises(swagppm.ConfigError, match="replaces only a release folder swagppm wrote"):
-        swagppm.release(config, TrialParams(c=1.0, ft_epochs=1), spec, out_dir=folder)
+        check_release(folder, spec(config, force=True, overwrite=True), config)
     assert [p.name for p in folder.iterdir()] == ["notes.txt"]  # the user's folder, untouched
     (folder / "notes.txt").unlink()
-    for _ in range(2):  # an earlier release is replaced
-        swagppm.release(config, TrialParams(c=1.0, ft_epochs=1), spec, out_dir=folder)
+    with swagppm.Session(config) as session:
+        fit = session.fit(TrialParams(c=1.0, ft_epochs=1))
+        for _ in range(2):  # an earlier release is replaced
+            release_now(session, fit, folder, epsilon_cap=CAP, force=True, overwrite=True)
     assert (folder / "release_card.json").exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")) == []  # no lock, no staging
 
@@ -287,10 +303,11 @@ def test_the_library_checks_a_release_folder_before_any_fit(tmp_path: Path) -> N
     folder = tmp_path / "out"
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
-    spec, config = swagppm.releases.ReleaseSpec(epsilon_cap=1.0, force=True), small_config(tmp_path / "cache")
+    config = small_config(tmp_path / "cache")
+    released = swagppm.releases.ReleaseSpec(claim=verified_claim(config, epsilon_cap=1.0), force=True)
     with pytest.raises(swagppm.ConfigError, match="not empty"):
-        swagppm.releases.check_release(folder, spec, config)
-    assert swagppm.releases.check_release(tmp_path / "new", spec, config) == tmp_path / "new"
+        swagppm.releases.check_release(folder, released, config)
+    assert swagppm.releases.check_release(tmp_path / "new", released, config) == tmp_path / "new"
     assert not (tmp_path / "new").exists()
 
 

@@ -23,11 +23,12 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from swagppm import SWAGPPMResult
+from swagppm.provenance import keyed_fingerprint
 from tests import PATIENCE
 from tuner import StudyConfig
 from tuner.objective import Objective, record_outcome
 from tuner.outcome import judge
-from tuner.study import open_storage, open_study
+from tuner.study import enter_in_ledger, open_storage, open_study
 
 # A tiny model on a small synthetic corpus: stage 1 and each trial take seconds on a CPU.
 SMALL_STUDY: dict[str, dict[str, Any]] = {
@@ -115,12 +116,25 @@ cache_dir = "cache"
 """
 
 
+class MadeUpRecords:
+    """What a session offers the privacy ledger, for a study whose records are never read: a keyed fingerprint of a
+    made-up digest."""
+
+    def __init__(self, digest: str) -> None:
+        self.digest = digest
+
+    def records_fingerprint(self, key: bytes) -> str:
+        return keyed_fingerprint(key, self.digest)
+
+
 def with_a_feasible_trial(path: Path, *, storage: str | None = None, **fields: object) -> optuna.Study:
-    """The study of ``path`` with one finished, feasible trial judged from a made-up result (no fit)."""
+    """The study of ``path`` with one finished, feasible trial judged from a made-up result (no fit), entered in its
+    data set's ledger as its stage 1 would have entered it."""
     config = StudyConfig.from_toml(path)
     config = config if storage is None else config.with_storage(storage)
     storage = open_storage(config)
     study = open_study(config, storage=storage)
+    enter_in_ledger(study, MadeUpRecords(str(path)), config)
     Objective(config, storage=storage).close()  # as a run does: its artifact folder made, owner-only
     trial = study.ask()
     params = config.search.suggest(trial)

@@ -17,7 +17,8 @@ from optuna.trial import TrialState, create_trial
 
 import swagppm
 from swagppm import ConfigError
-from tests.tuner.helpers import result, tight
+from swagppm.claim import SealedClaim
+from tests.tuner.helpers import result, tight, with_a_feasible_trial
 from tuner import StudyConfig
 from tuner.accounting import TrialCountDistribution, rdp_orders, tuning_epsilon
 from tuner.cli import main
@@ -107,7 +108,8 @@ def test_an_edited_study_file_cannot_change_the_accounting(
     for verb in (["status"], ["export", "-o", str(tmp_path / "best.json")]):
         assert main([verb[0], str(path), *verb[1:]]) == 2
         err = capsys.readouterr().err
-        assert says in err and "and the accounting are fixed when a study is created" in err
+        assert says in err and "the accounting, the pseudo posterior" in err and "are fixed when a study is created" \
+            in err
         assert len(err.splitlines()) == 1
     with pytest.raises(ConfigError, match="are fixed when a study is created"):
         tuning_cost(open_study(StudyConfig.from_toml(path), create=False), StudyConfig.from_toml(path))
@@ -186,9 +188,14 @@ def test_public_proxy_tuning_fits_the_choice_once_on_the_private_data(
     undeclared = {**document, "swagppm": {**document["swagppm"], "data": {**document["swagppm"]["data"],
                                                                          "public": False}},
                   "tuning": {**tuning, "mode": "unaccounted"}}
-    (tmp_path / "undeclared.json").write_text(json.dumps(undeclared))
+    (tmp_path / "undeclared.json").write_text(json.dumps(undeclared))  # its unsealed fields edited: nothing changes
+    assert main(["fit", "--from", str(tmp_path / "undeclared.json"), "--data", str(private)]) == 0
+    looked = study_file("looked", study={"name": "looked"}, data={"source": str(private)})
+    with_a_feasible_trial(looked)  # a study on the private records themselves, chosen by their scores
+    assert main(["export", str(looked), "-o", str(tmp_path / "looked.json")]) == 0
+    capsys.readouterr()
     for verb in (["fit"], ["release", "-o", str(tmp_path / "released"), "--force"]):
-        assert main([verb[0], "--from", str(tmp_path / "undeclared.json"), "--data", str(private), *verb[1:]]) == 2
+        assert main([verb[0], "--from", str(tmp_path / "looked.json"), "--data", str(private), *verb[1:]]) == 2
         out = capsys.readouterr()
         assert "was chosen by a study on data not declared public" in out.err and len(out.err.splitlines()) == 1
         assert "stage 1" not in out.out
@@ -275,7 +282,8 @@ def test_rejudge_keeps_the_accounting_or_refuses_a_new_epsilon_star(study_file: 
     assert main(["rejudge", str(path), "--name", "kept", "--max-f1-degradation", "0.2"]) == 0
     kept = dataclasses.replace(config, study=dataclasses.replace(config.study, name="kept"))
     study = open_study(kept, create=False)
-    assert study.user_attrs[CLAIM] == {**source.user_attrs[CLAIM], "ranked_at": 10.0}
+    assert SealedClaim.from_dict(study.user_attrs[CLAIM]).claim == dataclasses.replace(
+        SealedClaim.from_dict(source.user_attrs[CLAIM]).claim, ranked_at=10.0)
     for key in (ACCOUNTED_TRIALS, NUM_TRAIN):
         assert study.user_attrs[key] == source.user_attrs[key]
     assert tuning_cost(study, kept)["total_epsilon"] == tuning_cost(source, config)["total_epsilon"]

@@ -12,6 +12,7 @@ import optuna
 import pytest
 
 from swagppm import ConfigError, TrialParams
+from swagppm.claim import Accounting, SealedClaim
 from tests.tuner.helpers import with_a_feasible_trial
 from tuner.cli import arguments
 from tuner.cli.arguments import (
@@ -35,7 +36,9 @@ from tuner.cli.arguments import (
 )
 from tuner.config import StudyConfig
 from tuner.export import Chosen, export_trial, write_export
+from tuner.keys import owner_key_for
 from tuner.storage import STORAGE_ENV, make_storage
+from tuner.tuning import study_claim
 
 
 def refusal(parser: argparse.ArgumentParser, argv: list[str]) -> str:
@@ -290,11 +293,19 @@ def test_data_moves_the_study_to_other_records_unless_a_chosen_configuration_tak
 
 
 def chosen(study_file: Callable[..., Path], tmp_path: Path, *, public: bool, mode: str | None) -> Chosen:
-    """A configuration read back from an export: the small study's fit, on data declared public or not."""
-    fit = StudyConfig.from_toml(study_file(data={"public": public})).fit
-    return Chosen(config=fit, params=TrialParams(c=0.8, ft_epochs=6), epsilon=6.2, trials_run=3,
+    """A configuration read back from an export: the small study's fit, on data declared public or not, its sealed
+    claim accounted when ``mode`` says so; ``mode`` is written into its (unsealed, owner-side) tuning field too, which
+    decides nothing."""
+    config = StudyConfig.from_toml(study_file(data={"public": public}))
+    claim = study_claim(config, study_id="s")
+    if mode == "accounted":
+        claim = dataclasses.replace(claim, mode="accounted", delta=1e-6,
+                                    accounting=Accounting(trials_shape=1.0, trials_mean=10.0))
+    key = owner_key_for(())
+    return Chosen(config=config.fit, params=TrialParams(c=0.8, ft_epochs=6), epsilon=6.2, trials_run=3,
                   path=tmp_path / "best.json", stage1_fingerprint="0123456789abcdef",
-                  tuning=None if mode is None else {"mode": mode})
+                  tuning=None if mode is None else {"mode": mode},
+                  claim=SealedClaim.of(claim, key.secret).verify(key.secret), entered=not public)
 
 
 def test_without_data_the_chosen_configuration_is_kept_as_it_is(study_file: Callable[..., Path],
@@ -325,8 +336,10 @@ def test_a_public_or_accounted_choice_moves_to_private_records_without_its_epsil
     assert (moved.config.data.source, moved.config.data.public) == (str(tmp_path / "private.jsonl"), False)
     assert moved.epsilon is None and moved.stage1_fingerprint is None  # measured on other records: not compared
     assert moved.config == before.config.replace(data={"source": str(tmp_path / "private.jsonl"), "public": False})
-    assert dataclasses.replace(moved, config=before.config, epsilon=6.2, stage1_fingerprint="0123456789abcdef") \
-        == before
+    assert moved.claim.claim == dataclasses.replace(before.claim.claim, data_set="private", data_public=False)
+    assert not moved.entered  # the study never entered these records' ledger
+    assert dataclasses.replace(moved, config=before.config, epsilon=6.2, stage1_fingerprint="0123456789abcdef",
+                               claim=before.claim, entered=before.entered) == before
 
 
 @pytest.mark.parametrize("given, source", [

@@ -26,7 +26,7 @@ def test_create_makes_the_study_and_its_start_points_without_a_trial_and_again_c
             f"`swagppm-tune worker {path}`\n")
     study = open_study(StudyConfig.from_toml(path), create=False)
     assert [t.state for t in study.get_trials()] == [TrialState.WAITING, TrialState.WAITING]
-    assert study.user_attrs[CLAIM]["accounting"] is None and "definition" in study.user_attrs
+    assert study.user_attrs[CLAIM]["terms"]["accounting"] is None and "definition" in study.user_attrs
     assert not (tmp_path / "small-artifacts").exists() and not (tmp_path / "cache").exists()  # no fit, no stage 1
 
 
@@ -39,7 +39,8 @@ def test_create_fixes_an_accounted_studys_terms_once(study_file: Callable[..., P
     assert "0 waiting" in capsys.readouterr().out  # an accounted study enqueues no fixed point
     study = open_study(StudyConfig.from_toml(path), create=False)
     drawn = study.user_attrs[ACCOUNTED_TRIALS]
-    assert study.user_attrs[CLAIM]["epsilon_cap"] == 50.0 and study.user_attrs[CLAIM]["mode"] == "accounted"
+    terms = study.user_attrs[CLAIM]["terms"]
+    assert terms["epsilon_cap"] == 50.0 and terms["mode"] == "accounted"
     assert main(["create", str(path)]) == 0
     assert open_study(StudyConfig.from_toml(path), create=False).user_attrs[ACCOUNTED_TRIALS] == drawn
 

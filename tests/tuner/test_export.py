@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 from collections.abc import Callable
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 from swagppm import ConfigError, SWAGPPMConfig, TrialParams
+from swagppm.claim import SealedClaim, StudyClaim, key_id
 from tests.tuner.helpers import result, tight, with_a_feasible_trial
 from tuner.config import StudyConfig
 from tuner.export import (
@@ -24,14 +26,18 @@ from tuner.export import (
     read_export,
     refit_suspects,
 )
-from tuner.ledger import seal
+from tuner.keys import owner_key_for
 from tuner.study import open_storage, open_study
 
 FIT = SWAGPPMConfig.from_dict({"data": {"source": "synthetic", "synthetic_size": 240}, "device": "cpu"})
-CLAIM: dict[str, Any] = {"epsilon_cap": 5.0, "mode": "unaccounted", "data_public": False, "delta": None,
-                         "max_records": None, "accounting": None}
+TERMS = StudyClaim(epsilon_cap=5.0, mode="unaccounted", data_public=False, delta=None, max_records=None,
+                   accounting=None, posterior="swag", prior_scale=1.0, nll_bound=None, public_risks=False,
+                   data_set="synthetic", study_id="s0")
+KEY = owner_key_for(())  # the test session's owner key (tests/conftest.py)
+SEALED = SealedClaim.of(TERMS, KEY.secret)
+CLAIM = SEALED.verify(KEY.secret)
 MINIMAL: dict[str, Any] = {"format": FORMAT, "params": {"c": 1.0, "ft_epochs": 7}, "swagppm": FIT.to_dict(),
-                           "claim": CLAIM, "claim_seal": seal(CLAIM)}
+                           "claim": SEALED.to_dict()}
 
 
 def exported(tmp_path: Path, document: object = None, *, text: str | None = None) -> Path:
@@ -53,7 +59,7 @@ def refused(path: Path) -> str:
 def test_a_minimal_export_reads_with_every_optional_field_unset(tmp_path: Path) -> None:
     path = exported(tmp_path)
     assert read_export(path) == Chosen(config=FIT, params=TrialParams(c=1.0, ft_epochs=7), epsilon=None,
-                                       trials_run=None, path=path, claim=CLAIM)
+                                       trials_run=None, path=path, claim=CLAIM, entered=True)
 
 
 def test_every_field_of_a_full_export_is_read_back(tmp_path: Path) -> None:
@@ -65,7 +71,7 @@ def test_every_field_of_a_full_export_is_read_back(tmp_path: Path) -> None:
     assert read_export(path) == Chosen(
         config=FIT, params=TrialParams(c=0.75, ft_epochs=9, g=-0.25), epsilon=3.5, trials_run=12, path=path,
         device="cpu", threads=4, cpu_kernels="AVX2", stage1_fingerprint="0123456789abcdef",
-        versions={"torch": "2.13.0"}, tuning={"mode": "unaccounted"}, claim=CLAIM, trial=4)
+        versions={"torch": "2.13.0"}, tuning={"mode": "unaccounted"}, claim=CLAIM, trial=4, entered=True)
     assert read_export(path).epsilon_cap == 5.0 and isinstance(read_export(path).epsilon_cap, float)
 
 
@@ -94,18 +100,36 @@ def test_an_export_without_its_claim_is_refused(tmp_path: Path, claim: object) -
                              "the study again")
 
 
-@pytest.mark.parametrize("edit", [{"epsilon_cap": 5.5}, {"mode": "public-proxy"}, {"data_public": True}])
+def test_an_export_of_an_older_unsealed_claim_is_refused_naming_the_field(tmp_path: Path) -> None:
+    path = exported(tmp_path, MINIMAL | {"claim": TERMS.to_dict()})  # the claim as it was stored before seals
+    assert refused(path).startswith(f"{path}: field claim: must be a table of terms, seal and key")
+
+
+@pytest.mark.parametrize("edit", [{"epsilon_cap": 5.5}, {"mode": "public-proxy"}, {"data_public": True},
+                                  {"posterior": "exact"}, {"nll_bound": 4.0}, {"data_set": "elsewhere"},
+                                  {"study_id": "another"}, {"max_records": 1000}])
 def test_a_claim_edited_after_the_study_fixed_it_is_refused(tmp_path: Path, edit: dict[str, object]) -> None:
-    """The cap, mode and public flag a release claims are the study's as created; an edited export does not pass."""
-    path = exported(tmp_path, MINIMAL | {"claim": CLAIM | edit})
-    assert refused(path).startswith(f"{path}: the claim (cap, mode, public flag) does not match its seal")
+    """Every field a release claims is the study's as created; an edited export does not pass its seal."""
+    document = MINIMAL | {"claim": SEALED.to_dict() | {"terms": TERMS.to_dict() | edit}}
+    path = exported(tmp_path, document)
+    assert refused(path) == (f"{path}: the claim (cap, mode, public flag, posterior, data set) does not match its "
+                             "seal: it was edited after the study fixed it; export the study again")
 
 
-@pytest.mark.parametrize(("value", "shown"), [(0, "0"), (-1.5, "-1.5"), (float("inf"), "inf"), (True, "True")])
+def test_a_claim_sealed_under_another_key_is_refused_naming_both_keys(tmp_path: Path) -> None:
+    other = bytes(32)
+    path = exported(tmp_path, MINIMAL | {"claim": SealedClaim.of(TERMS, other).to_dict()})
+    message = refused(path)
+    assert message.startswith(f"the claim of {path} was sealed with owner key {key_id(other)}, but the owner key "
+                              f"{KEY.path} is another one (id {KEY.id}): restore the key file from a backup")
+
+
+@pytest.mark.parametrize(("value", "shown"), [(0, "0"), (-1.5, "-1.5"), (float("inf"), "inf"), (True, "true")])
 def test_a_cap_that_is_not_a_positive_number_is_refused(tmp_path: Path, value: object, shown: str) -> None:
-    claim = CLAIM | {"epsilon_cap": value}
-    path = exported(tmp_path, MINIMAL | {"claim": claim, "claim_seal": seal(claim)})
-    assert refused(path) == f"{path}: field claim.epsilon_cap = {shown} is not a positive number"
+    claim = SEALED.to_dict() | {"terms": TERMS.to_dict() | {"epsilon_cap": value}}
+    path = exported(tmp_path, MINIMAL | {"claim": claim})
+    assert refused(path) == (f"{path}: field claim.terms.epsilon_cap = {shown}: must be a positive number (an export "
+                             "of an older swagppm-tune, or edited): export the study again")
 
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
@@ -238,7 +262,7 @@ def test_extra_distributions_are_added_and_a_missing_one_says_so() -> None:
 def chosen(**fields: Any) -> Chosen:
     """An exported choice with ``fields`` set and nothing else recorded."""
     return Chosen(**({"config": FIT, "params": TrialParams(c=1.0, ft_epochs=7), "epsilon": 6.0, "trials_run": 3,
-                      "path": Path("best.json")} | fields))
+                      "path": Path("best.json"), "claim": CLAIM} | fields))
 
 
 REFIT = result(tight(), threads=4, cpu_kernels="AVX2", device="cpu", stage1_fingerprint="aaaaaaaaaaaaaaaa")
@@ -296,3 +320,5 @@ def test_the_best_feasible_trial_is_chosen_with_what_it_cost(study_file: Callabl
     assert (picked.trials_run, picked.path, picked.epsilon_cap, picked.config) == (1, path, 50.0, config.fit)
     assert picked.tuning is not None and picked.tuning["mode"] == "unaccounted" and picked.tuning["trials_run"] == 1
     assert (picked.device, picked.threads, picked.versions) == (None, None, None)  # a study's trial is not an export
+    assert picked.claim.claim == dataclasses.replace(TERMS, epsilon_cap=50.0, study_id=picked.claim.claim.study_id)
+    assert picked.entered and picked.by_study

@@ -22,6 +22,8 @@ from tuner.storage import STORAGE_ENV
 
 MANIFEST_STUDY = "/study/osha.toml"
 SECRET = {"name": "SWAGPPM_TUNE_STORAGE", "valueFrom": {"secretKeyRef": {"name": "swagppm-db", "key": "url"}}}
+OWNER = [{"name": "SWAGPPM_TUNE_KEY_FILE", "value": "/keys/owner.key"},  # the owner key, from a Secret volume
+         {"name": "SWAGPPM_TUNE_LEDGER", "value": "/study/ledger"}]  # one ledger for every pod
 
 
 def manifests() -> dict[str, dict[str, Any]]:
@@ -52,14 +54,15 @@ def test_the_manifests_parse_and_run_create_then_workers_with_the_storage_from_a
         assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
         spec = job["spec"]["template"]["spec"]
         assert spec["restartPolicy"] == "OnFailure" and spec["securityContext"]["runAsUser"] == 1000
-        assert container(job)["env"] == [SECRET]  # the URL from a Secret, never in the manifest
+        assert container(job)["env"] == [SECRET, *OWNER]  # the URL and the key from Secrets, never in the manifest
+        assert {"name": "keys", "secret": {"secretName": "swagppm-owner-key", "defaultMode": 0o440}} in spec["volumes"]
         assert container(job)["image"].startswith("registry.internal/swagppm-tuner:")
     assert container(jobs["swagppm-osha-create"])["command"] == ["swagppm-tune", "create", MANIFEST_STUDY]
     workers = jobs["swagppm-osha-workers"]
     assert container(workers)["command"] == ["swagppm-tune", "worker", MANIFEST_STUDY]
     assert workers["spec"]["parallelism"] == workers["spec"]["completions"] == 4
     mounts = {mount["name"]: mount["mountPath"] for mount in container(workers)["volumeMounts"]}
-    assert mounts == {"study": "/study", "cache": "/cache"}
+    assert mounts == {"study": "/study", "cache": "/cache", "keys": "/keys"}
 
 
 def test_the_console_script_is_the_module_the_test_runs() -> None:
@@ -92,7 +95,7 @@ def test_the_pods_commands_one_by_one_finish_the_study(postgres: str, tmp_path: 
     points = [(t.params["c"], t.params["ft_epochs"]) for t in trials]
     assert points.count((1.0, 6)) == 1 and len(set(points)) == len(points)  # the start point once, no duplicates
     assert not study.get_trials(states=(TrialState.WAITING,))
-    assert study.user_attrs["claim"]["accounting"] is None and "definition" in study.user_attrs  # created by open_study
+    assert study.user_attrs["claim"]["terms"]["accounting"] is None and "definition" in study.user_attrs  # open_study
 
 
 def test_the_dockerfile_installs_torch_first_and_the_image_takes_only_the_project() -> None:

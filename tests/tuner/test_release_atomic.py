@@ -18,32 +18,57 @@ import pytest
 from transformers import AutoModelForSequenceClassification
 
 import swagppm
+from swagppm.claim import SealedClaim, StudyClaim
 from swagppm.evaluate.probes import RecordLosses
 from swagppm.releases.staging import claim, owner_report_path
 from tests import PATIENCE
+from tests.swagppm.helpers import read_only
 from tests.tuner.helpers import merged, write_study
 from tuner.audit import audit_losses
-from tuner.cli import EXIT_AUDIT_REFUTED, main
+from tuner.cli import EXIT_AUDIT_REFUTED, EXIT_INTERRUPTED, main
 from tuner.export import FORMAT
-from tuner.ledger import seal
+from tuner.keys import owner_key_for
+from tuner.ledger import LEDGER_ENV
 
 pytestmark = pytest.mark.fits
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-# Runs the command line with the audit's per-record losses stalled: the model is then written in the staging folder,
-# and the test kills the process at that point (it signals by creating the file named first).
+# Runs the command line with one function stalled (module and name after the ready file): at the audit's per-record
+# losses the draw is made and written in the staging folder; at stage 2's fit nothing is drawn yet. The test signals
+# the process at that point (it says so by creating the ready file).
 STALLED = """
-import pathlib, sys, time
-import swagppm.releases.writer as writer
+import importlib, pathlib, sys, time
 def stalled(*args, **kwargs):
     pathlib.Path(sys.argv[1]).touch()
     while True:
         time.sleep(1)
-writer.record_losses = stalled
+setattr(importlib.import_module(sys.argv[2]), sys.argv[3], stalled)
 from tuner.cli import main
-sys.exit(main(sys.argv[2:]))
+sys.exit(main(sys.argv[4:]))
 """
+AT_THE_AUDIT = ("swagppm.releases.writer", "record_losses")  # the secret draw made, the model in the staging folder
+AT_THE_FIT = ("swagppm.session", "fit")  # stage 1 done, no draw yet
+
+
+def stalled_release(study: Path, out: Path, where: tuple[str, str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """``fit --release`` stalled at ``where``, returned once it is there."""
+    ready = out.parent / f"ready-{where[1]}"
+    process = subprocess.Popen([sys.executable, "-c", STALLED, str(ready), *where, *release_args(study, out)],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + PATIENCE
+    while not ready.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the release never reached the stalled step"
+        time.sleep(0.2)
+    return process
+
+
+def attempts(ledgers: Path) -> list[str]:
+    """The release attempts' entries in the synthetic data set's ledger, in order."""
+    path = ledgers / "synthetic.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [entry["outcome"] for entry in lines if entry.get("kind") == "release"]
 
 
 @pytest.fixture
@@ -100,22 +125,87 @@ def test_a_release_into_a_locked_folder_fails_at_once_with_one_line(study: Path,
     assert not (tmp_path / "cache").exists() and not out.exists()  # before any work
 
 
-def test_a_release_killed_while_writing_leaves_nothing_that_loads_and_a_rerun_succeeds(study: Path,
-                                                                                     tmp_path: Path) -> None:
-    out, ready = tmp_path / "model", tmp_path / "written"
-    process = subprocess.Popen([sys.executable, "-c", STALLED, str(ready), *release_args(study, out)], env=ENV,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while not ready.exists():
-        assert process.poll() is None, "the release ended before its model was written"
-        time.sleep(0.2)
+def test_a_release_killed_before_its_draw_leaves_no_attempt_and_a_rerun_succeeds(study: Path, tmp_path: Path) -> None:
+    out, ledgers = tmp_path / "model", tmp_path / "ledgers"
+    env = ENV | {LEDGER_ENV: str(ledgers)}
+    process = stalled_release(study, out, AT_THE_FIT, env)
     process.send_signal(signal.SIGKILL)
     assert process.wait() == -signal.SIGKILL
+    process.communicate()
+    assert not out.exists() and leftovers(tmp_path, "model") == [] and attempts(ledgers) == []
+    rerun = subprocess.run([sys.executable, "-m", "tuner.cli", *release_args(study, out)], env=env,
+                           capture_output=True, text=True, timeout=PATIENCE)
+    assert rerun.returncode == 0, rerun.stderr[-800:]
+    assert loads(out) and attempts(ledgers) == ["started", "released"]
+
+
+def test_a_release_killed_while_writing_leaves_nothing_that_loads_and_a_rerun_succeeds(study: Path,
+                                                                                     tmp_path: Path) -> None:
+    """kill -9 after the secret draw: nothing that loads, and the ledger keeps the attempt as started (no end was
+    written), which its total counts as released; the rerun cleans up and enters its own attempt."""
+    out, ledgers = tmp_path / "model", tmp_path / "ledgers"
+    env = ENV | {LEDGER_ENV: str(ledgers)}
+    process = stalled_release(study, out, AT_THE_AUDIT, env)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL
+    process.communicate()
     [staging] = leftovers(tmp_path, "model")
     assert (tmp_path / staging / "model.safetensors").is_file() and not (tmp_path / staging / "config.json").exists()
     assert not out.exists() and not loads(tmp_path / staging) and not owner_report_path(out).exists()
-    rerun = cli(*release_args(study, out))
+    assert attempts(ledgers) == ["started"]
+    rerun = subprocess.Popen([sys.executable, "-m", "tuner.cli", *release_args(study, out)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert rerun.wait() == 0, rerun.communicate()
+    rerun.communicate()
     assert loads(out) and leftovers(tmp_path, "model") == []  # the dead process's staging folder is gone
+    assert attempts(ledgers) == ["started", "started", "released"]
+
+
+@pytest.mark.parametrize(("where", "entered"), [(AT_THE_FIT, []), (AT_THE_AUDIT, ["started", "interrupted"])],
+                         ids=["during-the-fit", "after-the-draw"])
+def test_sigterm_at_each_stage_of_a_release_ends_in_one_line_and_exit_130_leaving_nothing(
+        study: Path, tmp_path: Path, where: tuple[str, str], entered: list[str]) -> None:
+    """Issue 48, faults: SIGTERM (what timeout, Slurm and Kubernetes send) killed release with 143, no line and a lock
+    file left. Now, as Ctrl-C: one line, exit 130, no folder, lock, staging or report; the attempt, if a draw was made,
+    is entered as interrupted."""
+    out, ledgers = tmp_path / "model", tmp_path / "ledgers"
+    process = stalled_release(study, out, where, ENV | {LEDGER_ENV: str(ledgers)})
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=PATIENCE)
+    assert process.returncode == EXIT_INTERRUPTED, err[-800:]
+    [line] = tool_lines(err)
+    assert line.startswith("swagppm-tune: interrupted (SIGTERM): nothing was released"), line
+    assert not out.exists() and not owner_report_path(out).exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".model")) == []  # no lock, no staging
+    assert attempts(ledgers) == entered
+
+
+def test_a_release_refuses_a_ledger_it_cannot_write_before_the_fit(study: Path, tmp_path: Path) -> None:
+    ledgers = tmp_path / "ledgers"
+    ledgers.mkdir()
+    with read_only(ledgers):
+        done = subprocess.run([sys.executable, "-m", "tuner.cli", *release_args(study, tmp_path / "model")],
+                              env=ENV | {LEDGER_ENV: str(ledgers)}, capture_output=True, text=True, timeout=PATIENCE)
+    assert done.returncode == 2, done.stderr[-800:]
+    [line] = tool_lines(done.stderr)
+    assert "synthetic.jsonl cannot be written" in line and "every release attempt must be entered in it" in line
+    assert "stage 1" not in done.stdout and not (tmp_path / "model").exists()
+
+
+def test_a_ledger_with_a_cut_last_line_is_mended_and_the_release_entered(study: Path, tmp_path: Path) -> None:
+    """Issue 48, faults: the next entry was glued onto a cut line and the ledger refused from then on."""
+    ledgers, out = tmp_path / "ledgers", tmp_path / "model"
+    env = ENV | {LEDGER_ENV: str(ledgers)}
+    first = subprocess.run([sys.executable, "-m", "tuner.cli", *release_args(study, out)], env=env,
+                           capture_output=True, text=True, timeout=PATIENCE)
+    assert first.returncode == 0, first.stderr[-800:]
+    with (ledgers / "synthetic.jsonl").open("a") as handle:
+        handle.write('{"kind": "release", "attempt": "cut", "outc')
+    again = subprocess.run([sys.executable, "-m", "tuner.cli", *release_args(study, tmp_path / "again")], env=env,
+                           capture_output=True, text=True, timeout=PATIENCE)
+    assert again.returncode == 0, again.stderr[-800:]
+    assert "ended in a line cut mid-write" in again.stderr and "Traceback" not in again.stderr
+    assert attempts(ledgers) == ["started", "released", "started", "released"]
 
 
 def test_a_malformed_export_field_is_refused_before_the_fit(tmp_path: Path,
@@ -124,15 +214,17 @@ def test_a_malformed_export_field_is_refused_before_the_fit(tmp_path: Path,
         {"data": {"source": "synthetic", "synthetic_size": 240, "synthetic_classes": 4},
          "model": {"name_or_path": "tiny", "tiny_hidden_size": 32, "tiny_layers": 1}, "device": "cpu",
          "cache_dir": str(tmp_path / "cache")})
-    claim = {"epsilon_cap": 50.0, "mode": "unaccounted", "data_public": False, "delta": None, "max_records": None,
-             "accounting": None}
+    key = owner_key_for(())
+    terms = StudyClaim(epsilon_cap=50.0, mode="unaccounted", data_public=False, delta=None, max_records=None,
+                       accounting=None, posterior="swag", prior_scale=1.0, nll_bound=None, public_risks=False,
+                       data_set="synthetic")
+    sealed = SealedClaim.of(terms, key.secret).to_dict()
     document = {"format": FORMAT, "params": {"c": 1.0, "ft_epochs": 1}, "swagppm": config.to_dict(),
-                "claim": claim, "claim_seal": seal(claim), "tuning": "lol"}
-    ten = claim | {"epsilon_cap": "ten"}
+                "claim": sealed, "tuning": "lol"}
+    ten = sealed | {"terms": terms.to_dict() | {"epsilon_cap": "ten"}}
     cases = {"field tuning must be a table": document,
-             "field claim.epsilon_cap = 'ten' is not a positive number": document | {"claim": ten,
-                                                                                     "claim_seal": seal(ten),
-                                                                                     "tuning": None},
+             "field claim.terms.epsilon_cap = ten: must be a positive number": document | {"claim": ten,
+                                                                                           "tuning": None},
              "field claim is missing": {key: value for key, value in document.items() if key not in ("claim",
                                                                                                     "tuning")}}
     for words, fields in cases.items():
@@ -175,7 +267,8 @@ def test_a_release_its_audit_refutes_is_refused_with_exit_7_unless_forced(
     memorised = audit_losses(RecordLosses(members=members, non_members=non_members,
                                           member_classes=np.zeros(400, int), non_member_classes=np.zeros(400, int)))
     monkeypatch.setattr("tuner.release.audit_losses", lambda losses: memorised)
-    monkeypatch.setattr("swagppm.releases.writer.check_claim", lambda result, cap: None)
+    monkeypatch.setattr("swagppm.releases.writer.check_claim", lambda *args: None)
+    monkeypatch.setattr("tuner.release.check_claim", lambda *args: None, raising=False)
     study = write_study(study, merged(targets={"epsilon_cap": 0.5}))
     refutation = memorised.refutation(0.5)
     assert refutation is not None

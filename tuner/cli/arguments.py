@@ -138,21 +138,25 @@ def add_data_override(parser: argparse.ArgumentParser) -> None:
 
 
 def data_override(args: argparse.Namespace, chosen: Chosen) -> Chosen:
-    """``chosen`` on ``--data`` when given: only a configuration tuned on public data (or accounted) moves to other
-    records, which are then private; the export's ε was measured on other records, so it is not compared."""
-    from tuner.tuning import ACCOUNTED
+    """``chosen`` on ``--data`` when given: only a configuration its sealed claim says was tuned on public data (or
+    accounted) moves to other records, which are then private: another data set, named by their file
+    (``default_data_set``), whose ledger its release enters; the export's ε was measured on other records, so it is
+    not compared."""
+    from swagppm.claim import ACCOUNTED
+    from tuner.config import default_data_set
 
     if args.data is None:
         return chosen
-    mode = (chosen.tuning or {}).get("mode")
-    if not chosen.config.data.public and mode != ACCOUNTED:
+    claim = chosen.claim.claim
+    if not claim.data_public and claim.mode != ACCOUNTED:
         raise ConfigError(f"--data {args.data}: {chosen.path} was chosen by a study on data not declared public "
                           "([data] public = true) and not accounted, so its choice already looked at those records; "
                           "run a study on the new records instead")
     path = Path(args.data).expanduser()
     source = str(path.resolve()) if path.exists() or path.suffix else str(args.data)
     config = chosen.config.replace(data={"source": source, "public": False})
-    return dataclasses.replace(chosen, config=config, epsilon=None, stage1_fingerprint=None)
+    return dataclasses.replace(chosen, config=config, epsilon=None, stage1_fingerprint=None,
+                               claim=chosen.claim.on_records(default_data_set(source)), entered=False)
 
 
 def add_release_flags(parser: argparse.ArgumentParser) -> None:

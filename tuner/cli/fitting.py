@@ -7,10 +7,10 @@ import contextlib
 import json
 import math
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import optuna
 
@@ -46,6 +46,7 @@ from tuner.cli.base import (
     EXIT_BAD_INPUT,
     EXIT_FIT_FAILED,
     EXIT_INFEASIBLE,
+    EXIT_INTERRUPTED,
     EXIT_NOT_REPRODUCED,
     EXIT_OK,
     EXIT_PUSH_FAILED,
@@ -63,17 +64,32 @@ from tuner.compare import (
 )
 from tuner.config import StudyConfig
 from tuner.export import Chosen, chosen_from_study, refit_suspects
+from tuner.faults import interrupt_on_sigterm, interruption
 from tuner.figures import figures_html
-from tuner.ledger import AUDIT_ENTRY, Ledger
+from tuner.keys import owner_key_for
+from tuner.ledger import AUDIT_ENTRY, sealed_ledgers
 from tuner.outcome import counted, judge, result_line
 from tuner.outputs import check_replaced_folder, warn_in_checkout, write_atomic
 from tuner.record import AUDITED
-from tuner.release import ReleaseRequest, audit_count, measured_line, measured_text, release, selection_sentence
+from tuner.release import (
+    FitFailed,
+    Released,
+    ReleaseRequest,
+    audit_count,
+    check_ledger,
+    checked_ledger,
+    measured_line,
+    measured_text,
+    release,
+    release_chosen,
+    selection_sentence,
+)
 from tuner.search import StartPoint
 from tuner.study import open_existing_study
-from tuner.tuning import claim_of, study_claim
+from tuner.tuning import LEDGER, claim_for_fit, claim_of
 
 if TYPE_CHECKING:
+    from swagppm.claim import VerifiedClaim
     from swagppm.releases.hub import HubTarget
     from swagppm.releases.selection import Selection
     from swagppm.releases.staging import ReleaseTarget
@@ -115,7 +131,11 @@ class FitCommand(Command):
         add_data_override(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        """One fit: outputs checked first, its line printed before any file is written, --release from this fit."""
+        """One fit: outputs checked first, its line printed before any file is written, --release from this fit
+        (SIGTERM stops it as Ctrl-C does: one line, exit 130, nothing half-written)."""
+        return until_stopped(lambda: self._run(args), "nothing was released" if args.release else "nothing was kept")
+
+    def _run(self, args: argparse.Namespace) -> int:
         request = fit_request(args)
         if args.release is not None:
             check_release_target(args, args.release, what="--release", config=request.study or request.config)
@@ -128,8 +148,7 @@ class FitCommand(Command):
         if args.json is not None:
             checked_output(args, args.json, "--json", config=request.study or request.config)
         chosen_selection = selection(args, releasing=args.release is not None)
-        wanted = None if args.release is None else release_request(
-            args, args.release, request.config, chosen_selection, claim=fit_claim(request), chosen=request.chosen)
+        wanted = None if args.release is None else fit_release_request(args, request, chosen_selection)
         if request.chosen is not None and request.chosen.threads:
             import torch  # only here: the command line starts without the training stack
 
@@ -149,8 +168,20 @@ class FitCommand(Command):
             if args.json is not None:
                 codes.append(write_output(args.json, json.dumps(fit.result.to_dict(), indent=2), "result JSON"))
             if target is not None and wanted is not None:
-                codes.append(release_fit(session, fit, target, wanted))
+                codes.append(released_or_not(lambda: release(session, fit, target, wanted), target.path,
+                                             target.report))
         return next((code for code in codes if code), EXIT_OK)
+
+
+def until_stopped(run: Callable[[], int], nothing: str) -> int:
+    """``run`` with SIGTERM (what ``timeout``, Slurm and Kubernetes send) raised as Ctrl-C is: either one ends the verb
+    in one line saying what was left undone, exit 130, its folders, locks and staging cleaned on the way out."""
+    try:
+        with interrupt_on_sigterm():
+            return run()
+    except KeyboardInterrupt as stop:
+        print(f"swagppm-tune: {interruption(stop)}: {nothing}", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def fit_request(args: argparse.Namespace) -> FitRequest:
@@ -232,22 +263,32 @@ def add_publication_flags(parser: argparse.ArgumentParser) -> None:
                              "study's target (the card then says so); without it such a release exits 7")
 
 
-def fit_claim(request: FitRequest) -> dict[str, object]:
-    """The claim a ``fit --release`` makes: the export's, else the study's as stored at its creation, else (a study
-    file never run) the file's, declared before this fit."""
+def fit_release_request(args: argparse.Namespace, request: FitRequest,
+                        chosen_selection: Selection | None) -> ReleaseRequest:
+    """What ``fit --release`` releases under: the export's claim (its configuration, the study's choice), else the
+    study's as sealed at its creation, else (a study file never run) the file's, declared before this fit and sealed
+    now; a configuration given by hand states no tuning on its card."""
+    from swagppm.releases.writer import check_covered
+
     if request.chosen is not None:
-        assert request.chosen.claim is not None  # read_export refuses an export without one
-        return request.chosen.claim
-    assert request.study is not None
-    study = existing_study(request.study)
-    return study_claim(request.study) if study is None else claim_of(study)
+        wanted = release_request(args, args.release, request.config, chosen_selection, claim=request.chosen.claim,
+                                 chosen=request.chosen)
+    else:
+        assert request.study is not None
+        study = existing_study(request.study)
+        claim = claim_for_fit(request.study, owner_key_for(sealed_ledgers())) if study is None else claim_of(study)
+        wanted = release_request(args, args.release, request.config, chosen_selection, claim=claim, chosen=None,
+                                 entered=study is not None and study.user_attrs.get(LEDGER) is not None)
+    check_covered(request.config, request.params.resolved_prior_scale(request.config.prior_scale),
+                  wanted.spec.claim.claim)
+    return wanted
 
 
 def release_request(args: argparse.Namespace, out: Path, config: swagppm.SWAGPPMConfig,
-                    chosen_selection: Selection | None, *, claim: Mapping[str, Any],
-                    chosen: Chosen | None) -> ReleaseRequest:
-    """The release's claim and publication flags, every input checked now (before any fit): the export's fields,
-    the cap fixed at the study's creation, δ for a selection, the public evaluation file, the folder, the labels."""
+                    chosen_selection: Selection | None, *, claim: VerifiedClaim, chosen: Chosen | None,
+                    entered: bool = False) -> ReleaseRequest:
+    """The release's verified claim and publication flags, every input checked now (before any fit): the export's
+    fields, δ for a selection, the public evaluation file, the folder, the labels."""
     from swagppm.releases.writer import ReleaseSpec, check_release
 
     if chosen is not None:
@@ -255,19 +296,19 @@ def release_request(args: argparse.Namespace, out: Path, config: swagppm.SWAGPPM
     public_eval = args.public_eval
     if public_eval is not None and not Path(public_eval).expanduser().is_file():
         raise ConfigError(f"--public-eval {public_eval}: no such file")
-    delta = args.selection_delta or claim.get("delta")
-    if chosen_selection is not None and delta is None:
+    if chosen_selection is not None and (args.selection_delta or claim.claim.delta) is None:
         raise ConfigError("--min-utility: the selection's total epsilon needs a delta that does not come from the "
                           "private record count: pass --selection-delta, or declare [study] max_records (a public "
                           "upper bound on the training records) in a new study")
-    spec = ReleaseSpec(epsilon_cap=float(claim["epsilon_cap"]),
-                       public_labels=args.public_labels, public_eval=public_eval,
-                       tuning=chosen.tuning if chosen is not None else None, selection=chosen_selection,
-                       force=args.force, overwrite=args.overwrite, standard_class=args.standard_class,
-                       max_records=claim.get("max_records"))
+    spec = ReleaseSpec(claim=claim, public_labels=args.public_labels, public_eval=public_eval,
+                       selection=chosen_selection, force=args.force, overwrite=args.overwrite,
+                       by_study=chosen is not None and chosen.by_study,
+                       standard_class=args.standard_class)
     check_release(out, spec, config, report=args.owner_report)
-    source = str(chosen.path) if chosen is not None else str(args.study)
-    return ReleaseRequest(spec=spec, force_audit=args.force_audit, delta=delta, source=source)
+    return ReleaseRequest(spec=spec, force_audit=args.force_audit, selection_delta=args.selection_delta,
+                          source=chosen.source if chosen is not None else str(args.study),
+                          entered=chosen.entered if chosen is not None else entered,
+                          tuning=chosen.tuning if chosen is not None else None)
 
 
 def check_release_fields(chosen: Chosen) -> None:
@@ -300,29 +341,33 @@ def claim_release_dir(out: Path, request: ReleaseRequest, *, report: Path | None
 
 
 def check_release_inputs(session: swagppm.Session, request: ReleaseRequest | None) -> None:
-    """The selection and public evaluation files read and checked against the session's data, before the fit."""
+    """The ledger (writable, and holding the claim's study when it was entered), the selection and public evaluation
+    files read and checked against the session's data, before the fit."""
     from swagppm.releases.selection import check_public_set, check_selection
 
     if request is None:
         return
+    check_ledger(session, request)
     if request.spec.selection is not None:
         check_selection(session, request.spec.selection)
     if request.spec.public_eval is not None:
         check_public_set(session, request.spec.public_eval)
 
 
-def release_fit(session: swagppm.Session, fit: swagppm.Fit, target: ReleaseTarget, request: ReleaseRequest,
-                study: optuna.Study | None = None, trial: int | None = None) -> int:
-    """One secret draw of ``fit`` written to ``target`` unless its audit refutes the claim (then exit 7); the audit's
-    bound is remembered on the released ``trial`` of ``study`` (status shows it beside the measured ε)."""
-    if fit.result.failure:
-        print(f"nothing released: the fit failed ({fit.result.failure})", file=sys.stderr)
-        return EXIT_FIT_FAILED
+def released_or_not(attempt: Callable[[], Released], out: Path, report: Path, study: optuna.Study | None = None,
+                    trial: int | None = None) -> int:
+    """Run one release ``attempt`` through the gate and say how it went: released (with its audit, and the audit's
+    bound remembered on the released ``trial`` of ``study``: status shows it beside the measured ε), refused by its
+    audit (exit 7), no draw selected (exit 1), the fit failed (exit 5), a write failed (exit 2), or interrupted by
+    Ctrl-C or SIGTERM (exit 130); each in one line."""
     from swagppm.releases.selection import SelectionFailed
     from swagppm.releases.writer import AuditRefuted
 
     try:
-        released = release(session, fit, target, request)
+        released = attempt()
+    except FitFailed as error:
+        print(str(error), file=sys.stderr)
+        return EXIT_FIT_FAILED
     except SelectionFailed as error:
         print(f"nothing released: {error}", file=sys.stderr)
         return EXIT_INFEASIBLE
@@ -331,21 +376,36 @@ def release_fit(session: swagppm.Session, fit: swagppm.Fit, target: ReleaseTarge
         print(f"swagppm-tune: error: {error}", file=sys.stderr)
         return EXIT_AUDIT_REFUTED
     except OSError as error:  # the staging folder is gone with it: nothing is left at the target
-        print(f"swagppm-tune: error: could not write the release {target.path} ({error.strerror or error}); "
-              "nothing was released", file=sys.stderr)
+        print(f"swagppm-tune: error: could not write the release {out} ({error.strerror or error}); nothing was "
+              "released", file=sys.stderr)
         return EXIT_BAD_INPUT
-    remember_audit(study, trial, released.audit[RELEASE].epsilon_lower_bound)
-    cap = request.spec.epsilon_cap
-    print(f"released one draw of c = {fit.result.c:.4g}, {counted(fit.result.ft_epochs, 'epoch')} to {released.path} "
-          f"under the claim epsilon <= {cap:g}")
-    if request.spec.selection is not None:
-        print(selection_sentence(released.path))
-    print("membership-inference audit (members: training records, non-members: test records):")
-    print(audit_text(released.audit, epsilon=cap))
-    print(measured_line(released, fit.result.epsilon))
-    print(f"owner-only report (not for publication): {target.report}")
-    warn_in_checkout([target.report], elsewhere=" (--owner-report FILE)")
+    except KeyboardInterrupt as stop:
+        print(f"swagppm-tune: {interruption(stop)}: nothing was released (its staging folder and lock are gone; the "
+              "attempt is entered in the privacy ledger as interrupted)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print_released(released, study, trial, report)
+    if released.interrupted:
+        print(f"swagppm-tune: interrupted ({released.interrupted}) while the release was put in place; it was "
+              "finished first", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def print_released(released: Released, study: optuna.Study | None, trial: int | None, report: Path) -> None:
+    """The released draw, its selection and its audit, for the terminal."""
+    result, cap = released.result, released.card.privacy_claim.epsilon_cap
+    if released.audit is not None:
+        remember_audit(study, trial, released.audit[RELEASE].epsilon_lower_bound)
+    print(f"released one draw of c = {result.c:.4g}, {counted(result.ft_epochs, 'epoch')} to {released.path} "
+          f"under the claim epsilon <= {cap:g}")
+    if released.card.selection is not None:
+        print(selection_sentence(released))
+    if released.audit is not None:
+        print("membership-inference audit (members: training records, non-members: test records):")
+        print(audit_text(released.audit, epsilon=cap))
+    print(measured_line(released, result.epsilon))
+    print(f"owner-only report (not for publication): {report}")
+    warn_in_checkout([report], elsewhere=" (--owner-report FILE)")
 
 
 def remember_audit(study: optuna.Study | None, trial: int | None, bound: float | None) -> None:
@@ -420,22 +480,25 @@ class ReleaseCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Every input checked and the folder locked before the fit; the folder appears only when complete, and only
-        then is it pushed (--push-to-hub)."""
+        then is it pushed (--push-to-hub); the gate is the library's (``tuner.release.release_chosen``); SIGTERM stops
+        it as Ctrl-C does."""
+        return until_stopped(lambda: self._run(args), "nothing was released")
+
+    def _run(self, args: argparse.Namespace) -> int:
+        from swagppm.releases.staging import owner_report_path
+
         check_release_target(args, args.output, what="-o")
         hub = hub_target(args)
         chosen = chosen_configuration(args, "released")
         if chosen is None:
             return EXIT_INFEASIBLE
-        assert chosen.claim is not None  # from the study, or a sealed export
         wanted = release_request(args, args.output, chosen.config, selection(args, releasing=True),
                                  claim=chosen.claim, chosen=chosen)
         study = exported_study(chosen) if args.study is None else open_existing_study(study_config(args, data=False))
-        with (claim_release_dir(args.output, wanted, report=args.owner_report) as target,
-              swagppm.Session(chosen.config) as session):
-            check_release_inputs(session, wanted)
-            fit = session.fit(chosen.params)
-            code = release_fit(session, fit, target, wanted, study, chosen.trial)
-        return push_release(target.path, hub) if code == EXIT_OK and hub is not None else code
+        report = args.owner_report or owner_report_path(args.output)
+        code = released_or_not(lambda: release_chosen(chosen, args.output, wanted, report=args.owner_report),
+                               args.output, report, study, chosen.trial)
+        return push_release(args.output, hub) if code == EXIT_OK and hub is not None else code
 
 
 def hub_target(args: argparse.Namespace) -> HubTarget | None:
@@ -525,23 +588,26 @@ class AuditCommand(Command):
         add_study_name(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        return until_stopped(lambda: self._run(args), "nothing was audited")
+
+    def _run(self, args: argparse.Namespace) -> int:
         if args.output is not None:
             checked_output(args, args.output, "-o")
         chosen = chosen_configuration(args, "audited")
         if chosen is None:
             return EXIT_INFEASIBLE
         cap = chosen.epsilon_cap
-        assert cap is not None  # from the study, or a sealed export
         with swagppm.Session(chosen.config) as session:
+            # every audit is entered: a ledger that cannot take it, or that lacks the study, is refused before the fit
+            ledger = checked_ledger(session, chosen.claim, entered=chosen.entered, source=chosen.source)
             fit = session.fit(chosen.params)
             if fit.result.failure:
                 print(f"nothing audited: the fit failed ({fit.result.failure})", file=sys.stderr)
                 return EXIT_FIT_FAILED
             audit = audit_fit(session, fit)
             refuted = audit[RELEASE].refutation(cap) is not None
-            ledger = Ledger.of(session)
             ledger.append({"kind": AUDIT_ENTRY, "outcome": "refuted" if refuted else "passed",
-                           "source": str(chosen.path)})
+                           "source": chosen.source})
         if args.study is not None:
             remember_audit(open_existing_study(study_config(args, data=False)), chosen.trial,
                            audit[RELEASE].epsilon_lower_bound)
