@@ -54,8 +54,8 @@ Exit status:
   8    release --push-to-hub: the release is committed, but pushing it to the
        Hub failed (offline, no access); one line says how to push it later
   130  interrupted by Ctrl-C or SIGTERM (run, worker: the running trial is marked
-       failed and queued again; launch: its local jobs are cancelled; release and
-       fit --release, audit: nothing released, no staging folder or lock left);
+       failed and queued again; launch: its local jobs are cancelled; the release
+       verbs and audit: nothing released, no staging folder or lock left);
        finished trials are kept
   141  the output pipe was closed (e.g. swagppm-tune status STUDY.toml | head)
 """
