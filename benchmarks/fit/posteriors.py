@@ -63,7 +63,9 @@ EPSILON_CAP = 10.0
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=("grid", "proven", "tune"), required=True)
+    parser.add_argument("--part", choices=("grid", "proven", "tune"), default=None)
+    parser.add_argument("--tables", action="store_true",
+                        help="print the results page's tables from the three result files (no fit)")
     parser.add_argument("--posteriors", nargs="+", default=list(POSTERIORS), choices=POSTERIORS)
     parser.add_argument("--scales", type=float, nargs="+", default=[0.1, 1.0], help="prior scales s")
     parser.add_argument("--c", type=float, nargs="+", default=[1.0, 0.2, 0.05, 0.005], help="the slopes c")
@@ -309,8 +311,84 @@ def tune(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return {"studies": studies, "dpsgd_at_cap": comparisons}
 
 
+def _f(value: Any, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def grid_table(document: dict[str, Any]) -> str:
+    lines = ["| posterior | s | c | measured ε | macro-F1 | weighted-F1 | ‖θ_d − centre‖ | audit bound of 10 release "
+             "draws (min–median–max) | draws refuting ε | diagnostics | seconds |", "|" + "---|" * 11]
+    for row in document["rows"]:
+        if row.get("failure"):
+            lines.append(f"| {row['posterior']} | {row['prior_scale']:g} | {row['c']:g} | failed: {row['failure']} "
+                         "| | | | | | | |")
+            continue
+        audit, diag = row["audit_bounds"], row["diagnostics"]
+        shown = (f"R̂ {diag['exact_max_split_rhat']:.3f}, ESS {diag['exact_min_ess']:.0f}"
+                 if "exact_max_split_rhat" in diag else "")
+        lines.append(f"| {row['posterior']} | {row['prior_scale']:g} | {row['c']:g} | {row['measured_epsilon']:.3g} | "
+                     f"{row['f1_macro']:.3f} | {row['f1_weighted']:.3f} | {row['draw_distance']:.2f} | "
+                     f"{audit['min']:.2f}–{audit['median']:.2f}–{audit['max']:.2f} | "
+                     f"{row['audit_refutes']}/{audit['draws']} | {shown} | {row['seconds']:.0f} |")
+    return "\n".join(lines)
+
+
+def proven_table(document: dict[str, Any]) -> str:
+    lines = ["| B | s | c | proven ε | measured ε | macro-F1 | weighted-F1 | audit bound (min–median–max) | refuting | "
+             "diagnostics | seconds |", "|" + "---|" * 11]
+    for row in document["rows"]:
+        if row.get("failure"):
+            lines.append(f"| {row['nll_bound']:g} | {row['prior_scale']:g} | {row['c']:g} | failed: {row['failure']} "
+                         "| | | | | | | |")
+            continue
+        audit, diag = row["audit_bounds"], row["diagnostics"]
+        lines.append(f"| {row['nll_bound']:g} | {row['prior_scale']:g} | {row['c']:g} | {row['proven_epsilon']:.3g} | "
+                     f"{row['measured_epsilon']:.3g} | {row['f1_macro']:.3f} | {row['f1_weighted']:.3f} | "
+                     f"{audit['min']:.2f}–{audit['median']:.2f}–{audit['max']:.2f} | {row['audit_refutes']}/"
+                     f"{audit['draws']} | R̂ {diag['exact_max_split_rhat']:.3f}, ESS {diag['exact_min_ess']:.0f} | "
+                     f"{row['seconds']:.0f} |")
+    lines += ["", "| DP-SGD at ε | δ | macro-F1 | weighted-F1 |", "|---|---|---|---|"]
+    lines += [f"| {row['epsilon']:.3g} | {row['delta']:.2g} | {row['f1_macro']:.3f} | {row['f1_weighted']:.3f} |"
+              for row in document["dpsgd"]]
+    return "\n".join(lines)
+
+
+def tune_table(document: dict[str, Any]) -> str:
+    lines = ["| study | trials (within ε* = 10) | best weighted-F1 | its macro-F1 | its ε | c, E, s | minutes |",
+             "|---|---|---|---|---|---|---|"]
+    for study in document["studies"]:
+        best = study["best"]
+        if best is None:
+            lines.append(f"| {study['study']} | {study['trials']} (0) | – | – | – | – | {study['seconds'] / 60:.0f} |")
+            continue
+        params = best["params"]
+        kind = "proven" if best["proven"] else "measured"
+        lines.append(f"| {study['study']} | {study['trials']} ({study['within_cap']}) | {best['f1_weighted']:.3f} | "
+                     f"{_f(best['f1_macro'])} | {best['epsilon']:.3g} ({kind}) | {params['c']:.3g}, "
+                     f"{params['ft_epochs']}, {params.get('prior_scale', float('nan')):.3g} | "
+                     f"{study['seconds'] / 60:.0f} |")
+    lines += ["", "| DP-SGD at ε = 10 on | ε | δ | macro-F1 | weighted-F1 |", "|---|---|---|---|---|"]
+    lines += [f"| {split} | {row['epsilon']:.3g} | {row['delta']:.2g} | {row['f1_macro']:.3f} | "
+              f"{row['f1_weighted']:.3f} |" for split, row in document["dpsgd_at_cap"].items()]
+    return "\n".join(lines)
+
+
+def tables() -> str:
+    parts = []
+    for part, render in (("grid", grid_table), ("proven", proven_table), ("tune", tune_table)):
+        path = RESULTS / f"posteriors_{part}.json"
+        if path.is_file():
+            parts += [f"### {part}", "", render(json.loads(path.read_text())), ""]
+    return "\n".join(parts)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.tables:
+        print(tables())
+        return 0
+    if args.part is None:
+        sys.exit("posteriors: give --part grid, proven or tune (or --tables)")
     if not args.data.is_file() or importlib.util.find_spec(MINILM_PACKAGE) is None:
         sys.exit(f"posteriors: needs the OSHA sample at {args.data} and the offline package {MINILM_PACKAGE!r}")
     import torch
