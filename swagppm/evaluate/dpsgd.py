@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 from swagppm.config import check_choice, check_value
 from swagppm.errors import TrainingFailure
 from swagppm.evaluate.probes import f1_scores
+from swagppm.models.partial import TopLayers
 from swagppm.progress import mode, tracker
 from swagppm.resources import Resources
 from swagppm.train import rng
@@ -170,12 +171,13 @@ def dpsgd_fit(resources: Resources, settings: DPSGDSettings, *, progress: bool |
     plan = Plan.of(len(split), settings)
     model, values = bundle.model, bundle.trainable_state()
     saved = _Snapshot.take(model)
+    padded = net.head.padded() if isinstance(net.head, TopLayers) else contextlib.nullcontext()
     try:
         bundle.reset()
         freeze_unused(net, split, model)
         model.train(True)  # Opacus records activations only in training mode
         private = make_private(model, settings=settings, plan=plan, device=resources.device)
-        with rng.seeded_global_rng(settings.seed, "dpsgd", "dropout", device=resources.device):
+        with padded, rng.seeded_global_rng(settings.seed, "dpsgd", "dropout", device=resources.device):
             _train(net, split, private, settings=settings, model=model, progress=progress)
         _remove_opacus(model, private)
         steps = sum(count for _, _, count in private.engine.accountant.history)

@@ -20,6 +20,8 @@ own longest record (length-sorted for evaluation).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
 import numpy as np
@@ -69,6 +71,16 @@ class TopLayers(nn.Module):
         super().__init__()
         self.model, self.layers, self.first = model, layers, first
         self.packed = all(packable(layer) for layer in layers[first:])
+
+    @contextmanager
+    def padded(self) -> Iterator[None]:
+        """Every layer on the padded batch for a block: per-record gradients (Opacus's hooks) need the batch
+        dimension first in every linear layer."""
+        packed, self.packed = self.packed, False
+        try:
+            yield
+        finally:
+            self.packed = packed
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         hidden, mask = inputs["hidden"], inputs["attention_mask"]
