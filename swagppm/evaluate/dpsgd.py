@@ -171,13 +171,12 @@ def dpsgd_fit(resources: Resources, settings: DPSGDSettings, *, progress: bool |
     plan = Plan.of(len(split), settings)
     model, values = bundle.model, bundle.trainable_state()
     saved = _Snapshot.take(model)
-    padded = net.head.padded() if isinstance(net.head, TopLayers) else contextlib.nullcontext()
     try:
         bundle.reset()
         freeze_unused(net, split, model)
         model.train(True)  # Opacus records activations only in training mode
         private = make_private(model, settings=settings, plan=plan, device=resources.device)
-        with padded, rng.seeded_global_rng(settings.seed, "dpsgd", "dropout", device=resources.device):
+        with rng.seeded_global_rng(settings.seed, "dpsgd", "dropout", device=resources.device):
             _train(net, split, private, settings=settings, model=model, progress=progress)
         _remove_opacus(model, private)
         steps = sum(count for _, _, count in private.engine.accountant.history)
@@ -346,11 +345,14 @@ class BroadcastEmbeddings:
 def backward(net: Net, split: Split, private: _Private, index: np.ndarray, expand: BroadcastEmbeddings) -> torch.Tensor:
     """Forward and backward of the records in ``index`` at float32; returns their summed loss (detached).
 
-    Float32 (never autocast) so per-record norms, and so the clipping, are exact.
+    Float32 (never autocast) so per-record norms, and so the clipping, are exact; the top layers of cached states
+    run padded (Opacus's per-record gradients need the batch first in every linear layer).
     """
     inputs, labels, _ = split.batch(index)
     expand.rows = len(index)
-    loss = private.criterion(net.logits(inputs, exact=True).float(), labels)
+    padded = net.head.padded() if isinstance(net.head, TopLayers) else contextlib.nullcontext()
+    with padded:
+        loss = private.criterion(net.logits(inputs, exact=True).float(), labels)
     loss.backward()
     return loss.detach() * len(index)
 
