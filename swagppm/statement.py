@@ -49,8 +49,15 @@ CAVEATS = (
     "not below the non-private baseline's has not been shown to reduce membership leakage at all.",
     "Choosing hyperparameters by looking at epsilon and utility on the private data is itself data-dependent: "
     "the tuning mode says whether and how that was accounted; the owner-only report counts the trials.",
-    "A tokenizer or vocabulary fitted on the private texts leaks them.",
 )
+# stated only where it applies: a model whose tokenizer was built from the private texts (the tiny preset)
+TOKENIZER_CAVEAT = ("The tokenizer's vocabulary was fitted on the private texts and lists words from them: this model "
+                    "is for demonstrations only.")
+
+
+def caveats(*, data_derived_tokenizer: bool) -> tuple[str, ...]:
+    """The caveats a statement gives: every general one, and the tokenizer's only for a data-derived tokenizer."""
+    return CAVEATS + ((TOKENIZER_CAVEAT,) if data_derived_tokenizer else ())
 RELEASE_NOISE = ("fresh operating-system entropy (128 bits from Python's secrets module) seeding the noise of this "
                  "one draw; the noise was never recorded and cannot be regenerated from anything stored")
 RELEASE_NOISE_PENDING = "drawn at release time from fresh operating-system entropy and never recorded"
@@ -224,7 +231,7 @@ def exact_number(value: float) -> str:
 
 def release_statement(*, claim: PrivacyClaim, trainable: str, private_parameters: int,
                       tuning: Mapping[str, Any] | None, selection: Mapping[str, Any] | None,
-                      audit: AuditVerdict) -> list[str]:
+                      audit: AuditVerdict, data_derived_tokenizer: bool = False) -> list[str]:
     """The privacy statement of a published release, one sentence a line: nothing in it depends on the data beyond
     the audit's verdict.
 
@@ -244,7 +251,7 @@ def release_statement(*, claim: PrivacyClaim, trainable: str, private_parameters
         f"Selection of the released draw: {_selection(selection)}.",
         f"Empirical audit: {audit.sentence(epsilon_cap=claim.epsilon_cap)}.",
         f"Owner report: {OWNER_REPORT}.",
-    ] + [f"Caveat: {caveat}" for caveat in CAVEATS]
+    ] + [f"Caveat: {caveat}" for caveat in caveats(data_derived_tokenizer=data_derived_tokenizer)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -317,8 +324,9 @@ def privacy_statement(*, epsilon: float | None, epsilon_is_lower_bound: bool = F
 
     Kind first (proven, or no guarantee proven), the ε in the same words as every
     output (``epsilon_words``), the mechanism, the unit of privacy, which parameters
-    were private, how the release noise is drawn, what tuning cost, selection and the
-    caveats. A published release states ``release_statement`` instead.
+    were private, how the release noise is drawn, what tuning cost and selection (the
+    export and the report list the caveats once, beside it). A published release
+    states ``release_statement`` instead.
     """
     kind = f"proven: {epsilon_words(epsilon=epsilon, proven=proven)}" if proven is not None else \
         f"{NOT_PROVEN}; measured {epsilon_words(epsilon=epsilon, lower_bound=epsilon_is_lower_bound)}, {MEASURED}"
@@ -335,7 +343,7 @@ def privacy_statement(*, epsilon: float | None, epsilon_is_lower_bound: bool = F
            if tuning and tuning.get("trials_run") is not None else "") + ".",
         f"Selection of the released draw: {_selection(selection)}.",
     ]
-    return lines + [f"Caveat: {caveat}" for caveat in CAVEATS]
+    return lines
 
 
 def _selection(selection: Mapping[str, Any] | None) -> str:

@@ -22,7 +22,7 @@ from tuner.queries import best_feasible, is_feasible, trials_run, violated
 from tuner.record import TrialRecord, named_constraints
 from tuner.search import is_finite
 from tuner.storage import masked_url
-from tuner.study import CAVEATS, definition_digest
+from tuner.study import definition_digest, study_caveats
 from tuner.tuning import check_all_trials, claim_of, sealed_of, tuning_cost
 
 FORMAT = "swagppm-tuner/export-1"
@@ -79,7 +79,7 @@ def export_trial(study: optuna.Study, trial: FrozenTrial, config: StudyConfig) -
         "cpu_kernels": record.cpu_kernels or None,
         "stage1_fingerprint": record.stage1_fingerprint or None,
         "versions": library_versions("optuna", "optuna-dashboard"),
-        "caveats": list(CAVEATS) + [f"This configuration was selected from {counts['total']} trials "
+        "caveats": list(study_caveats(config)) + [f"This configuration was selected from {counts['total']} trials "
                                     f"({counts['complete']} complete, {counts['pruned']} pruned, "
                                     f"{counts['fail']} failed) on the private data."],
     }

@@ -27,7 +27,7 @@ from tuner.queries import (
 )
 from tuner.record import TrialRecord, audit_bounds, refuted_note
 from tuner.storage import masked_url
-from tuner.study import CAVEATS
+from tuner.study import study_caveats
 from tuner.tuning import tuning_cost, tuning_line
 
 _STYLE = """
@@ -84,7 +84,7 @@ def report_html(study: optuna.Study, config: StudyConfig, *,
     cost = tuning_cost(study, config)
     parts.append("<div class='caveats'><h2>Caveats and the privacy of the procedure</h2><ul>"
                  + f"<li>{esc(tuning_line(cost))}.</li><li>{esc(cost['statement'])}.</li>"
-                 + "".join(f"<li>{esc(c)}</li>" for c in CAVEATS) + "</ul></div>")
+                 + "".join(f"<li>{esc(c)}</li>" for c in study_caveats(config)) + "</ul></div>")
     figures = study_figures(study, config)
     parts.append("<h2>Search grid</h2>" + figures["search-grid"].to_html(full_html=False, include_plotlyjs=True))
     parts.append("<h2>Privacy–utility trade-off</h2>" + figures["tradeoff"].to_html(full_html=False,

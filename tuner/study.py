@@ -72,9 +72,14 @@ if TYPE_CHECKING:
     from tuner.objective import Objective
 
 STAGE1_FINGERPRINT = "stage1_fingerprint"  # study attribute: the stage 1 every trial of the study used
-CAVEATS = (*statement.CAVEATS,
-           "The released model is one draw from the SWAG posterior; its own F1 varies around the medians reported "
-           "here.")
+ONE_DRAW = ("The released model is one draw from the posterior; its own F1 varies around the medians reported "
+            "here.")
+
+
+def study_caveats(config: StudyConfig) -> tuple[str, ...]:
+    """The caveats a study's outputs state once: the card's (the tokenizer's only for a data-derived tokenizer) and
+    that a release is one draw."""
+    return (*statement.caveats(data_derived_tokenizer=config.fit.model.is_tiny), ONE_DRAW)
 MAX_CONSECUTIVE_CRASHES = 3
 
 
@@ -163,7 +168,7 @@ def _keep_definition(study: optuna.Study, config: StudyConfig, directions: Seque
     if stored is None:
         seal_claim(study, study_claim(config, study_id=secrets.token_hex(16)) if claim is None else claim, key)
         study.set_user_attr(DEFINITION_ATTR, definition)
-        study.set_user_attr("caveats", list(CAVEATS))
+        study.set_user_attr("caveats", list(study_caveats(config)))
         with warnings.catch_warnings():  # set_metric_names is still marked experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(["epsilon"] if len(directions) == 1 else ["epsilon", "f1_macro"])

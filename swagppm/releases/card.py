@@ -31,7 +31,6 @@ from swagppm.provenance import versions
 from swagppm.releases.owner import label_names
 from swagppm.releases.staging import CARD_FORMAT_PREFIX
 from swagppm.statement import (
-    CAVEATS,
     OWNER_REPORT,
     PUBLIC_HYPERPARAMETERS,
     PUBLIC_SELECTION_KEYS,
@@ -39,6 +38,7 @@ from swagppm.statement import (
     AccountedTotal,
     AuditVerdict,
     PrivacyClaim,
+    caveats,
     mechanism,
     release_statement,
     tuning_section,
@@ -127,11 +127,11 @@ def release_card(config: SWAGPPMConfig, *, hyperparameters: Mapping[str, float],
         tokenizer_data_derived=data_derived,
         config=public_config(config),
         versions=versions(),
-        caveats=CAVEATS,
+        caveats=caveats(data_derived_tokenizer=data_derived),
         owner_report=OWNER_REPORT,
         privacy_statement=tuple(release_statement(claim=privacy, trainable=config.model.trainable,
                                                   private_parameters=len(drawn), tuning=tuned, selection=chosen,
-                                                  audit=audit)),
+                                                  audit=audit, data_derived_tokenizer=data_derived)),
     )
 
 

@@ -24,6 +24,7 @@ from swagppm.statement import (
     PUBLIC_PROXY_STATEMENT,
     PUBLIC_TUNING_KEYS,
     RELEASE_NOISE,
+    TOKENIZER_CAVEAT,
     AccountedTotal,
     AuditVerdict,
     PrivacyClaim,
@@ -165,7 +166,8 @@ def test_the_card_holds_exactly_its_keys_in_order_with_their_fixed_texts(tmp_pat
     assert card["selection"] is None and card["utility"] is None
     assert card["audit"] == "none was run before this release" and card["release_noise"] == RELEASE_NOISE
     assert card["config"] == public_config(config) and card["versions"] == versions()
-    assert card["caveats"] == list(CAVEATS) and card["owner_report"] == OWNER_REPORT
+    assert card["caveats"] == [*CAVEATS, TOKENIZER_CAVEAT]  # the tiny preset's tokenizer is data-derived
+    assert card["owner_report"] == OWNER_REPORT
 
 
 def test_the_card_states_the_release_statement_of_the_claims_tuning(tmp_path: Path) -> None:
@@ -174,7 +176,8 @@ def test_the_card_states_the_release_statement_of_the_claims_tuning(tmp_path: Pa
     tuning = tuning_section(_verified(3.0, mode="accounted").claim, TOTAL)
     assert card["tuning"] == tuning
     assert card["privacy_statement"] == release_statement(claim=_claim(3.0), trainable="head", private_parameters=2,
-                                                          tuning=tuning, selection=None, audit=AUDIT)
+                                                          tuning=tuning, selection=None, audit=AUDIT,
+                                                          data_derived_tokenizer=True)
     assert "Tuning: accounted: random search from secret randomness over a random, hidden number of trials, each " \
            "capped at epsilon* = 3 (binding)" in "\n".join(card["privacy_statement"])
     assert "Private parameters: 2 tensors (trainable = 'head'), all drawn from the posterior; every other parameter " \

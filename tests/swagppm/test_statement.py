@@ -68,3 +68,17 @@ def test_a_cap_above_the_audits_ceiling_is_never_called_passed() -> None:
     assert "did not refute the cap" in public and "at up to 1500 records the audit cannot show an epsilon above " \
         "5.53" in public
     assert "depends on the record count" in AuditVerdict(outcome="passed").sentence(epsilon_cap=1.0)
+
+
+def test_the_tokenizer_caveat_is_stated_only_for_a_tokenizer_fitted_on_the_private_texts() -> None:
+    from swagppm.statement import CAVEATS, TOKENIZER_CAVEAT, caveats
+
+    assert caveats(data_derived_tokenizer=False) == CAVEATS and TOKENIZER_CAVEAT not in CAVEATS
+    assert caveats(data_derived_tokenizer=True) == (*CAVEATS, TOKENIZER_CAVEAT)
+    public = release_statement(claim=ESTIMATE, trainable="head", private_parameters=2, tuning=None, selection=None,
+                               audit=AuditVerdict(outcome=None))
+    assert not any("tokenizer" in line for line in public)
+
+
+def test_the_owner_statement_lists_no_caveat_the_export_and_report_list_them_once_beside_it() -> None:
+    assert not any(line.startswith("Caveat:") for line in privacy_statement(epsilon=1.0, trainable="head"))
