@@ -19,7 +19,7 @@ import swagppm
 from swagppm import TrialParams
 from swagppm.releases.writer import NO_AUDIT, ReleaseSpec, stage
 from tests import PATIENCE
-from tests.swagppm.helpers import small_config
+from tests.swagppm.helpers import small_config, verified_claim
 
 pytestmark = pytest.mark.fits
 
@@ -62,7 +62,8 @@ def _release(kind: str, folder: Path) -> dict[str, Any]:
         fit = session.fit(TrialParams(c=0.9, ft_epochs=1))
         texts = sorted(session.data.test_texts[:6], key=len)
         batches = _batches(session.bundle.tokenizer, texts)
-        spec = ReleaseSpec(epsilon_cap=1e6, force=True, standard_class=kind.endswith("+standard"))
+        spec = ReleaseSpec(claim=verified_claim(config, epsilon_cap=1e6), force=True,
+                           standard_class=kind.endswith("+standard"))
         with stage(session, fit, folder / "out", spec) as staged:
             memory = session.bundle.model.eval()
             with torch.no_grad():

@@ -125,7 +125,7 @@ def test_status_export_refit_and_report(finished: tuple[Path, str], tmp_path: Pa
     assert document["swagppm"] == config.fit.to_dict()
     assert document["trials_run"]["total"] == 3 and document["data_hash"] == best.user_attrs["data_hash"]
     assert document["seeds"] == {"fit": 0, "sampler": 0} and "optuna" in document["versions"]
-    assert any("asymptotic" in caveat for caveat in document["caveats"])
+    assert any("is an estimate" in caveat for caveat in document["caveats"])
     assert all(v <= 0 for v in document["constraints"].values()) and document["violated"] == {}
     assert document["not_measured"] == []
 
