@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
@@ -46,6 +47,7 @@ MARKER = ".swagppm-private-cache"
 SUBFOLDER = "swagppm-private"
 _MARKER_TEXT = "Private working cache of swagppm (per-record values). `swagppm-tune clean` deletes it.\n"
 FINGERPRINT_KEY = "fingerprint.key"  # provenance.fingerprint_key's secret: random, not derived from any record
+HUB_FOLDER = "hub"  # Hugging Face Hub datasets a study downloaded (swagppm.data.sources.hub_cache), private records
 # entries, their locks and temporary files, and the fingerprint key
 _OWN_FILE = re.compile(rf"^(\.?[a-z0-9]+-[0-9a-f]{{40}}(\.pt|\.json|\.lock|-.*\.tmp)"
                        rf"|{re.escape(FINGERPRINT_KEY)})$")
@@ -143,15 +145,19 @@ def cache_contents(directory: str | Path | None, *, keep_key: bool = False) -> C
         return CacheContents(folder=None)
     files = tuple(sorted(path for path in folder.iterdir() if path.is_file() and _OWN_FILE.match(path.name)
                          and not (keep_key and path.name == FINGERPRINT_KEY)))
+    hub = folder / HUB_FOLDER
+    downloaded = tuple(sorted(path for path in hub.rglob("*") if path.is_file() and not path.is_symlink())) \
+        if hub.is_dir() and not hub.is_symlink() else ()
     key = folder / FINGERPRINT_KEY
-    return CacheContents(folder=folder, files=files, key=key if key in files else None)
+    return CacheContents(folder=folder, files=files + downloaded, key=key if key in files else None)
 
 
 def clear_cache(directory: str | Path | None, *, keep_key: bool = False) -> tuple[Path | None, int]:
     """Delete the tool's own cache entries for ``directory``: (the folder, or None if there is none; files removed).
 
     Only a folder carrying the tool's marker is touched, and in it only files named
-    as the cache names them; the folder itself goes when nothing else is left in it.
+    as the cache names them and the ``hub`` folder of the Hub datasets a study
+    downloaded; the folder itself goes when nothing else is left in it.
     ``keep_key`` keeps the fingerprint key (and the marked folder holding it): it is
     random, not derived from any record, and without it a study's stored keyed
     fingerprint can never be matched again, so the study cannot be resumed. A cache
@@ -167,6 +173,8 @@ def clear_cache(directory: str | Path | None, *, keep_key: bool = False) -> tupl
         last = [path for path in contents.files if path.name == FINGERPRINT_KEY]  # the key goes last
         for removed, path in enumerate([*(p for p in contents.files if p not in last), *last]):
             _delete(path, folder=folder, removed=removed)
+        if (folder / HUB_FOLDER).is_dir():  # what is left of the downloads: their links and folders
+            shutil.rmtree(folder / HUB_FOLDER, ignore_errors=True)
         if keep_key and (folder / FINGERPRINT_KEY).exists():
             return folder, len(contents.files)
         _delete(folder / MARKER, folder=folder, removed=len(contents.files))

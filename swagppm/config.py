@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import math
+import stat
 import sys
 import types
 import typing
@@ -446,7 +447,9 @@ def _declared_from_file(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
 def read_label_file(file: Path, *, where: str) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
     """The declared labels of a file: one label value a line, optionally a tab and its readable title."""
     try:
-        lines = [line.rstrip("\r") for line in _utf8_text(file.read_bytes(), file).split("\n")]
+        check_regular_file(file, f"{where} {file}")
+        lines = [line.rstrip("\r") for line in _utf8_text(file.read_bytes(), file, what="the labels file",
+                                                          shown=f"{where} {file}").split("\n")]
     except FileNotFoundError:
         raise ConfigError(f"{where} {file}: file not found") from None
     except OSError as error:
@@ -474,6 +477,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     """Read a study file; a missing, unreadable or malformed file is a ``ConfigError`` naming it."""
     path = Path(path)
     try:
+        check_regular_file(path, str(path))
         raw = path.read_bytes()
         return tomllib.loads(_utf8_text(raw, path))
     except FileNotFoundError:
@@ -484,15 +488,38 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read study file: {error}") from None
 
 
-def _utf8_text(raw: bytes, path: Path) -> str:
-    """A study file's text: UTF-8, a leading UTF-8 byte-order mark dropped; anything else is named."""
+def _utf8_text(raw: bytes, path: Path, *, what: str = "the study file", shown: str | None = None) -> str:
+    """A study file's (or ``what``'s) text: UTF-8, a leading UTF-8 byte-order mark dropped; anything else is named
+    (``shown``: how the line names the file, default its path)."""
+    shown = str(path) if shown is None else shown
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
-        raise ConfigError(f"{path}: the study file is UTF-16 or UTF-32 text (it starts with a byte-order mark); "
+        raise ConfigError(f"{shown}: {what} is UTF-16 or UTF-32 text (it starts with a byte-order mark); "
                           "save it as UTF-8")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise ConfigError(f"{path}: the study file is not UTF-8 text (byte {error.start}); save it as UTF-8") from None
+        raise ConfigError(f"{shown}: {what} is not UTF-8 text (byte {error.start}); save it as UTF-8") from None
+
+
+def check_regular_file(path: Path, shown: str) -> None:
+    """Refuse, before reading, a path that exists but is no regular file: a device (``/dev/zero`` never ends), a FIFO
+    (a read waits for a writer forever) or a socket; ``shown`` names it in the line. A missing path passes (the
+    reader says it is not found), and so does a folder (the reader says what it expected)."""
+    kind = special_file_kind(path)
+    if kind is not None:
+        raise ConfigError(f"{shown}: is {kind}, not a regular file; name a file")
+
+
+def special_file_kind(path: Path) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a folder (links followed): "a character
+    device", "a block device", "a FIFO (named pipe)" or "a socket"; None otherwise (missing, a file, a folder)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), None)
 
 
 def _looks_like_relative_file(source: str, folder: Path) -> bool:

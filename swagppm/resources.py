@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from swagppm.cache import PrivateCache, cache_key
+from swagppm.cache import HUB_FOLDER, PrivateCache, cache_key
 from swagppm.config import SWAGPPMConfig
 from swagppm.data.prepare import PreparedData, prepare_data
+from swagppm.data.sources import hub_cache
 from swagppm.errors import ConfigError
 from swagppm.models.build import ModelBundle, build_model
 from swagppm.models.partial import HiddenSplit, boundary_states
@@ -60,8 +61,9 @@ class Resources:
         self.device = resolve_device(config.device)
         self.threads = torch.get_num_threads()
         self.cpu_kernels = cpu_kernels(self.device)
-        prepared = prepare_data(config.data, seed=config.seed)
         self.cache = PrivateCache(config.cache_dir, hold=True)  # `clean` refuses it while this process lives
+        with hub_cache(self.cache.directory / HUB_FOLDER):  # a Hub dataset is downloaded there, never shared
+            prepared = prepare_data(config.data, seed=config.seed)
         self.fingerprint_key = fingerprint_key(self.cache.directory)
         # the bare digests stay here: results, studies and exports carry keyed ones
         self._records_hash = prepared.records_hash

@@ -38,18 +38,32 @@ def summarise(values: Sequence[float]) -> dict[str, float]:
     return {"median": float(np.median(array)), "q10": float(np.quantile(array, 0.1))}
 
 
+# Classes with fewer test records than this get no row of their own in a class report (the owner report's per-class
+# figures and confusion matrix): a small cell shows single records' labels. Public: it depends on no data.
+MIN_REPORTED_CLASS_RECORDS = 10
+SUPPRESSED_COLUMN = "any class of fewer test records"  # the confusion matrix's column for the suppressed classes
+
+
 def quartile_size(num_classes: int) -> int:
     """How many classes each class-size quartile of ``class_report`` holds (at least one)."""
     return max(1, num_classes // 4)
 
 
 def class_report(
-    y_true: np.ndarray, y_pred: np.ndarray, *, class_names: Sequence[str], train_counts: np.ndarray
+    y_true: np.ndarray, y_pred: np.ndarray, *, class_names: Sequence[str], train_counts: np.ndarray,
+    min_records: int = MIN_REPORTED_CLASS_RECORDS,
 ) -> dict[str, Any]:
     """Per-class precision/recall/F1, the confusion matrix, and macro F1 of the top and
     bottom quartiles of classes by training-set size (the paper's Table 2 view).
 
-    Class-level aggregates only: no record appears in it.
+    Class-level aggregates only, and no class of fewer than ``min_records`` test
+    records (``MIN_REPORTED_CLASS_RECORDS``, a public constant) is shown on its own: a
+    class of one test record would show that record's label and its prediction, which
+    even the owner-side report must not hold. Such a class has no ``per_class`` entry
+    and no confusion-matrix row; its column is summed into the last column, records of
+    the reported classes predicted as any suppressed class. ``suppressed`` counts them.
+    The overall figures (accuracy, macro and weighted averages, the quartiles) cover
+    every class.
     """
     from sklearn.metrics import classification_report, confusion_matrix, f1_score  # a release's report only
 
@@ -57,12 +71,21 @@ def class_report(
     report = classification_report(
         y_true, y_pred, labels=labels, target_names=list(class_names), output_dict=True, zero_division=0
     )
+    support = np.bincount(np.asarray(y_true), minlength=len(labels))[:len(labels)]
+    shown = [k for k in labels if support[k] >= min_records]
+    hidden = [k for k in labels if support[k] < min_records]
+    matrix = confusion_matrix(y_true, y_pred, labels=labels)
+    rows = [[int(matrix[i, j]) for j in shown] + ([int(matrix[i, hidden].sum())] if hidden else []) for i in shown]
     order = np.argsort(-np.asarray(train_counts), kind="stable")
     quarter = quartile_size(len(order))
     per_class = f1_score(y_true, y_pred, labels=labels, average=None, zero_division=0)
+    hidden_names = {class_names[k] for k in hidden}
     return {
-        "per_class": report,
-        "confusion_matrix": confusion_matrix(y_true, y_pred, labels=labels).tolist(),
+        "per_class": {name: value for name, value in report.items() if name not in hidden_names},
+        "confusion_matrix": rows,
+        "confusion_rows": [class_names[k] for k in shown],
+        "confusion_columns": [class_names[k] for k in shown] + ([SUPPRESSED_COLUMN] if hidden else []),
+        "suppressed": {"classes": len(hidden), "min_test_records": min_records},
         "f1_top_quartile": float(np.mean(per_class[order[:quarter]])),
         "f1_bottom_quartile": float(np.mean(per_class[order[-quarter:]])),
         "top_quartile_classes": [class_names[i] for i in order[:quarter]],

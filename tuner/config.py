@@ -219,20 +219,41 @@ class Tracking:
     ``wandb_project``: W&B runs in offline mode in ``wandb_dir`` (default
     ``<study file stem>-wandb`` beside it, created owner-only); nothing is uploaded
     until the owner runs ``wandb sync``.
+    ``remote``: the explicit consent an ``mlflow_uri`` that is no local store (a
+    tracking server, ``http(s)://``, ``databricks``, ...) needs: each trial's exact ε
+    and F1 are private statistics of the data, and they leave the machine.
     """
 
     mlflow_uri: str | None = None
     mlflow_experiment: str | None = None
     wandb_project: str | None = None
     wandb_dir: str | None = None
+    remote: bool = False
 
     def __post_init__(self) -> None:
         if self.mlflow_experiment is not None and self.mlflow_uri is None:
             raise ConfigError("tracking.mlflow_experiment needs tracking.mlflow_uri (where the runs go)")
+        if self.mlflow_uri is not None and self.mlflow_uri != "" and local_path(self.mlflow_uri) is None \
+                and not self.remote:
+            raise ConfigError(f"tracking.mlflow_uri = {masked_url(self.mlflow_uri)!r} is no local store: each "
+                              "trial's parameters, exact epsilon and F1 (private statistics of the data) would be "
+                              "sent there; set tracking.remote = true to send them, or use a local folder or "
+                              "sqlite:///FILE")
         if self.wandb_dir is not None and self.wandb_project is None:
             raise ConfigError("tracking.wandb_dir needs tracking.wandb_project (the W&B project of the runs)")
         for key in ("mlflow_uri", "mlflow_experiment", "wandb_project", "wandb_dir"):
             check_value(getattr(self, key) != "", f"tracking.{key}", "", "not empty")
+
+
+def local_path(uri: str) -> Path | None:
+    """The local file or folder of an MLflow tracking URI (a folder, ``file:`` or ``sqlite:///``); None for a
+    server (anything sent elsewhere)."""
+    if "://" not in uri:
+        return Path(uri)
+    for prefix in ("file://", "sqlite:///"):
+        if uri.startswith(prefix):
+            return Path(uri[len(prefix):] if prefix == "file://" else "/" + uri[len(prefix):].lstrip("/"))
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)

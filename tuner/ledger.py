@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from swagppm import ConfigError
+from swagppm.claim import PUBLIC_PROXY
 from tuner.accounting import GeometricStopping, TrialCountDistribution, ledger_epsilon
 from tuner.keys import RESTORE, OwnerKey
 from tuner.outputs import OWNER_FILE, owner_folder
@@ -136,6 +137,17 @@ class Ledger:
         if not any(e.get("kind") == STUDY_ENTRY and e.get("id") == study_id for e in self.entries()):
             raise ConfigError(f"the privacy ledger {self.path} holds no entry of {study}, which was entered in the "
                               f"ledger of data set {self.data_set!r}: this is another ledger; {KEEP}")
+
+    def public_proxy_study(self) -> tuple[str, Path] | None:
+        """(name, ledger file) of a public-proxy study that tuned on these very records, in any data set's ledger
+        here (the version is order-independent): the records it declared public, which a public-proxy choice must
+        never be released on."""
+        for path in sorted(self.path.parent.glob("*.jsonl")) if self.path.parent.is_dir() else []:
+            for entry in _lines(path):
+                if (entry.get("kind") == STUDY_ENTRY and entry.get("mode") == PUBLIC_PROXY
+                        and entry.get("version") == self.version):
+                    return str(entry.get("study")), path
+        return None
 
     def check_writable(self) -> None:
         """Refuse, before any fit, a ledger (or its folder) this process cannot write."""
@@ -312,6 +324,19 @@ def _first_line(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
+    """A ledger's whole entries, read without its lock (a cut or damaged line is skipped: only a search reads this)."""
+    try:
+        with path.open("rb") as handle:
+            for line in handle:
+                with contextlib.suppress(ValueError):
+                    value = json.loads(line)
+                    if isinstance(value, dict):
+                        yield value
+    except OSError:
+        return
 
 
 def _holds_version(path: Path, version: str) -> bool:

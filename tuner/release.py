@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import scorers
 from scorers import PrivacyAudit
 from swagppm import ConfigError, ReleaseRefused
+from swagppm.claim import PUBLIC_PROXY
 from swagppm.statement import MEASURED_SHORT
 from tuner.audit import BASELINE, RELEASE, audit_document, audit_losses, refusal
 from tuner.faults import held_signals
@@ -187,9 +188,25 @@ def finished(attempt: Attempt, outcome: str) -> None:
 
 
 def check_ledger(resources: Resources, request: ReleaseRequest) -> Ledger:
-    """The release's ledger, refused before any fit or draw when it cannot be written, or when the claim's study was
-    entered in it and it does not hold that study (gone, or another ledger)."""
-    return checked_ledger(resources, request.spec.claim, entered=request.entered, source=request.source)
+    """The release's ledger, refused before any fit or draw when it cannot be written, when the claim's study was
+    entered in it and it does not hold that study (gone, or another ledger), or when a public-proxy choice is about
+    to be released on the very records its study declared public (``check_not_public``)."""
+    ledger = checked_ledger(resources, request.spec.claim, entered=request.entered, source=request.source)
+    check_not_public(ledger, request.spec.claim)
+    return ledger
+
+
+def check_not_public(ledger: Ledger, claim: VerifiedClaim) -> None:
+    """A public-proxy choice is fitted once on other records, the private ones: refused on records a public-proxy
+    study tuned on (in any file or order: the ledger's version is order-independent), found in any ledger here."""
+    if claim.claim.mode != PUBLIC_PROXY:
+        return
+    found = ledger.public_proxy_study()
+    if found is not None:
+        study, path = found
+        raise ConfigError(f"these records are the ones public-proxy study {study!r} tuned on (declared public there; "
+                          f"its entry is in the privacy ledger {path}): a public-proxy choice is released on other "
+                          "records, the private ones; name them with --data")
 
 
 def checked_ledger(resources: Resources, claim: VerifiedClaim, *, entered: bool, source: str) -> Ledger:

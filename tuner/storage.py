@@ -10,6 +10,7 @@ times. Every message names the host with every credential masked.
 from __future__ import annotations
 
 import functools
+import hmac
 import json
 import os
 import re
@@ -18,8 +19,8 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-from urllib.parse import unquote, unquote_plus
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, unquote, unquote_plus
 
 import optuna
 import sqlalchemy.exc
@@ -34,8 +35,14 @@ from sqlalchemy.engine import URL, make_url
 
 from swagppm import ConfigError
 
+if TYPE_CHECKING:
+    from optuna.storages import GrpcStorageProxy
+
 JOURNAL = "journal:"
 GRPC = "grpc://"  # Optuna's gRPC storage proxy (``swagppm-tune proxy``) in front of a server database
+PROXY_TOKEN_ENV = "SWAGPPM_TUNE_PROXY_TOKEN"  # a worker's proxy token when its storage URL carries none
+AUTHORIZATION = "authorization"  # the gRPC metadata key of the proxy's token (lower case, as gRPC requires)
+PROBE_STUDY = "swagppm-tune: token probe"  # a study name no one uses: asked for to check the token
 STORAGE_ENV = "SWAGPPM_TUNE_STORAGE"  # a storage URL that overrides [study] storage, kept out of the process list
 _DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg", "mysql": "mysql+pymysql",
             "mariadb": "mariadb+pymysql"}
@@ -123,13 +130,24 @@ def kind(url: str) -> str:
 
 
 def grpc_address(url: str) -> tuple[str, int]:
-    """The host and port of a ``grpc://host:port`` URL; one without a port is a ``ConfigError``."""
-    location = url[len(GRPC):].rstrip("/")
+    """The host and port of a ``grpc://host:port[?token=TOKEN]`` URL; one without a port is a ``ConfigError``."""
+    location = url[len(GRPC):].partition("?")[0].rstrip("/")
     host, colon, port = location.rpartition(":")
     if not (colon and host and port.isdigit() and 1 <= int(port) <= 65535):
         raise ConfigError(f"storage = {masked_url(url)!r}: a gRPC proxy URL is grpc://HOST:PORT "
                           "(e.g. grpc://proxy.internal:13000)")
     return host.strip("[]"), int(port)
+
+
+def grpc_token(url: str) -> str | None:
+    """The proxy token a ``grpc://`` URL carries (``?token=``), else ``$SWAGPPM_TUNE_PROXY_TOKEN``; None: neither."""
+    query = dict(parse_qsl(url.partition("?")[2], keep_blank_values=True))
+    return query.get("token") or os.environ.get(PROXY_TOKEN_ENV) or None
+
+
+def same_token(given: str | None, token: str) -> bool:
+    """Whether ``given`` is ``token``, compared in constant time."""
+    return given is not None and hmac.compare_digest(given.encode("utf-8", "replace"), token.encode())
 
 
 def supports_workers(url: str) -> bool:
@@ -304,17 +322,79 @@ def _lost_schema_race(error: BaseException) -> bool:
 
 
 def _grpc_proxy(url: str, connect_timeout: int) -> BaseStorage:
-    from optuna.storages import GrpcStorageProxy
+    import grpc
 
     host, port = grpc_address(url)
-    proxy = GrpcStorageProxy(host=host, port=port)
+    token = grpc_token(url)
+    if token is None:
+        raise ConfigError(f"storage = {masked_url(url)!r}: the gRPC proxy needs its token: use the storage URL "
+                          f"`swagppm-tune proxy` printed (grpc://{host}:{port}?token=...) or set ${PROXY_TOKEN_ENV}")
+    proxy = token_proxy(host=host, port=port, token=token)
     try:
         proxy.wait_server_ready(timeout=connect_timeout)
+        proxy.get_study_id_from_name(PROBE_STUDY)  # the cheapest call that the token must pass
+    except KeyError:  # no such study: the proxy answered, so it took the token
+        return proxy
     except ConnectionError:
         proxy.close()
         raise ConnectionError(f"no gRPC storage proxy answered at {host}:{port} within {connect_timeout}s "
                               "(start one with `swagppm-tune proxy`)") from None
+    except grpc.RpcError as error:
+        proxy.close()
+        if error.code() == grpc.StatusCode.UNAUTHENTICATED:
+            raise ConfigError(f"the gRPC storage proxy at {host}:{port} refused this token: use the storage URL "
+                              "its `swagppm-tune proxy` run printed (each run makes a new token)") from None
+        raise
     return proxy
+
+
+def token_proxy(*, host: str, port: int, token: str) -> GrpcStorageProxy:
+    """Optuna's ``GrpcStorageProxy`` whose every call carries ``token`` (``authorization: Bearer`` metadata), also
+    after it is pickled into another process."""
+    from optuna.storages import GrpcStorageProxy
+
+    class TokenStorageProxy(GrpcStorageProxy):
+        def __init__(self) -> None:
+            self._token = token
+            super().__init__(host=host, port=port)
+
+        def _setup(self) -> None:
+            import grpc
+
+            super()._setup()
+            self._channel = grpc.intercept_channel(self._channel, _bearer_interceptor(self._token))
+            self._stub = type(self._stub)(self._channel)
+            self._cache = type(self._cache)(self._stub)
+
+        def __reduce__(self) -> tuple[Any, ...]:
+            return _reopened_proxy, (self._host, self._port, self._token)
+
+    return TokenStorageProxy()
+
+
+def _reopened_proxy(host: str, port: int, token: str) -> GrpcStorageProxy:
+    return token_proxy(host=host, port=port, token=token)
+
+
+def _bearer_interceptor(token: str) -> Any:
+    """A gRPC client interceptor adding ``authorization: Bearer TOKEN`` to every call's metadata (Optuna's calls are
+    all unary)."""
+    import grpc
+
+    class Details(grpc.ClientCallDetails):
+        """A call's details with the token added to its metadata."""
+
+        def __init__(self, base: Any) -> None:
+            self.method, self.timeout, self.credentials = base.method, base.timeout, base.credentials
+            self.wait_for_ready = getattr(base, "wait_for_ready", None)
+            self.compression = getattr(base, "compression", None)
+            self.metadata = [*(base.metadata or ()), (AUTHORIZATION, f"Bearer {token}")]
+
+    class Bearer(grpc.UnaryUnaryClientInterceptor):
+        def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+            return continuation(Details(details), request)
+
+    return Bearer()
 
 
 def open_journal(path: Path) -> JournalStorage:
@@ -392,8 +472,11 @@ def _ping_redis(url: str, timeout: int) -> None:
     client.ping()
 
 
-def serve_grpc_proxy(url: str, *, host: str, port: int, connect_timeout: int, echo: Callable[[str], None]) -> None:
-    """Optuna's gRPC storage proxy on ``host:port`` in front of the server database ``url``, until interrupted.
+def serve_grpc_proxy(url: str, *, host: str, port: int, token: str, connect_timeout: int,
+                     echo: Callable[[str], None]) -> None:
+    """Optuna's gRPC storage proxy on ``host:port`` in front of the server database ``url``, until interrupted; every
+    call must carry ``token`` (``authorization: Bearer`` metadata), and a port another process holds is refused
+    (gRPC would otherwise share it, ``SO_REUSEPORT``, and the two proxies would split the workers).
 
     The workers behind it keep the tool's own heartbeats (as on a journal), since
     Optuna's reach only a database's direct clients.
@@ -404,18 +487,63 @@ def serve_grpc_proxy(url: str, *, host: str, port: int, connect_timeout: int, ec
     storage = make_storage(url, connect_timeout=connect_timeout)
     try:
         import grpc  # noqa: F401 - Optuna imports it lazily: missing, it would fail only at the first request
-        from optuna.storages import get_storage, run_grpc_proxy_server
+        from optuna.storages import get_storage
     except ModuleNotFoundError as error:
         raise ConfigError(f"the gRPC proxy needs the {error.name!r} package: pip install 'swagppm-tuner[grpc]'") \
             from None
-    echo(f"gRPC storage proxy on {host}:{port} in front of {masked_url(url)}; workers join with "
-         f"SWAGPPM_TUNE_STORAGE=grpc://{host}:{port} swagppm-tune worker STUDY.toml; Ctrl-C stops it")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        try:
-            run_grpc_proxy_server(get_storage(storage), host=host, port=port)
-        except RuntimeError as error:  # grpc: "Failed to bind to address"
-            raise ConfigError(f"the gRPC proxy cannot listen on {host}:{port} ({error})") from None
+        server = _proxy_server(get_storage(storage), host=host, port=port, token=token)
+    echo(f"gRPC storage proxy on {host}:{port} in front of {masked_url(url)}; workers join with "
+         f"SWAGPPM_TUNE_STORAGE='grpc://{host}:{port}?token={token}' swagppm-tune worker STUDY.toml (the token is "
+         "this run's; keep it off shared logs); Ctrl-C stops it")
+    server.start()
+    try:
+        server.wait_for_termination()
+    finally:
+        server.stop(grace=None)
+
+
+def _proxy_server(storage: BaseStorage, *, host: str, port: int, token: str) -> Any:
+    """The gRPC server of Optuna's storage service (``optuna.storages.run_grpc_proxy_server``'s) with the token
+    check in front and the port its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grpc
+    from optuna.storages._grpc import servicer  # what run_grpc_proxy_server serves; it takes no interceptor
+    from optuna.storages._grpc.auto_generated import api_pb2_grpc
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=10), interceptors=[_token_interceptor(token)],
+                         options=[("grpc.so_reuseport", 0)])
+    api_pb2_grpc.add_StorageServiceServicer_to_server(servicer.OptunaStorageProxyService(storage), server)
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:  # grpc: "Failed to bind to address"
+        bound = 0
+    if not bound:
+        raise ConfigError(f"--port {port}: cannot listen on {host}:{port} (another server holds it: a proxy already "
+                          "running?); pass another --port")
+    return server
+
+
+def _token_interceptor(token: str) -> Any:
+    """A gRPC server interceptor that ends every call without the token with UNAUTHENTICATED, before the storage is
+    touched."""
+    import grpc
+
+    def refuse(request: Any, context: Any) -> None:
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, "swagppm-tune proxy: this call lacks the proxy's token")
+
+    refusal = grpc.unary_unary_rpc_method_handler(refuse)
+
+    class TokenCheck(grpc.ServerInterceptor):
+        def intercept_service(self, continuation: Any, details: Any) -> Any:
+            sent = dict(details.invocation_metadata or ()).get(AUTHORIZATION, "")
+            if sent.startswith("Bearer ") and same_token(sent[len("Bearer "):], token):
+                return continuation(details)
+            return refusal
+
+    return TokenCheck()
 
 
 def describe_error(error: BaseException, url: str) -> str:

@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from swagppm import ConfigError, statement
+from swagppm import ConfigError, DataError, statement
 from tuner.config import StudyConfig
 from tuner.faults import (
     GATE,
@@ -47,14 +47,13 @@ from tuner.ledger import FingerprintsRecords, Ledger, sealed_ledgers
 from tuner.outcome import TRIAL_LEGEND
 from tuner.outputs import OWNER_FILE, create_storage_file, owner_folder
 from tuner.queries import DEFINITION_ATTR, best_feasible, closest_trial, finished_count
-from tuner.record import BASELINE_F1_MACRO, FAILURE, RAN_BY, RETRY_OF
+from tuner.record import BASELINE_F1_MACRO, FAILURE, RAN_BY, RETRY_OF, TrialRecord
 from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
 from tuner.storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
 from tuner.tuning import (
     ACCOUNTED_TRIALS,
     LEDGER,
     NUM_TRAIN,
-    PUBLIC_PROXY,
     claim_of,
     is_accounted,
     seal_claim,
@@ -173,12 +172,27 @@ def _keep_definition(study: optuna.Study, config: StudyConfig, directions: Seque
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(["epsilon"] if len(directions) == 1 else ["epsilon", "f1_macro"])
     elif stored != definition:
-        changed = sorted(f"[{table}] {key}" for table in definition for key in
-                         set(definition[table]) | set(stored.get(table, {}))
-                         if definition[table].get(key) != stored.get(table, {}).get(key))
+        changed = changed_keys(definition, stored)
         raise ConfigError(f"{config.path}: the study {config.study.name!r} in {masked_url(config.storage_url)} was "
                           f"run with a different definition ({', '.join(changed)} changed); its trials would not be "
                           "comparable. Restore those values or use a new [study] name")
+
+
+def changed_keys(definition: Mapping[str, Any], stored: Mapping[str, Any]) -> list[str]:
+    """The study-file keys whose values differ between two definitions, as the file names them: ``[data] labels``
+    for a key of the fit's ``[data]`` (or ``[model]``) table, ``[swagppm] draws_privacy`` for one of its own."""
+    changed = []
+    for table in definition:
+        new, old = definition[table], stored.get(table, {})
+        for key in set(new) | set(old):
+            if new.get(key) == old.get(key):
+                continue
+            if table == "swagppm" and isinstance(new.get(key), dict) and isinstance(old.get(key), dict):
+                changed += [f"[{key}] {inner}" for inner in set(new[key]) | set(old[key])
+                            if new[key].get(inner) != old[key].get(inner)]
+            else:
+                changed.append(f"[{table}] {key}")
+    return sorted(changed)
 
 
 def open_existing_study(config: StudyConfig) -> optuna.Study:
@@ -330,8 +344,19 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
         raise ConfigError(f"study.concurrent_trials = {settings.concurrent_trials} needs a journal file or a server "
                           "storage ([study] storage = \"journal:FILE\"): threads of one process share SQLite badly "
                           "(a trial can be told twice)")
+    check_cache_dir(config)  # before the study database: a refused first run leaves none behind
     storage = open_storage(config)
+    new = worker is None and not study_exists(storage, settings.name)
     study = open_study(config, create=worker is None, worker=worker, storage=storage)
+    with refusal_removes(study, storage, new=new):
+        return _run_opened(study, storage, config, n_trials=n_trials, timeout=timeout, progress_fit=progress_fit,
+                           worker=worker, echo=echo, callbacks=callbacks)
+
+
+def _run_opened(study: optuna.Study, storage: BaseStorage, config: StudyConfig, *, n_trials: int | None,
+                timeout: float | None, progress_fit: bool | None, worker: str | None, echo: Callable[[str], None],
+                callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]]) -> RunSummary:
+    settings = config.study
     recover_stale_trials(study, config, echo=echo)
     n_trials = planned_trials(study, config, n_trials)
     if settings.accounted and n_trials == 0:
@@ -382,6 +407,44 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
     return finish(f"the study has {finished_count(study)} finished trials (n_trials = {n_trials})")
 
 
+def study_exists(storage: BaseStorage, name: str) -> bool:
+    """Whether ``storage`` holds a study named ``name``."""
+    try:
+        storage.get_study_id_from_name(name)
+    except KeyError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def refusal_removes(study: optuna.Study, storage: BaseStorage, *, new: bool) -> Iterator[None]:
+    """A study this run created is deleted again when the run is refused (bad data, a folder that cannot be written,
+    a stage 1 that does not match) before any trial was added to it: left, it would hold the refused file's
+    definition and refuse the corrected one. A study that existed, or that holds a trial, is never touched."""
+    try:
+        yield
+    except (ConfigError, DataError):
+        if new:
+            with contextlib.suppress(Exception):  # best effort: the refusal is what the user must see
+                if not study.get_trials(deepcopy=False):
+                    optuna.delete_study(study_name=study.study_name, storage=storage)
+        raise
+
+
+def check_cache_dir(config: StudyConfig) -> None:
+    """The private cache folder can be created and written, checked before the study is created: a study made and
+    then refused for its cache would be left behind."""
+    from swagppm.cache import PrivateCache  # plain files: no torch
+
+    folder = PrivateCache(config.fit.cache_dir).directory  # a folder that cannot be made is refused here
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ConfigError(f"{config.path} [swagppm] cache_dir: the private cache {folder} cannot be written "
+                          f"({error.strerror or error}); stage 1 and the features are kept there") from None
+
+
 def keep_first(study: optuna.Study, key: str, value: str) -> str | None:
     """Store ``value`` under ``key`` if the study has none yet; otherwise the stored value when it differs."""
     stored = study.user_attrs.get(key)
@@ -409,11 +472,11 @@ def check_record_bound(study: optuna.Study, num_train: int, config: StudyConfig)
 
 
 def enter_in_ledger(study: optuna.Study, records: FingerprintsRecords, config: StudyConfig) -> None:
-    """A study on private records enters its data set's ledger once (its mode, and an accounted study's terms); a
-    study entered before whose ledger is gone or another is refused (``Ledger.require_study``)."""
+    """A study enters its data set's ledger once (its mode, and an accounted study's terms); a study entered before
+    whose ledger is gone or another is refused (``Ledger.require_study``). A public-proxy study enters too, as one on
+    records declared public (it adds nothing to a total): a release of those records, in any file or order, finds it
+    there and is refused (``tuner.release.check_not_public``)."""
     claim = claim_of(study).claim
-    if claim.mode == PUBLIC_PROXY:
-        return  # its records are declared public: no private data set to account for
     assert claim.study_id is not None  # every study's claim names it
     ledger = Ledger.of(claim.data_set, records, key=owner_key())
     if study.user_attrs.get(LEDGER) is not None:
@@ -425,6 +488,26 @@ def enter_in_ledger(study: optuna.Study, records: FingerprintsRecords, config: S
                                "epsilon_cap": claim.epsilon_cap, **terms})
     if study.user_attrs.get(LEDGER) is None:
         study.set_user_attr(LEDGER, {"file": str(ledger.path), "ledger": uid})
+
+
+def match_cpu_threads(study: optuna.Study, config: StudyConfig, echo: Callable[[str], None]) -> None:
+    """On a CPU, run with the thread count of the study's earlier trials (before the session reads it): stage 1 and
+    epsilon depend on it in their last digits, so a study begun with ``--workers 2`` (each worker one of two cores'
+    threads) resumes with any worker count, and says so in one line."""
+    recorded = next((record.threads for trial in study.get_trials(deepcopy=False)
+                     if (record := TrialRecord.of(trial)) is not None and record.device == "cpu" and record.threads),
+                    None)
+    if recorded is None:
+        return
+    import torch  # here: a run is about to fit
+
+    from swagppm.resources import resolve_device
+
+    if resolve_device(config.fit.device).type != "cpu" or torch.get_num_threads() == recorded:
+        return
+    torch.set_num_threads(recorded)
+    echo(f"using {recorded} CPU thread(s), as the study's earlier trials did (on a CPU, stage 1 and epsilon depend "
+         "on the thread count in their last digits)")
 
 
 def check_stage1(study: optuna.Study, fingerprint: str, config: StudyConfig) -> None:
@@ -439,6 +522,7 @@ def check_stage1(study: optuna.Study, fingerprint: str, config: StudyConfig) -> 
 def _prepare(study: optuna.Study, objective: Objective, config: StudyConfig, *, echo: Callable[[str], None]) -> None:
     """Stage 1, once, under the cache lock: the records checked against the study's data and its record bound and
     entered in the data set's ledger, then stage 1 computed and checked against the study's, its baseline stored."""
+    match_cpu_threads(study, config, echo)
     session = objective.session
     check_data(study, session.data.data_hash, config)
     check_record_bound(study, len(session.data.train_texts), config)

@@ -7,7 +7,16 @@ parameters, ε, the F1 medians over the utility draws and the verdict; never a
 per-record value, a series or a draw. A tracking store is owner-side, as the
 study database is: a local MLflow store and the W&B folder are written owner-only
 (0700 folders, 0600 files), and W&B uploads nothing until the owner runs
-``wandb sync``. A tracker that fails reports one line and the study goes on.
+``wandb sync``. An MLflow server is sent those aggregates only with
+``[tracking] remote = true`` (``tuner.config.Tracking``), and a run says so in one
+line before its first fit.
+
+Every tracker is made and asked once before the first fit (``tracking_callbacks``),
+so a bad URI or a server that is not there is refused then, in one line naming
+``[tracking]``; later, a tracker that fails reports one line and the study goes on.
+MLflow's HTTP requests are bounded meanwhile (``bounded_requests``: at most
+``HTTP_RETRIES`` retry and ``HTTP_TIMEOUT`` seconds a request, unless the owner set
+MLflow's own variables): its defaults retry a server that is not there for minutes.
 """
 
 from __future__ import annotations
@@ -19,11 +28,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.config import StudyConfig
+from swagppm import ConfigError
+from tuner.config import StudyConfig, local_path
 from tuner.record import TrialRecord
 from tuner.storage import describe_error, masked_url
 
@@ -33,6 +44,12 @@ TrialCallback = Callable[[optuna.Study, FrozenTrial], None]
 TRACKED_METRICS = ("epsilon", "f1_macro_median", "f1_weighted_median")
 TRACKED_TAGS = ("feasible", "diagnosis", "epsilon_is_lower_bound")
 FILE_STORE_ENV = "MLFLOW_ALLOW_FILE_STORE"  # MLflow 3 keeps its file store in maintenance mode behind this switch
+HTTP_RETRIES, HTTP_TIMEOUT = 1, 5  # MLflow's own defaults (7 retries with backoff, 120 s) stall a trial for minutes
+# MLflow's variables for them (mlflow.environment_variables), set for a tracker's calls unless the owner set them
+HTTP_SETTINGS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(HTTP_RETRIES), "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT": str(HTTP_TIMEOUT)}
+SENT = ("each finished trial's parameters, exact epsilon, F1 medians and verdict (private statistics of the data, "
+        "owner-side)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,15 +96,17 @@ def private_folder(folder: Path) -> Path:
     return folder
 
 
-def local_path(uri: str) -> Path | None:
-    """The local file or folder of an MLflow tracking URI (a folder, ``file:`` or ``sqlite:///``); None for a
-    server."""
-    if "://" not in uri:
-        return Path(uri)
-    for prefix in ("file://", "sqlite:///"):
-        if uri.startswith(prefix):
-            return Path(uri[len(prefix):] if prefix == "file://" else "/" + uri[len(prefix):].lstrip("/"))
-    return None
+@contextlib.contextmanager
+def bounded_requests() -> Iterator[None]:
+    """MLflow's HTTP retries and timeout bounded (``HTTP_SETTINGS``) in the block, where the owner set none of
+    them; the environment is restored after (MLflow reads the variables at every request)."""
+    added = {name: value for name, value in HTTP_SETTINGS.items() if name not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
 
 
 class MLflowTracker:
@@ -105,6 +124,11 @@ class MLflowTracker:
         self.client = MlflowClient(tracking_uri=uri)
         self.experiment = experiment
         self._experiment_id: str | None = None
+
+    def check(self) -> None:
+        """Ask the store once (the experiment's id, created if new): a bad URI or a server that is not there
+        raises here, before any fit."""
+        self._experiment()
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         from mlflow.entities import Metric, Param, RunTag
@@ -147,6 +171,9 @@ class WandbTracker:
         self.project = project
         self.folder = private_folder(folder)
 
+    def check(self) -> None:
+        """Offline runs need only their folder, made above."""
+
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         summary = trial_summary(study, trial)
         settings = self.wandb.Settings(mode="offline", silent=True, console="off", save_code=False,
@@ -161,33 +188,62 @@ class WandbTracker:
             run.finish(exit_code=1 if trial.state.name == "FAIL" else 0)
 
 
+class Tracker(Protocol):
+    """What a tracker is to ``Guarded``: a trial callback that can be asked once before the first fit."""
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None: ...
+
+    def check(self) -> None: ...
+
+
 def tracking_callbacks(config: StudyConfig, *, echo: Callable[[str], None] = print) -> list[TrialCallback]:
-    """The study file's trackers as Optuna callbacks (none without ``[tracking]``), each failing in one line."""
+    """The study file's trackers as Optuna callbacks (none without ``[tracking]``), each made and asked now, before
+    any fit (a ``ConfigError`` naming ``[tracking]`` when it cannot be), then failing in one line per trial. A
+    tracker that sends anything off the machine is named in one line saying what it sends."""
     settings = config.tracking
-    guarded: list[TrialCallback] = []
+    guarded: list[Guarded] = []
     if settings.mlflow_uri is not None:
         uri, experiment = settings.mlflow_uri, settings.mlflow_experiment or config.study.name
         guarded.append(Guarded(where=f"MLflow {masked_url(uri)}", uri=uri, echo=echo,
                                make=lambda: MLflowTracker(uri=uri, experiment=experiment)))
+        if local_path(uri) is None:
+            echo(f"tracking: {SENT} are sent to the MLflow server {masked_url(uri)} ([tracking] remote = true)")
     if settings.wandb_project is not None:
         assert settings.wandb_dir is not None  # resolved by StudyConfig.from_toml
         project, folder = settings.wandb_project, Path(settings.wandb_dir)
         guarded.append(Guarded(where=f"W&B (offline) {folder}", uri=None, echo=echo,
                                make=lambda: WandbTracker(project=project, folder=folder)))
-    return guarded
+    for tracker in guarded:
+        tracker.start(config.path)
+    return list(guarded)
 
 
 class Guarded:
-    """A tracker built at its first trial and called owner-only; a failure is one line, and the study goes on."""
+    """A tracker made and asked before the first fit (``start``), then called owner-only with bounded requests; a
+    failure then is one line, and the study goes on."""
 
-    def __init__(self, *, where: str, uri: str | None, make: Callable[[], TrialCallback],
+    def __init__(self, *, where: str, uri: str | None, make: Callable[[], Tracker],
                  echo: Callable[[str], None]) -> None:
         self.where, self.uri, self.make, self.echo = where, uri, make, echo
-        self.tracker: TrialCallback | None = None
+        self.tracker: Tracker | None = None
+
+    def start(self, study_file: Path) -> None:
+        """Make the tracker and ask its store once; a missing package, a bad URI or a store that does not answer is
+        a ``ConfigError`` naming ``[tracking]``."""
+        try:
+            with owner_only(), bounded_requests():
+                self.tracker = self.make()
+                self.tracker.check()
+        except ModuleNotFoundError as error:
+            raise ConfigError(f"{study_file} [tracking]: {self.where} needs the {error.name!r} package (pip install "
+                              "'swagppm-tuner[tracking]'), or remove the table") from None
+        except Exception as error:  # noqa: BLE001 - whatever the tracker raised, one line before any fit
+            raise ConfigError(f"{study_file} [tracking]: cannot log to {self.where}: {self._reason(error)}; fix the "
+                              "URI or start the server, or remove the table") from None
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         try:
-            with owner_only():
+            with owner_only(), bounded_requests():
                 if self.tracker is None:
                     self.tracker = self.make()
                 self.tracker(study, trial)
@@ -195,6 +251,10 @@ class Guarded:
             self.echo(f"tracking: trial {trial.number} not logged to {self.where}: the {error.name!r} package is "
                       "missing (pip install 'swagppm-tuner[tracking]')")
         except Exception as error:  # noqa: BLE001 - a tracker's failure must not end the study
-            reason = describe_error(error, self.uri) if self.uri else (
-                f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}")
-            self.echo(f"tracking: trial {trial.number} not logged to {self.where}: {reason}")
+            self.echo(f"tracking: trial {trial.number} not logged to {self.where}: {self._reason(error)}")
+
+    def _reason(self, error: BaseException) -> str:
+        """The error's one line, every credential of the URI masked."""
+        if self.uri:
+            return describe_error(error, self.uri)
+        return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"

@@ -8,13 +8,16 @@ JSONL/JSON, Parquet), folders, and Hugging Face dataset names (at ``data.revisio
 All but the synthetic corpus are read through ``datasets``: local files after the
 checks of ``files.check_file`` (CSV cells as text, as written), ``save_to_disk``
 folders with ``load_from_disk``, which writes nothing, folders of data files with
-``load_dataset``. A Hub name is its repository's snapshot in the Hugging Face hub
-cache (downloaded there when the Hub is reachable, found there offline), read as a
-folder. No copy of the private records may land in the shared Hugging Face cache:
-``load_dataset`` writes its Arrow copy to an owner-only temporary folder, deleted
-once read. Every problem with the input is raised as one ``DataError`` naming the
-file, the column, the first offending row and the kind of problem, never the
-records' content; records that repeat an earlier record's text are refused too.
+``load_dataset``. A Hub name is its repository's snapshot, read as a folder: a study
+downloads it into its private cache (``hub_cache``, set by ``swagppm.Resources``: the
+``hub`` folder of the owner-only cache, which ``clean`` deletes), found there offline,
+else, offline, read where the shared Hugging Face cache already holds it (writing
+nothing there); outside a study it is the shared cache's. No copy of the private
+records may land in the shared Hugging Face cache: ``load_dataset`` writes its Arrow
+copy to an owner-only temporary folder, deleted once read. Every problem with the
+input is raised as one ``DataError`` naming the file, the column, the first offending
+row and the kind of problem, never the records' content; records that repeat an
+earlier record's text are refused too.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -31,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
-from swagppm.config import DataConfig
+from swagppm.config import DataConfig, special_file_kind
 from swagppm.data.files import Columns, check_file, explain_json_failure, missing_column, reads_as_number
 from swagppm.data.synthetic import synthetic_corpus
 from swagppm.errors import DataError
@@ -40,6 +44,7 @@ if TYPE_CHECKING:  # files are read into pandas frames; the synthetic corpus, an
     import pandas as pd
 
 _FILE_READERS = {".csv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+_HUB_CACHE: ContextVar[Path | None] = ContextVar("swagppm_hub_cache", default=None)  # set by ``hub_cache``
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +94,12 @@ def source_for(source: str) -> Source:
 
 
 def read_records(config: DataConfig, *, seed: int = 0) -> Records:
-    """The records of ``config.source`` from the kind of source that claims it."""
+    """The records of ``config.source`` from the kind of source that claims it (a device, FIFO or socket is refused
+    before anything reads it: ``/dev/zero`` never ends, a FIFO waits for a writer forever)."""
+    special = special_file_kind(Path(config.source).expanduser())
+    if special is not None:
+        raise DataError(f"{config.source}: is {special}, not a data file or folder; name a .csv, .jsonl, .json or "
+                        ".parquet file, a folder or a Hugging Face dataset name")
     kind = source_for(config.source)
     if config.revision is not None and not getattr(kind, "takes_revision", False):
         raise DataError(f"{config.source}: data.revision = {config.revision!r} is for a Hugging Face dataset name, "
@@ -460,17 +470,39 @@ def _private_cache(datasets: ModuleType) -> Iterator[str]:
             datasets.enable_progress_bars()
 
 
+@contextmanager
+def hub_cache(folder: Path) -> Iterator[None]:
+    """Hub datasets read in the block are downloaded into ``folder`` (a private cache's, owner-only), not into the
+    shared Hugging Face cache."""
+    token = _HUB_CACHE.set(folder)
+    try:
+        yield
+    finally:
+        _HUB_CACHE.reset(token)
+
+
 def _hub_snapshot(repo: str, revision: str | None, *, name: str) -> Path:
-    """The dataset repository's files at ``revision`` in the Hugging Face hub cache.
+    """The dataset repository's files at ``revision``: in the private ``hub_cache`` when one is set, else in the
+    Hugging Face hub cache.
 
     ``snapshot_download`` downloads them there when the Hub is reachable and finds
     them there when it is not (``HF_HUB_OFFLINE=1``): a branch or tag by its
-    ``refs/`` entry, a commit by its snapshot folder.
+    ``refs/`` entry, a commit by its snapshot folder. Offline, a snapshot the private
+    cache lacks is read from the shared cache when that holds it (nothing is written
+    there).
     """
     import huggingface_hub
     from huggingface_hub import errors
 
+    private = _HUB_CACHE.get()
     try:
+        if private is not None:
+            try:
+                return Path(huggingface_hub.snapshot_download(repo_id=repo, repo_type="dataset", revision=revision,
+                                                              cache_dir=str(_owner_folder(private))))
+            except errors.LocalEntryNotFoundError:
+                return Path(huggingface_hub.snapshot_download(repo_id=repo, repo_type="dataset", revision=revision,
+                                                              local_files_only=True))
         return Path(huggingface_hub.snapshot_download(repo_id=repo, repo_type="dataset", revision=revision))
     except errors.RevisionNotFoundError:
         raise DataError(f"{name}: the Hugging Face dataset has no revision {revision!r} (data.revision)") from None
@@ -486,6 +518,13 @@ def _hub_snapshot(repo: str, revision: str | None, *, name: str) -> Path:
                         "download it once where the Hub is reachable, or set data.source to a local copy") from None
     except Exception as error:  # noqa: BLE001 - one line, whatever the network or the Hub answered
         raise DataError(f"{name}: cannot be downloaded from the Hugging Face Hub: {type(error).__name__}") from None
+
+
+def _owner_folder(folder: Path) -> Path:
+    """``folder`` made owner-only (0700) if it is new (the private cache's ``hub`` folder)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    return folder
 
 
 def _datasets(source: str) -> ModuleType:

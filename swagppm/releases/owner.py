@@ -5,7 +5,9 @@ it. It holds what a data owner needs to sign a release and a reviewer with acces
 may ask for: the measured ε and its series, the private-split F1s and the
 baseline, the released draw's per-class evaluation, the audit, seeds, threads,
 trial counts, the full tuning cost, the class-name mapping, and the data
-fingerprint (an HMAC under the owner's key, never a bare digest).
+fingerprint (an HMAC under the owner's key, never a bare digest). Even here no
+single record's label appears: the per-class evaluation shows no class of fewer
+than ``swagppm.utility.MIN_REPORTED_CLASS_RECORDS`` test records on its own.
 """
 
 from __future__ import annotations

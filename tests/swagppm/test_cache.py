@@ -12,8 +12,8 @@ import torch
 
 from swagppm import ConfigError, TrialParams
 from swagppm import cache as cache_module
-from swagppm.cache import MARKER, SUBFOLDER, PrivateCache, cache_key, clear_cache
-from tests.swagppm.helpers import a_process_using, read_only, small_config
+from swagppm.cache import HUB_FOLDER, MARKER, SUBFOLDER, PrivateCache, cache_contents, cache_key, clear_cache
+from tests.swagppm.helpers import a_process_using, local_hub_dataset, read_only, small_config
 
 
 def test_entries_are_owner_only_and_written_atomically(tmp_path: Path) -> None:
@@ -246,3 +246,15 @@ def test_a_damaged_stage1_entry_is_recomputed_and_the_fit_gives_the_same_epsilon
     with pytest.warns(UserWarning, match=f"private cache entry {entry} is corrupt \\(its checksum does not match"):
         second = swagppm.run_fit(config, TrialParams(c=1.0, ft_epochs=1))
     assert not second.stage1_cache_hit and second.epsilon == first.epsilon
+
+
+def test_clear_cache_removes_the_hub_datasets_a_study_downloaded(tmp_path: Path) -> None:
+    """A Hub dataset a study read went to the private cache's ``hub`` folder (its records): ``clean`` takes it."""
+    folder = PrivateCache(tmp_path / "cache").directory
+    local_hub_dataset(folder / HUB_FOLDER, "owner/injuries", {"c" * 40: {"data/train.parquet": b"records",
+                                                                        "README.md": b"card"}},
+                      refs={"main": "c" * 40})
+    contents = cache_contents(tmp_path / "cache")
+    assert sorted(path.parent.name for path in contents.files) == ["blobs", "blobs", "refs"]  # files, not links
+    assert clear_cache(tmp_path / "cache") == (folder, 3)
+    assert not folder.exists()

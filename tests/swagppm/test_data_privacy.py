@@ -6,8 +6,10 @@ import tempfile
 import pandas as pd
 import pytest
 
-from swagppm import DataConfig, DataError, load_records, prepare_data
-from tests.swagppm.helpers import error_naming
+from swagppm import DataConfig, DataError, Resources, load_records, prepare_data
+from swagppm.cache import HUB_FOLDER, PrivateCache
+from swagppm.data.sources import hub_cache
+from tests.swagppm.helpers import error_naming, local_hub_dataset, offline_hub, parquet_bytes, small_config
 
 SECRET = "Zq7-SECRET-name-of-a-patient"
 
@@ -189,3 +191,54 @@ def test_hugging_face_error_is_named_by_type_only(tmp_path, hf_cache):
     assert "DatasetGenerationError" in message
     _assert_private(message)
 
+
+
+# --- 3. A Hub dataset a study reads lives in its private cache -----------------------------------------------
+
+
+HUB_ROWS = [{"narrative": f"worker {i} hurt a {'hand' if i % 2 else 'foot'}", "code": i % 2} for i in range(20)]
+
+
+def _hub_config():
+    return DataConfig(source="owner/injuries", text_column="narrative", label_column="code")
+
+
+def test_a_study_reads_a_hub_dataset_from_its_private_cache_not_the_shared_one(tmp_path, monkeypatch):
+    """The snapshot is looked for (and, online, downloaded) in the private cache's ``hub`` folder: here, offline, only
+    that folder holds it, and the shared Hugging Face cache stays empty."""
+    shared, private = tmp_path / "shared-hub", tmp_path / "cache" / HUB_FOLDER
+    shared.mkdir()
+    local_hub_dataset(private, "owner/injuries", {"c" * 40: {"data/train.parquet": parquet_bytes(HUB_ROWS)}},
+                      refs={"main": "c" * 40})
+    offline_hub(shared, monkeypatch)
+    with hub_cache(private):
+        texts, labels = load_records(_hub_config())
+    assert texts == [row["narrative"] for row in HUB_ROWS] and labels == [str(row["code"]) for row in HUB_ROWS]
+    assert list(shared.iterdir()) == []
+    with pytest.raises(DataError, match="not in the local Hugging Face cache"):
+        load_records(_hub_config())  # outside a study it is the shared cache's, which lacks it
+
+
+def test_offline_a_snapshot_only_the_shared_cache_holds_is_read_from_there_without_a_write(tmp_path, monkeypatch):
+    shared, private = tmp_path / "shared-hub", tmp_path / "cache" / HUB_FOLDER
+    local_hub_dataset(shared, "owner/injuries", {"c" * 40: {"data/train.parquet": parquet_bytes(HUB_ROWS)}},
+                      refs={"main": "c" * 40})
+    before = _files_under(shared)
+    offline_hub(shared, monkeypatch)
+    with hub_cache(private):
+        assert len(load_records(_hub_config())[0]) == len(HUB_ROWS)
+    assert _files_under(shared) == before and _files_under(private) == []
+
+
+def test_resources_read_a_hub_dataset_through_their_private_cache(tmp_path, monkeypatch):
+    shared = tmp_path / "shared-hub"
+    shared.mkdir()
+    config = small_config(tmp_path / "cache", data={"source": "owner/injuries", "text_column": "narrative",
+                                                    "label_column": "code", "labels": ["0", "1"]})
+    folder = PrivateCache(config.cache_dir).directory
+    local_hub_dataset(folder / HUB_FOLDER, "owner/injuries",
+                      {"c" * 40: {"data/train.parquet": parquet_bytes(HUB_ROWS)}}, refs={"main": "c" * 40})
+    offline_hub(shared, monkeypatch)
+    with Resources(config) as resources:
+        assert len(resources.data.train_texts) + len(resources.data.test_texts) == len(HUB_ROWS)
+    assert list(shared.iterdir()) == []

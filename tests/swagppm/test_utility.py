@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from swagppm.utility import class_report, f1_pair, summarise
+from swagppm.utility import MIN_REPORTED_CLASS_RECORDS, SUPPRESSED_COLUMN, class_report, f1_pair, summarise
 
 # Six test records of three classes. By hand: class 0 has TP 2, FP 1, FN 1 (F1 2/3); class 1 TP 2, FP 1, FN 0
 # (precision 2/3, recall 1, F1 0.8); class 2 is never predicted (F1 0). Supports 3, 2, 1.
@@ -77,7 +77,8 @@ def test_summarise_of_no_draws_is_nan(empty: object) -> None:
 
 
 def test_the_class_report_holds_per_class_scores_under_the_class_names() -> None:
-    report = class_report(Y_TRUE, Y_PRED, class_names=["a", "b", "c", "d"], train_counts=np.array([5, 50, 20, 1]))
+    report = class_report(Y_TRUE, Y_PRED, class_names=["a", "b", "c", "d"], train_counts=np.array([5, 50, 20, 1]),
+                          min_records=0)
     per_class = report["per_class"]
     assert list(per_class) == ["a", "b", "c", "d", "accuracy", "macro avg", "weighted avg"]
     assert per_class["a"] == pytest.approx({"precision": 2 / 3, "recall": 2 / 3, "f1-score": 2 / 3, "support": 3})
@@ -90,7 +91,8 @@ def test_the_class_report_holds_per_class_scores_under_the_class_names() -> None
 
 
 def test_the_confusion_matrix_has_a_row_and_column_for_every_class_even_an_unseen_one() -> None:
-    report = class_report(Y_TRUE, Y_PRED, class_names=["a", "b", "c", "d"], train_counts=np.array([5, 50, 20, 1]))
+    report = class_report(Y_TRUE, Y_PRED, class_names=["a", "b", "c", "d"], train_counts=np.array([5, 50, 20, 1]),
+                          min_records=0)
     assert report["confusion_matrix"] == [[2, 1, 0, 0], [0, 2, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]]
 
 
@@ -123,6 +125,31 @@ def test_fewer_than_four_classes_still_have_one_class_per_quartile() -> None:
 
 def test_the_class_report_is_plain_json() -> None:
     """It goes into a release's report as is: no numpy types, and it reads back equal."""
-    report = class_report(Y_TRUE, Y_PRED, class_names=["a", "b", "c", "d"], train_counts=np.array([5, 50, 20, 1]))
+    report = class_report(Y_TRUE, Y_PRED, class_names=["a", "b", "c", "d"], train_counts=np.array([5, 50, 20, 1]),
+                          min_records=0)
     assert json.loads(json.dumps(report)) == report
     assert type(report["f1_top_quartile"]) is float and type(report["confusion_matrix"][0][0]) is int
+
+
+def test_classes_with_fewer_test_records_than_the_public_minimum_are_not_shown_on_their_own() -> None:
+    """Class "rare" has one test record (its label and prediction would be that record's), "few" nine: neither has a
+    per-class entry or a confusion-matrix row; their columns are summed into the last one, and the totals stay."""
+    y_true = np.array([0] * 12 + [1] * 10 + [2] + [3] * 9)
+    y_pred = np.array([0] * 10 + [2, 3] + [1] * 9 + [0] + [1] + [3] * 9)
+    names = ["big", "also", "rare", "few"]
+    report = class_report(y_true, y_pred, class_names=names, train_counts=np.array([40, 30, 2, 20]))
+    assert MIN_REPORTED_CLASS_RECORDS == 10
+    assert list(report["per_class"]) == ["big", "also", "accuracy", "macro avg", "weighted avg"]
+    assert report["confusion_rows"] == ["big", "also"]
+    assert report["confusion_columns"] == ["big", "also", SUPPRESSED_COLUMN]
+    assert report["confusion_matrix"] == [[10, 0, 2], [1, 9, 0]]  # big's records predicted rare (1) and few (1)
+    assert report["suppressed"] == {"classes": 2, "min_test_records": 10}
+    assert report["per_class"]["accuracy"] == pytest.approx((10 + 9 + 0 + 9) / 32)  # every record still counts
+    assert report["per_class"]["macro avg"]["support"] == 32
+
+
+def test_a_report_with_no_small_class_has_no_suppressed_column() -> None:
+    y = np.array([0] * 10 + [1] * 10)
+    report = class_report(y, y, class_names=["a", "b"], train_counts=np.array([1, 1]))
+    assert report["confusion_columns"] == ["a", "b"] and report["confusion_matrix"] == [[10, 0], [0, 10]]
+    assert report["suppressed"] == {"classes": 0, "min_test_records": 10}

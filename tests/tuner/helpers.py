@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import optuna
+import pytest
 from optuna.trial import FrozenTrial, TrialState
 
 from swagppm import SWAGPPMResult
@@ -153,6 +154,21 @@ def a_study_on_a_data_file(study_file: Callable[..., Path], tmp_path: Path) -> t
     path = study_file(data={"source": "records.jsonl", "synthetic_size": None, "synthetic_classes": None})
     with_a_feasible_trial(path)
     return path, data
+
+
+def a_folder_no_one_may_write(tmp_path: Path) -> Path:
+    """A real folder this process cannot write: chmod 555, or, for root (whom modes do not stop), sysfs."""
+    if os.geteuid() != 0:
+        folder = tmp_path / "read-only"
+        folder.mkdir()
+        folder.chmod(0o555)
+        return folder
+    folder = Path("/sys")
+    try:
+        (folder / "swagppm-probe").open("a").close()
+    except OSError:
+        return folder
+    pytest.skip("no folder here refuses this user's writes")
 
 
 def one_error_line(err: str) -> str:

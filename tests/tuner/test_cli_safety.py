@@ -20,6 +20,7 @@ import torch
 import tuner.cli.study
 from tests import PATIENCE
 from tests.tuner.helpers import (
+    a_folder_no_one_may_write,
     a_study_on_a_data_file,
     delete_studies,
     merged,
@@ -296,7 +297,7 @@ def test_every_verb_on_a_study_honours_the_storage_variable(study_file: Callable
     assert main(["status", str(path), "--study-name", "looser"]) == 0
     assert not path.with_suffix(".db").exists()  # the study file's own storage was never opened
     other = tmp_path / "other.db"
-    for verb in (["status"], ["rejudge", "--name", "again"]):
+    for verb in (["status"], ["rejudge", "--name", "again", "--epsilon-cap", "60"]):
         assert main([verb[0], str(path), *verb[1:], "--storage", f"sqlite:///{other}"]) == 2  # the flag wins
         assert str(other) in one_error_line(capsys.readouterr().err)
 
@@ -355,6 +356,23 @@ def test_an_unexpected_error_is_one_line_with_its_own_status(a_feasible_study: P
     monkeypatch.setenv("SWAGPPM_TUNE_DEBUG", "1")
     with pytest.raises(RuntimeError, match="boom"):
         main(["status", str(path)])
+
+
+def test_a_storage_lost_outside_a_runs_reconnecting_is_status_3_without_its_text(
+        a_feasible_study: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that goes away where no reconnect is tried (stage 1's end, a read of the table) was an internal
+    error (status 4) quoting the driver's text; it is the storage-lost status, and the text (which may name the
+    server) is not shown."""
+    import sqlalchemy.exc
+
+    def gone(*args: object, **kwargs: object) -> str:
+        raise sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("server at db.internal closed the connection"))
+
+    monkeypatch.setattr(tuner.cli.study, "format_table", gone)
+    assert main(["status", str(a_feasible_study)]) == 3
+    line = one_error_line(capsys.readouterr().err)
+    assert line == ("swagppm-tune: error: lost the study storage where no reconnect is tried (OperationalError); "
+                    "finished trials are kept there: run the command again once it is back")
 
 
 # --- 7. reproducibility -----------------------------------------------------------------------------------------
@@ -550,23 +568,6 @@ def test_a_study_file_in_utf16_is_one_line_naming_it(tmp_path: Path, verb: str,
     assert main(argv) == 2
     line = one_error_line(capsys.readouterr().err)
     assert str(path) in line and "UTF-16" in line
-
-
-def a_folder_no_one_may_write(tmp_path: Path) -> Path:
-    """A real folder this process cannot write: chmod 555, or, for root (whom modes do not stop), sysfs."""
-    import os
-
-    if os.geteuid() != 0:
-        folder = tmp_path / "read-only"
-        folder.mkdir()
-        folder.chmod(0o555)
-        return folder
-    folder = Path("/sys")
-    try:
-        (folder / "swagppm-probe").open("a").close()
-    except OSError:
-        return folder
-    pytest.skip("no folder here refuses this user's writes")
 
 
 def test_a_storage_folder_that_cannot_be_written_is_one_line(study_file: Callable[..., Path], tmp_path: Path,

@@ -142,10 +142,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+TOKENS: dict[str, str] = {}  # the dashboard's URL -> its run's token (read from the line it printed)
+
+
 @pytest.fixture(scope="module")
 def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """A finished two-trial study, and the same fits rejudged against an ε target none meets
-    (``dash-strict``), served by ``swagppm-tune dashboard``; yields its URL and study file."""
+    (``dash-strict``), served by ``swagppm-tune dashboard``; yields its URL and study file (its token in
+    ``TOKENS``)."""
     folder = tmp_path_factory.mktemp("dashboard")
     tables = merged(study={"name": "dash", "n_trials": 2}, swagppm={**merged()["swagppm"],
                                                                      "cache_dir": str(folder / "cache")})
@@ -156,10 +160,16 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
     server = subprocess.Popen([sys.executable, "-m", "tuner.cli", "dashboard", str(path), "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
+    assert server.stdout is not None
+    said = next((line for line in iter(server.stdout.readline, "") if "?token=" in line or "error" in line), "")
+    if "?token=" not in said:
+        server.kill()
+        pytest.fail(f"the dashboard did not start: {said}")
+    TOKENS[url] = said.split("?token=")[1].split()[0]
     deadline = time.monotonic() + PATIENCE
     while True:
         try:
-            urllib.request.urlopen(f"{url}/api/studies", timeout=2).read()
+            opened(f"{url}/api/studies", timeout=2)
             break
         except OSError:
             if time.monotonic() > deadline or server.poll() is not None:
@@ -188,12 +198,21 @@ def browser() -> Iterator[object]:
     driver.quit()
 
 
+def opened(url: str, *, timeout: float = 10) -> bytes:
+    """The body of a dashboard's ``url``, asked with its run's token."""
+    token = next(token for base, token in TOKENS.items() if url.startswith(base))
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    return bytes(urllib.request.urlopen(request, timeout=timeout).read())
+
+
 def page_text(driver: object, url: str, expected: str, timeout: float = PATIENCE) -> str:
-    """Open ``url`` and wait until the rendered page shows ``expected``; returns the page's text."""
+    """Open ``url`` (with the run's token, which the dashboard turns into a cookie) and wait until the rendered page
+    shows ``expected``; returns the page's text."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    driver.get(url)  # type: ignore[attr-defined]
+    token = next(token for base, token in TOKENS.items() if url.startswith(base))
+    driver.get(f"{url}{'&' if '?' in url else '?'}token={token}")  # type: ignore[attr-defined]
     WebDriverWait(driver, timeout).until(lambda d: expected in d.find_element(By.TAG_NAME, "body").text)
     return driver.find_element(By.TAG_NAME, "body").text  # type: ignore[attr-defined]
 
@@ -284,10 +303,9 @@ def test_the_trial_table_has_few_named_columns_and_sorts_by_violation(dashboard:
 
 def api_study(url: str, name: str) -> dict[str, object]:
     """The dashboard's JSON for the study ``name`` (what its History and Best widgets draw)."""
-    studies = json.loads(urllib.request.urlopen(f"{url}/api/studies", timeout=10).read())["study_summaries"]
+    studies = json.loads(opened(f"{url}/api/studies"))["study_summaries"]
     (study_id,) = [s["study_id"] for s in studies if s["study_name"] == name]
-    study: dict[str, object] = json.loads(urllib.request.urlopen(f"{url}/api/studies/{study_id}?after=0",
-                                                                 timeout=10).read())
+    study: dict[str, object] = json.loads(opened(f"{url}/api/studies/{study_id}?after=0"))
     return {**study, "study_id": study_id}
 
 

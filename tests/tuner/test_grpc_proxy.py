@@ -4,6 +4,7 @@ PostgreSQL, the study created through it, and two workers joining through it, ea
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -47,9 +48,10 @@ def test_two_workers_share_a_study_through_the_grpc_proxy(postgres: str, tmp_pat
     port = free_port()
     proxy = CliProcess("proxy", str(path), "--port", str(port), env={STORAGE_ENV: postgres})
     try:
-        proxy.until(f"gRPC storage proxy on 127.0.0.1:{port} in front of postgresql+psycopg://postgres@127.0.0.1")
+        line = proxy.until(f"gRPC storage proxy on 127.0.0.1:{port} in front of postgresql+psycopg://postgres@127.0.0.1")
         wait_listening(port, proxy)
-        through = {STORAGE_ENV: f"grpc://127.0.0.1:{port}"}
+        url = re.search(r"SWAGPPM_TUNE_STORAGE='(grpc://\S+)'", line)[1]  # type: ignore[index]  # with its token
+        through = {STORAGE_ENV: url}
         made = run_cli("create", str(path), env=through)
         assert made.returncode == 0 and "2 waiting" in made.stdout, made.stdout + made.stderr
         workers = [subprocess.Popen([sys.executable, "-m", "tuner.cli", "worker", str(path), "--name", f"w{index}"],
@@ -59,7 +61,7 @@ def test_two_workers_share_a_study_through_the_grpc_proxy(postgres: str, tmp_pat
         assert [worker.returncode for worker in workers] == [0, 0], outputs
         assert all(f"grpc://127.0.0.1:{port}" in out for out in outputs)
     finally:
-        proxy.process.send_signal(signal.SIGINT)
+        proxy.process.send_signal(signal.SIGTERM)
         assert proxy.finish(timeout=PATIENCE) == 130, proxy.output
     study = stored(path)  # read back from PostgreSQL itself, not through the proxy
     trials = study.get_trials()

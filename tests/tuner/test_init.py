@@ -141,3 +141,25 @@ def test_the_written_study_runs(records: Path, schema: Path, tmp_path: Path) -> 
     assert main(["run", str(out), "--n-trials", "1", "-q"]) in (0, 1)
     study = optuna.load_study(study_name="run", storage=StudyConfig.from_toml(out).storage_url)
     assert [trial.state.name in ("COMPLETE", "PRUNED") for trial in study.trials] == [True]  # judged (or catastrophic)
+
+
+def test_a_hub_dataset_is_read_through_the_study_files_private_cache(schema: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``init`` reads a Hub dataset as ``run`` will: in the private cache the study file names (where a download
+    goes), never the shared Hugging Face cache, which stays empty here."""
+    from swagppm.cache import HUB_FOLDER, PrivateCache
+    from tests.swagppm.helpers import local_hub_dataset, offline_hub, parquet_bytes
+
+    rows = [{"narrative": f"a worker hurt the {('hand', 'leg', 'eye')[i % 3]} at station {i}", "nature": LABELS[i % 3]}
+            for i in range(30)]
+    private = PrivateCache(tmp_path / ".swagppm-cache").directory / HUB_FOLDER
+    local_hub_dataset(private, "agency/injuries", {"c" * 40: {"data/train.parquet": parquet_bytes(rows)}},
+                      refs={"main": "c" * 40})
+    shared = tmp_path / "shared-hub"
+    shared.mkdir()
+    offline_hub(shared, monkeypatch)
+    out = tmp_path / "mine.toml"
+    assert init("agency/injuries", "--label-column", "nature", "--text-column", "narrative", "--labels-file",
+                schema, "-o", out) == 0
+    assert StudyConfig.from_toml(out).fit.cache_dir == str(tmp_path / ".swagppm-cache")
+    assert list(shared.iterdir()) == []

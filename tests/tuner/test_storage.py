@@ -383,10 +383,10 @@ def test_a_grpc_proxy_that_is_not_there_is_refused_within_the_connect_timeout() 
         port = probe.getsockname()[1]
     started = time.monotonic()
     with pytest.raises(ConfigError) as refused:
-        make_storage(f"grpc://127.0.0.1:{port}", connect_timeout=1)
+        make_storage(f"grpc://127.0.0.1:{port}?token=sekrit", connect_timeout=1)
     assert time.monotonic() - started < 30
-    assert str(refused.value) == (f"cannot open the study storage grpc://127.0.0.1:{port}: ConnectionError: no gRPC "
-                                  f"storage proxy answered at 127.0.0.1:{port} within 1s (start one with "
+    assert str(refused.value) == (f"cannot open the study storage grpc://127.0.0.1:{port}?token=***: ConnectionError: "
+                                  f"no gRPC storage proxy answered at 127.0.0.1:{port} within 1s (start one with "
                                   "`swagppm-tune proxy`)")
 
 
@@ -408,7 +408,7 @@ def test_an_unavailable_grpc_call_is_a_connection_error() -> None:
 @pytest.mark.parametrize("url", ["sqlite:///s.db", "journal:s.log", "redis://127.0.0.1:6379/0", "grpc://h:1"])
 def test_the_grpc_proxy_serves_only_a_server_database(url: str) -> None:
     with pytest.raises(ConfigError, match="the gRPC proxy serves a PostgreSQL or MySQL/MariaDB database"):
-        serve_grpc_proxy(url, host="127.0.0.1", port=13000, connect_timeout=1, echo=print)
+        serve_grpc_proxy(url, host="127.0.0.1", port=13000, token="t", connect_timeout=1, echo=print)
 
 
 @pytest.mark.parametrize("error, lost", [

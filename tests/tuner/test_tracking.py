@@ -3,9 +3,12 @@ study database's aggregates (parameters, ε, F1 medians, verdict) and nothing pe
 
 from __future__ import annotations
 
+import http.server
 import json
+import shutil
 import stat
 import struct
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,16 +17,16 @@ import optuna
 import pytest
 
 from swagppm import ConfigError
-from tests.tuner.helpers import with_a_feasible_trial
+from tests.tuner.helpers import one_error_line, with_a_feasible_trial
 from tuner.cli import main
 from tuner.config import StudyConfig, Tracking
 from tuner.record import TrialRecord
-from tuner.tracking import TRACKED_METRICS, tracking_callbacks, trial_summary
+from tuner.tracking import HTTP_RETRIES, SENT, TRACKED_METRICS, tracking_callbacks, trial_summary
 
 BLOCK = 32768  # the .wandb log's block size (LevelDB's log format)
 
 
-def judged(study_file: Callable[..., Path], **tracking: str) -> tuple[StudyConfig, optuna.Study]:
+def judged(study_file: Callable[..., Path], **tracking: object) -> tuple[StudyConfig, optuna.Study]:
     """A study (journal file) with one judged, feasible trial, and its file with ``[tracking]`` set."""
     path = study_file(tracking=tracking) if tracking else study_file()
     config = StudyConfig.from_toml(path)
@@ -65,9 +68,22 @@ def test_local_tracking_paths_are_taken_from_the_study_files_folder(study_file: 
     assert config.tracking == Tracking(mlflow_uri=str(tmp_path / "mlruns"), wandb_project="osha",
                                        wandb_dir=str(tmp_path / "small-wandb"))
     for uri, resolved in (("file:runs/ml", str(tmp_path / "runs/ml")), ("sqlite:///ml.db", f"sqlite:///{tmp_path}/ml.db"),
-                          ("http://mlflow.internal:5000", "http://mlflow.internal:5000"),
                           ("file:///srv/mlruns", "file:///srv/mlruns")):
         assert StudyConfig.from_toml(study_file(tracking={"mlflow_uri": uri})).tracking.mlflow_uri == resolved
+    server = study_file(tracking={"mlflow_uri": "http://mlflow.internal:5000", "remote": True})
+    assert StudyConfig.from_toml(server).tracking.mlflow_uri == "http://mlflow.internal:5000"
+
+
+@pytest.mark.parametrize("uri", ["http://mlflow.internal:5000", "https://tuner:s3cret@mlflow.example.org",
+                                 "databricks://profile", "nosuchscheme://host/x"])
+def test_a_tracking_uri_off_this_machine_needs_remote_true(study_file: Callable[..., Path], uri: str) -> None:
+    """Each trial's exact epsilon and F1 are private statistics: they leave the machine only by the owner's word."""
+    path = study_file(tracking={"mlflow_uri": uri})
+    with pytest.raises(ConfigError) as refused:
+        StudyConfig.from_toml(path)
+    assert str(refused.value).startswith(f"{path} [tracking]: tracking.mlflow_uri = ") and \
+        "set tracking.remote = true to send them" in str(refused.value) and "s3cret" not in str(refused.value)
+    assert StudyConfig.from_toml(study_file(tracking={"mlflow_uri": uri, "remote": True})).tracking.remote
 
 
 @pytest.mark.parametrize("table, message", [
@@ -183,14 +199,69 @@ def _key(item: Any) -> str:
     return item.key or ".".join(item.nested_key)
 
 
-def test_a_tracker_that_fails_is_one_line_and_the_study_goes_on(study_file: Callable[..., Path]) -> None:
+class Unavailable(http.server.BaseHTTPRequestHandler):
+    """A server that answers every request 503 (an MLflow server behind a proxy that lost it), counting them."""
+
+    count = 0
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        type(self).count += 1
+        self.send_response(503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_POST = do_GET  # noqa: N815
+
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+def test_a_tracking_server_that_fails_is_one_line_before_any_fit_after_bounded_retries(
+        study_file: Callable[..., Path]) -> None:
+    """MLflow's defaults retried such a server for minutes on every trial; a tracker is now asked once before the
+    first fit, with at most HTTP_RETRIES retry, and says first what it would send."""
     pytest.importorskip("mlflow")
-    config, study = judged(study_file, mlflow_uri="nosuchscheme://tuner:s3cret@host/x")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        uri = f"http://tuner:s3cret@127.0.0.1:{server.server_address[1]}"
+        config, _ = judged(study_file, mlflow_uri=uri, remote=True)
+        lines: list[str] = []
+        with pytest.raises(ConfigError) as refused:
+            tracking_callbacks(config, echo=lines.append)
+    finally:
+        server.shutdown()
+    assert Unavailable.count == 1 + HTTP_RETRIES
+    assert lines == [f"tracking: {SENT} are sent to the MLflow server http://tuner:***@127.0.0.1:"
+                     f"{server.server_address[1]} ([tracking] remote = true)"]
+    line = str(refused.value)
+    assert line.startswith(f"{config.path} [tracking]: cannot log to MLflow http://tuner:***@127.0.0.1:")
+    assert "s3cret" not in line and "\n" not in line
+
+
+@pytest.mark.slow
+def test_a_bad_tracking_uri_is_refused_by_run_before_any_fit(study_file: Callable[..., Path],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("mlflow")
+    path = study_file(tracking={"mlflow_uri": "nosuchscheme://tuner:s3cret@host/x", "remote": True})
+    assert main(["run", str(path)]) == 2
+    out, err = capsys.readouterr()
+    line = one_error_line(err)
+    assert line.startswith(f"swagppm-tune: error: {path} [tracking]: cannot log to MLflow nosuchscheme://tuner:***@")
+    assert "s3cret" not in out + err and "stage1" not in err  # before any fit: it was said after it
+    assert not path.with_suffix(".db").exists()  # before the study too
+
+
+def test_a_tracker_that_fails_mid_study_is_one_line_and_the_study_goes_on(study_file: Callable[..., Path],
+                                                                         tmp_path: Path) -> None:
+    pytest.importorskip("mlflow")
+    config, study = judged(study_file, mlflow_uri="mlruns")
     lines: list[str] = []
-    (callback,) = tracking_callbacks(config, echo=lines.append)
+    (callback,) = tracking_callbacks(config, echo=lines.append)  # the store answered
+    shutil.rmtree(tmp_path / "mlruns")
+    (tmp_path / "mlruns").write_text("the store is gone")  # then it went away
     callback(study, study.trials[0])
-    assert len(lines) == 1 and lines[0].startswith("tracking: trial 0 not logged to MLflow nosuchscheme://tuner:***@")
-    assert "s3cret" not in lines[0]
+    assert len(lines) == 1 and lines[0].startswith(f"tracking: trial 0 not logged to MLflow {tmp_path / 'mlruns'}: ")
 
 
 @pytest.mark.fits

@@ -43,7 +43,8 @@ Exit status:
        private selection in which no draw reached --min-utility (nothing released)
   2    bad input or refused: the study file, a flag, the data, an output that
        cannot be written, a release refused (one line naming the file, table or key)
-  3    the study storage was lost mid-run and could not be reconnected
+  3    the study storage was lost mid-run and could not be reconnected (or was
+       lost where no reconnect is tried, e.g. at the end of stage 1)
   4    internal error: an unexpected exception (one line with its type and
        message; set SWAGPPM_TUNE_DEBUG=1 for the traceback)
   5    the fit failed (catastrophic: its training loss or a draw turned NaN/inf)
@@ -53,9 +54,9 @@ Exit status:
        reconcile them are printed; --force-audit releases it anyway), audit says so
   8    release --push-to-hub: the release is committed, but pushing it to the
        Hub failed (offline, no access); one line says how to push it later
-  130  interrupted by Ctrl-C or SIGTERM (run, worker: the running trial is marked
-       failed and queued again; launch: its local jobs are cancelled; the release
-       verbs and audit: nothing released, no staging folder or lock left);
+  130  interrupted by Ctrl-C or SIGTERM, any verb (run, worker: the running trial
+       is marked failed and queued again; launch: its local jobs are cancelled;
+       release: nothing is released, its lock and staging folder are removed);
        finished trials are kept
   141  the output pipe was closed (e.g. swagppm-tune status STUDY.toml | head)
 """
@@ -70,7 +71,9 @@ import importlib
 import importlib.util
 import io
 import os
+import signal
 import sys
+import threading
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -96,7 +99,7 @@ __all__ = ["COMMANDS", "EXIT_AUDIT_REFUTED",
            "failures", "main"]
 
 DEBUG_ENV = "SWAGPPM_TUNE_DEBUG"
-INTERRUPTED_LINE = "\nswagppm-tune: interrupted"  # Ctrl-C before a verb says more (run, worker: what was kept)
+SIGTERM_TEXT = "SIGTERM"  # the text of the interruption SIGTERM raises (tuner.faults.Terminated's too)
 PROGRESS_BARS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"  # read by huggingface_hub and transformers; 0 shows the bars
 
 # The verbs, in the order --help lists them: each one's class, imported only when that verb runs (or its --help is
@@ -138,7 +141,7 @@ def failures() -> dict[type[BaseException], Failure]:
         swagppm.ReleaseRefused: Failure(status=EXIT_BAD_INPUT, message="swagppm-tune: error: {error}"),
         swagppm.TrainingFailure: Failure(status=EXIT_FIT_FAILED, message="swagppm-tune: the fit failed: {error}"),
         StorageLost: Failure(status=EXIT_STORAGE_LOST, message="swagppm-tune: error: {error}"),
-        KeyboardInterrupt: Failure(status=EXIT_INTERRUPTED, message=INTERRUPTED_LINE),
+        KeyboardInterrupt: Failure(status=EXIT_INTERRUPTED, message="\nswagppm-tune: {interrupted}"),
         BrokenPipeError: Failure(status=EXIT_BROKEN_PIPE, message="", quiet_stdout=True),  # `status | head`
     }
 
@@ -147,10 +150,22 @@ INTERNAL = Failure(status=EXIT_INTERNAL, message="swagppm-tune: internal error: 
                                                  f"{DEBUG_ENV}=1 for the traceback)")
 
 
+STORAGE_GONE = Failure(status=EXIT_STORAGE_LOST, message="swagppm-tune: error: lost the study storage where no "
+                                                         "reconnect is tried ({kind}); finished trials are kept "
+                                                         "there: run the command again once it is back")
+
+
 def failure_of(error: BaseException) -> Failure | None:
-    """The ``failures()`` entry of ``error``'s nearest class; None for an unexpected error."""
+    """The ``failures()`` entry of ``error``'s nearest class; a storage that went away outside a run's reconnecting
+    loop (during stage 1, say) is ``STORAGE_GONE`` (its text may name the server: not shown); None for an unexpected
+    error."""
+    from tuner.storage import is_connection_error
+
     known = failures()
-    return next((known[kind] for kind in type(error).__mro__ if kind in known), None)
+    found = next((known[kind] for kind in type(error).__mro__ if kind in known), None)
+    if found is None and isinstance(error, Exception) and is_connection_error(error):
+        return STORAGE_GONE
+    return found
 
 
 def command_of(verb: str) -> Command:
@@ -210,14 +225,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     command (``argv`` None: the process ends next), it freezes the garbage collector's objects on the way out, so
     the interpreter's exit does not sweep the libraries' hundred thousand objects (a fifth of ``status``); files and
     connections are closed as usual, by their owners and the exit handlers."""
+    main_thread = threading.current_thread() is threading.main_thread()  # only there may a handler be set
+    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # until tuner.faults' own
     try:
         return _main(sys.argv[1:] if argv is None else list(argv))
-    except KeyboardInterrupt:
-        print(INTERRUPTED_LINE, file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        print(f"\nswagppm-tune: {interrupted_text(interrupt)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
         if argv is None:
             gc.freeze()
+
+
+def _terminated(number: int, frame: types.FrameType | None) -> None:
+    """SIGTERM while the libraries load: as Ctrl-C there (one line, exit 130), not a silent death (143)."""
+    raise KeyboardInterrupt(SIGTERM_TEXT)
 
 
 def _main(argv: list[str]) -> int:
@@ -240,9 +264,12 @@ def _main(argv: list[str]) -> int:
     progress.configure(not args.quiet)  # long steps report as bars on a terminal, else as lines on stderr
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(line_buffering=True)  # into a pipe or a log too, each line shows when it is printed
+    from tuner.faults import interrupt_on_sigterm
+
     previous_umask = os.umask(OWNER_UMASK)  # what the verb and its libraries create is owner-only (tuner.outputs)
     try:
-        code = commands[args.verb].run(args)
+        with interrupt_on_sigterm():  # what `timeout`, Slurm and Kubernetes send: cleaned up as Ctrl-C is
+            code = commands[args.verb].run(args)
         sys.stdout.flush()  # a closed pipe shows here, where it is handled below
         return code
     except (Exception, KeyboardInterrupt) as error:
@@ -260,5 +287,15 @@ def report_failure(error: BaseException, failure: Failure) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if failure.message:
         first = (str(error).strip().splitlines() or [""])[0]
-        print(failure.message.format(error=error, kind=type(error).__name__, first=first), file=sys.stderr)
+        print(failure.message.format(error=error, kind=type(error).__name__, first=first,
+                                     interrupted=interrupted_text(error)), file=sys.stderr)
     return failure.status
+
+
+def interrupted_text(error: BaseException) -> str:
+    """What an interruption's line says: the verb's own words ("interrupted (SIGTERM): nothing was released ..."),
+    else "interrupted", with the signal when it was SIGTERM."""
+    text = str(error)
+    if text.startswith("interrupted"):
+        return text
+    return "interrupted (SIGTERM)" if text == SIGTERM_TEXT else "interrupted"

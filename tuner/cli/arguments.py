@@ -154,6 +154,10 @@ def data_override(args: argparse.Namespace, chosen: Chosen) -> Chosen:
                           "run a study on the new records instead")
     path = Path(args.data).expanduser()
     source = str(path.resolve()) if path.exists() or path.suffix else str(args.data)
+    tuned_on = Path(chosen.config.data.source).expanduser()
+    if source == chosen.config.data.source or (path.exists() and tuned_on.exists() and path.samefile(tuned_on)):
+        raise ConfigError(f"--data {args.data}: these are the records {chosen.path} was tuned on (declared public "
+                          "there); a public-proxy choice is fitted once on other records, the private ones")
     config = chosen.config.replace(data={"source": source, "public": False})
     return dataclasses.replace(chosen, config=config, epsilon=None, stage1_fingerprint=None,
                                claim=chosen.claim.on_records(default_data_set(source)), entered=False)
@@ -218,8 +222,10 @@ def one_source(args: argparse.Namespace) -> None:
 
 def exported(args: argparse.Namespace) -> Chosen:
     """The configuration of ``--from EXPORT.json``, on ``--data`` when given (``data_override``)."""
+    from swagppm.config import check_regular_file
     from tuner.export import read_export
 
+    check_regular_file(args.source, f"--from {args.source}")  # a device or FIFO would never end or never answer
     return data_override(args, read_export(args.source))
 
 

@@ -7,6 +7,7 @@ import contextlib
 import json
 import math
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,7 +156,10 @@ class FitCommand(Command):
             torch.set_num_threads(request.chosen.threads)
             print(f"using {request.chosen.threads} CPU thread(s), as the exported trial did (on a CPU, epsilon "
                   "depends on the thread count in its last digits)")
+        started = time.time()
         with contextlib.ExitStack() as stack:
+            if wanted is not None:
+                stack.enter_context(interrupted_release(args.release, report=args.owner_report, started=started))
             target = None if wanted is None else stack.enter_context(
                 claim_release_dir(args.release, wanted, report=args.owner_report))
             session = stack.enter_context(swagppm.Session(request.config))
@@ -291,6 +295,10 @@ def release_request(args: argparse.Namespace, out: Path, config: swagppm.SWAGPPM
     fields, δ for a selection, the public evaluation file, the folder, the labels."""
     from swagppm.releases.writer import ReleaseSpec, check_release
 
+    if config.data.public:
+        raise ConfigError(f"{config.data.source}: these records are declared public ([data] public = true), and a "
+                          "release is one fit on the private records under a privacy claim: pass --data PRIVATE "
+                          "(a public-proxy choice is fitted once on the private data)")
     if chosen is not None:
         check_release_fields(chosen)
     public_eval = args.public_eval
@@ -328,6 +336,25 @@ def check_release_target(args: argparse.Namespace, out: Path, *, what: str,
 
     check_replaced_folder(out, config=run_config(args) if config is None else config, args=args, what=what,
                           beside=[args.owner_report or owner_report_path(out)])
+
+
+@contextlib.contextmanager
+def interrupted_release(out: Path, *, report: Path | None, started: float) -> Iterator[None]:
+    """Ctrl-C or SIGTERM during a release is one line and exit 130 (``tuner.cli``): by then the folder's lock and
+    staging folder are removed (the blocks inside this one have ended), and the line says whether the release was
+    committed (its owner report written since ``started``) or nothing was."""
+    from swagppm.releases.staging import owner_report_path  # plain files, no torch
+
+    try:
+        yield
+    except KeyboardInterrupt as interrupt:
+        try:
+            committed = (report or owner_report_path(out)).stat().st_mtime >= started
+        except OSError:
+            committed = False
+        done = (f"the release to {out} was committed just before" if committed else
+                f"nothing was released to {out} (its lock and staging folder are removed)")
+        raise type(interrupt)(f"{interruption(interrupt)}: {done}") from None
 
 
 @contextlib.contextmanager
@@ -380,8 +407,9 @@ def released_or_not(attempt: Callable[[], Released], out: Path, report: Path, st
               "released", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as stop:
-        print(f"swagppm-tune: {interruption(stop)}: nothing was released (its staging folder and lock are gone; the "
-              "attempt is entered in the privacy ledger as interrupted)", file=sys.stderr)
+        print(f"swagppm-tune: {interruption(stop)}: nothing was released to {out} (its lock and staging folder are "
+              "removed; an attempt that had begun its draws is entered in the privacy ledger as interrupted)",
+              file=sys.stderr)
         return EXIT_INTERRUPTED
     print_released(released, study, trial, report)
     if released.interrupted:

@@ -16,6 +16,7 @@ and an existing file is refused; the written file is read back as ``run`` reads 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -33,6 +34,7 @@ FROM_DATA_WARNING = (
     "list derived from the records tells whether a record of a rare class is present, so this study is for "
     "exploration only; declare the classes in a public schema file (--labels-file) before releasing")
 POOLED_MODES = ("head", "last_n_layers")  # the modes whose pooling the study file states (auto = mean)
+CACHE_DIR = ".swagppm-cache"  # the private cache a written study file names, beside it
 
 
 class InitCommand(Command):
@@ -70,7 +72,7 @@ class InitCommand(Command):
             raise ConfigError(f"-o {out}: exists; init never replaces a file (choose another -o, or remove it)")
         check_output(out, inputs=_inputs(args), overwrite=False)
         declared = declared_labels(args)
-        records, labels = checked_data(args, declared)
+        records, labels = checked_data(args, declared, cache_dir=out.expanduser().resolve().parent / CACHE_DIR)
         if args.labels_from_data:
             print(FROM_DATA_WARNING.format(column=args.label_column), file=sys.stderr, flush=True)
         write_atomic(out, study_text(args, out, labels), warn=args.labels_from_data)
@@ -101,20 +103,28 @@ def declared_labels(args: argparse.Namespace) -> tuple[str, ...] | None:
     return None
 
 
-def checked_data(args: argparse.Namespace, declared: tuple[str, ...] | None) -> tuple[int, tuple[str, ...]]:
+def checked_data(args: argparse.Namespace, declared: tuple[str, ...] | None, *,
+                 cache_dir: Path) -> tuple[int, tuple[str, ...]]:
     """The record count and the declared labels, after reading the data as ``run`` will (its file and columns, every
-    label within the declared set, the split); a problem is one ``DataError`` line naming the file or column."""
+    label within the declared set, the split); a problem is one ``DataError`` line naming the file or column. A Hub
+    dataset is downloaded into the study's private cache (``cache_dir``, the one the study file names), as ``run``
+    would, never into the shared Hugging Face cache."""
     from swagppm.data.prepare import prepare_data
-    from swagppm.data.sources import read_records
+    from swagppm.data.sources import hub_cache, read_records, source_for
 
     config = DataConfig(source=_source(args.data), text_column=args.text_column,
                         label_column=args.label_column, labels=declared)
-    if declared is None:
-        labels = tuple(sorted(set(read_records(config).labels)))
-        check_label_set(labels, f"{args.data}: column {args.label_column!r}")
-        config = DataConfig(source=config.source, text_column=args.text_column, label_column=args.label_column,
-                            labels=labels)
-    prepared = prepare_data(config)
+    with contextlib.ExitStack() as stack:
+        if source_for(config.source).name == "huggingface":
+            from swagppm.cache import HUB_FOLDER, PrivateCache
+
+            stack.enter_context(hub_cache(PrivateCache(cache_dir).directory / HUB_FOLDER))
+        if declared is None:
+            labels = tuple(sorted(set(read_records(config).labels)))
+            check_label_set(labels, f"{args.data}: column {args.label_column!r}")
+            config = DataConfig(source=config.source, text_column=args.text_column, label_column=args.label_column,
+                                labels=labels)
+        prepared = prepare_data(config)
     return len(prepared.train_texts) + len(prepared.test_texts), config.labels or ()
 
 
@@ -172,7 +182,7 @@ def study_text(args: argparse.Namespace, out: Path, labels: tuple[str, ...]) -> 
         f"finetune_lr = {finetune_lr!r}           # the package's rates for trainable = {args.trainable!r}",
         f"swag_lr = {swag_lr!r}",
         'device = "auto"',
-        'cache_dir = ".swagppm-cache"   # the private cache (owner-only): per-record risks, stage 1, features',
+        f'cache_dir = "{CACHE_DIR}"   # the private cache (owner-only): per-record risks, stage 1, features',
         "",
     ]
     return "\n".join(lines)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import socket
+import socketserver
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import optuna
 from optuna.trial import TrialState
@@ -41,9 +43,13 @@ from tuner.storage import make_storage, masked_url
 from tuner.study import open_existing_study, open_study, run_study
 from tuner.tuning import check_all_trials, is_accounted, tuning_cost, tuning_line
 
-EXPOSE_HELP = ("listen on a --host other than this machine. optuna-dashboard has no login: anyone who can reach the "
-               "port can read and modify or delete the study (trials, notes, figures). Prefer an SSH tunnel: "
-               "ssh -L 8080:127.0.0.1:8080 HOST, then open http://127.0.0.1:8080/dashboard/")
+if TYPE_CHECKING:
+    from tuner.access import TokenGate
+
+EXPOSE_HELP = ("listen on a --host other than this machine. The dashboard's only login is this run's token, sent in "
+               "clear text over plain HTTP: anyone who can read the network traffic, or reach the port with the token, "
+               "can read and modify or delete the study (trials, notes, figures). Prefer an SSH tunnel: "
+               "ssh -L 8080:127.0.0.1:8080 HOST, then open the printed URL")
 
 
 class RunCommand(Command):
@@ -68,6 +74,9 @@ class RunCommand(Command):
         config = study_config(args)
         check_folder(config.artifact_dir, "[study] artifacts")
         if args.workers > 1 or args.gpus:
+            from tuner.tracking import tracking_callbacks
+
+            tracking_callbacks(config)  # asked here once, before the workers start and fit (each asks it again)
             gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else []
             executor = make_executor("processes", workers=args.workers, gpus=gpus, data=args.data)
         else:
@@ -144,6 +153,9 @@ class LaunchCommand(Command):
         require("cluster", needed_by="launch (it submits the jobs through submitit)")
         config = study_config(args)
         check_folder(config.artifact_dir, "[study] artifacts")
+        from tuner.tracking import tracking_callbacks
+
+        tracking_callbacks(config)  # asked here once, before any job is submitted (each job asks it again)
         extra = {} if args.partition is None else {"slurm_partition": args.partition}
         executor = make_executor("submitit", jobs=args.jobs, workers_per_job=args.workers_per_job,
                                  gpus_per_job=args.gpus_per_job, cluster=args.cluster, timeout_min=args.timeout_min,
@@ -235,23 +247,29 @@ class ProxyCommand(Command):
         parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
         parser.add_argument("--port", type=port, default=13000, help="port (default 13000)")
         parser.add_argument("--expose-to-network", action="store_true",
-                            help="listen on a --host other than this machine. The proxy has no login: anyone who "
-                                 "can reach the port can read, modify and delete every study in the database; "
-                                 "keep it on the workers' private network")
+                            help="listen on a --host other than this machine. The proxy's only login is this "
+                                 "run's token, sent in clear text (no TLS): anyone who can read the network traffic "
+                                 "can read, modify and delete every study in the database; keep it on the workers' "
+                                 "private network")
         add_storage(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         """The gRPC proxy in front of the study's server database until Ctrl-C; workers use grpc://HOST:PORT."""
         if not (is_loopback(args.host) or args.expose_to_network):
             raise ConfigError(f"--host {args.host} would serve the study database to the network, and the gRPC "
-                              f"proxy has no login: anyone who can reach port {args.port} could read, modify and "
-                              "delete its studies. Pass --expose-to-network on a private network")
+                              f"proxy's only login is a token sent in clear text: anyone who can read the traffic to "
+                              f"port {args.port} could read, modify and delete its studies. Pass --expose-to-network "
+                              "on a private network")
         config = study_config(args)
+        check_port(args.host, args.port)  # before the database is asked: a second proxy on the port is refused
+        from tuner.access import new_token, token_file, token_path
         from tuner.storage import serve_grpc_proxy
 
-        serve_grpc_proxy(config.storage_url, host=args.host, port=args.port,
-                         connect_timeout=config.study.connect_timeout,
-                         echo=lambda line: print(line, flush=True))
+        token = new_token()
+        with token_file(token_path(config.path, "proxy", args.port), f"grpc://{args.host}:{args.port}?token={token}",
+                        echo=lambda line: print(line, file=sys.stderr)):
+            serve_grpc_proxy(config.storage_url, host=args.host, port=args.port, token=token,
+                             connect_timeout=config.study.connect_timeout, echo=lambda line: print(line, flush=True))
         return EXIT_OK
 
 
@@ -377,16 +395,18 @@ class DashboardCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         """optuna-dashboard on the study's own storage; a network address only with --expose-to-network."""
         if not (is_loopback(args.host) or args.expose_to_network):
-            raise ConfigError(f"--host {args.host} would serve the study to the network, and optuna-dashboard has no "
-                              f"login: anyone who can reach port {args.port} could read, modify and delete it. Use an "
-                              f"SSH tunnel (ssh -L {args.port}:127.0.0.1:{args.port} HOST, then open "
-                              f"http://127.0.0.1:{args.port}/dashboard/) or pass --expose-to-network")
+            raise ConfigError(f"--host {args.host} would serve the study to the network, and the dashboard's only "
+                              "login is a token sent in clear text over plain HTTP: anyone who can read the traffic "
+                              f"to port {args.port} could read, modify and delete it. Use an SSH tunnel (ssh -L "
+                              f"{args.port}:127.0.0.1:{args.port} HOST, then open the printed URL) or pass "
+                              "--expose-to-network")
         config = study_config(args)
         study = open_existing_study(config)
         check_folder(config.artifact_dir, "[study] artifacts")
         if not is_loopback(args.host):
-            print(f"warning: anyone who can reach {args.host}:{args.port} can read and modify or delete study "
-                  f"{study.study_name!r} (trials, notes, figures)", file=sys.stderr)
+            print(f"warning: anyone who can read the traffic to {args.host}:{args.port} (plain HTTP, the token in "
+                  f"clear) can read and modify or delete study {study.study_name!r} (trials, notes, figures)",
+                  file=sys.stderr)
         serve_dashboard(config, host=args.host, port=args.port, name=study.study_name)
         return EXIT_OK
 
@@ -412,18 +432,58 @@ def check_port(host: str, port: int) -> None:
 
 
 def serve_dashboard(config: StudyConfig, *, host: str, port: int, name: str) -> None:
-    """optuna-dashboard on the study's storage and artifact folder, until Ctrl-C."""
+    """optuna-dashboard on the study's storage and artifact folder, behind this run's token (``tuner.access``), until
+    Ctrl-C."""
     import optuna_dashboard
     from optuna.artifacts import FileSystemArtifactStore
 
+    from tuner.access import TokenGate, new_token, token_file, token_path
     from tuner.dashboard import OWNER_SIDE, DashboardView
 
     storage = make_storage(config.storage_url, connect_timeout=config.study.connect_timeout)
-    check_port(host, port)
-    print(f"optuna-dashboard on http://{host}:{port}/dashboard/ (study {name!r} in "
-          f"{masked_url(config.storage_url)}); Ctrl-C stops it\n  {OWNER_SIDE}", flush=True)
     view = DashboardView(storage, statistic=config.targets.statistic)  # type: ignore[abstract]  # delegated at run time
-    optuna_dashboard.run_server(view, host=host, port=port, artifact_store=FileSystemArtifactStore(config.artifact_dir))
+    token = new_token()
+    app = TokenGate(optuna_dashboard.wsgi(view, artifact_store=FileSystemArtifactStore(config.artifact_dir)),
+                    token=token, port=port)
+    server = listening(host, port, app)
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/dashboard/?token={token}"
+    file = token_path(config.path, "dashboard", port)
+    print(f"optuna-dashboard on {url} (study {name!r} in {masked_url(config.storage_url)}); the token in it is this "
+          f"run's, and without it the pages are refused (kept in {file}); Ctrl-C stops it\n  {OWNER_SIDE}", flush=True)
+    with server, token_file(file, url, echo=lambda line: print(line, file=sys.stderr)):
+        serve_until_interrupted(server)
+
+
+def serve_until_interrupted(server: socketserver.BaseServer) -> None:
+    """Serve in a thread of its own while this (main) thread waits, so that Ctrl-C or SIGTERM lands here, never
+    inside a request (wsgiref's handler catches everything there, and the server would go on); then stop it."""
+    import threading
+
+    serving = threading.Thread(target=server.serve_forever, name="dashboard", daemon=True)
+    serving.start()
+    try:
+        while serving.is_alive():
+            serving.join(0.5)
+    finally:
+        server.shutdown()
+
+
+def listening(host: str, port: int, app: TokenGate) -> socketserver.BaseServer:
+    """A WSGI server bound to ``host:port`` (the address refused in one line when it cannot be), logging no request:
+    a request line would put the URL, and so the token, in the terminal's log."""
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    server_class = type("Server", (WSGIServer,), {"address_family": family})
+    try:
+        return make_server(host, port, app, server_class=server_class, handler_class=Quiet)
+    except OSError as error:
+        raise ConfigError(f"--port {port}: cannot listen on {host}:{port} ({error.strerror or error}; another server "
+                          "holds it?); pass another --port") from None
 
 
 class CleanCommand(Command):
@@ -522,11 +582,14 @@ class RejudgeCommand(Command):
         add_storage(parser)  # the source's storage, which the new study joins
 
     def run(self, args: argparse.Namespace) -> int:
-        config = study_config(args)
-        open_existing_study(config)
         changes = {key: value for key, value in (
             ("epsilon_cap", args.epsilon_cap), ("max_f1_degradation", args.max_f1_degradation),
             ("statistic", args.statistic), ("require_well_fit", args.require_well_fit)) if value is not None}
+        if not changes:
+            raise ConfigError("rejudge: pass the targets to judge against: one or more of --epsilon-cap, "
+                              "--max-f1-degradation, --statistic and --require-well-fit/--no-require-well-fit")
+        config = study_config(args)
+        open_existing_study(config)
         targets = retarget(config.targets, changes)
         study = rejudge(config, targets, name=args.name)
         print(f"study {args.name!r}: {len(study.trials)} fits of {config.study.name!r} judged against "

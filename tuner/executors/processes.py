@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
+from optuna.storages import BaseStorage
+from optuna.trial import TrialState
 
 from swagppm import ConfigError
 from tuner.config import StudyConfig
@@ -28,9 +30,18 @@ from tuner.executors.registry import register_executor
 from tuner.faults import PARENT_ENV, Terminated, recover_stale_trials, worker_id
 from tuner.queries import best_feasible, closest_trial, finished_count
 from tuner.storage import STORAGE_ENV, describe_error, is_connection_error, masked_url, supports_workers
-from tuner.study import RunSummary, enqueue_start_points, open_study, planned_trials, study_lock
+from tuner.study import (
+    RunSummary,
+    enqueue_start_points,
+    open_storage,
+    open_study,
+    planned_trials,
+    study_exists,
+    study_lock,
+)
 
 POLL_SECONDS = 0.5
+REFUSED = 2  # a worker's exit status for bad input (tuner.cli.base.EXIT_BAD_INPUT)
 
 
 @register_executor("processes")
@@ -44,14 +55,30 @@ class ProcessesExecutor:
 
     def run(self, config: StudyConfig, *, n_trials: int | None, timeout: float | None,
             echo: Callable[[str], None]) -> RunSummary:
+        check_shared_storage(config, workers=self.workers)
+        storage = open_storage(config)
+        new = not study_exists(storage, config.study.name)
         study = shared_study(config, workers=self.workers, n_trials=n_trials)
         before = finished_count(study)
         codes = run_processes(study, config, workers=self.workers, gpus=self.gpus, n_trials=n_trials,
                               timeout=timeout, data=self.data, echo=echo)
+        if new and set(codes.values()) == {REFUSED}:
+            forget_unrun(study, storage)
         statuses = ", ".join(f"{name} {code}" for name, code in codes.items())
         return RunSummary(finished_before=before, finished_now=finished_count(study) - before,
                           stopped_because=f"every worker exited (exit statuses: {statuses})",
                           best=best_feasible(study), closest=closest_trial(study))
+
+
+def forget_unrun(study: optuna.Study, storage: BaseStorage) -> None:
+    """Every worker of a study this run created was refused before its first trial (bad data, say): the study goes,
+    so that the corrected study file runs (left, it would keep the refused file's definition), and the refusal is
+    one line (``ConfigError``). A study in which any trial ran is kept."""
+    if any(trial.state != TrialState.WAITING for trial in study.get_trials(deepcopy=False)):
+        return
+    optuna.delete_study(study_name=study.study_name, storage=storage)
+    raise ConfigError(f"every worker was refused before its first trial (their lines above say why); the study "
+                      f"{study.study_name!r} this run created was removed, so the corrected study file runs")
 
 
 def run_workers(
@@ -76,14 +103,19 @@ def run_workers(
                          echo=echo)
 
 
-def shared_study(config: StudyConfig, *, workers: int, n_trials: int | None) -> optuna.Study:
-    """The study, created with its start points for the workers to join; SQLite is refused for several workers."""
+def check_shared_storage(config: StudyConfig, *, workers: int) -> None:
+    """SQLite is refused for several workers, before anything is created."""
     url = config.storage_url
     if workers > 1 and not supports_workers(url):
         raise ConfigError(
             f"{config.path} [study]: storage {masked_url(url)} is SQLite, which one process at a time can use; "
             f"for {workers} local workers set storage = \"journal:{config.path.stem}.log\" (a journal file beside "
             "the study) or a PostgreSQL/MySQL URL (several machines)")
+
+
+def shared_study(config: StudyConfig, *, workers: int, n_trials: int | None) -> optuna.Study:
+    """The study, created with its start points for the workers to join; SQLite is refused for several workers."""
+    check_shared_storage(config, workers=workers)
     with study_lock(config):
         study = open_study(config)
         enqueue_start_points(study, config, n_trials=planned_trials(study, config, n_trials))
