@@ -145,7 +145,9 @@ def public_risk_config(tmp_path: Path, **settings: object) -> SWAGPPMConfig:
 
 
 def test_with_a_bound_and_public_risks_epsilon_is_stated_before_any_fit_and_is_2_max_w_b(tmp_path: Path) -> None:
-    config = public_risk_config(tmp_path)
+    # risks normalised by [0, 20], so some record's f is below 0.25 and its weight reaches 1 on any machine; the
+    # mixing gate is loose here (its own test is above): these short chains are about the bound, not R-hat
+    config = public_risk_config(tmp_path).replace(risk_range=[0.0, 20.0], exact_max_rhat=2.0, exact_min_ess=10.0)
     params = TrialParams(c=0.4, ft_epochs=2, g=0.7)
     stated = proven_bound(config, params)  # from the configuration and the trial alone: no data read, no fit
     assert stated == pytest.approx(2 * 1.0 * 3.0)

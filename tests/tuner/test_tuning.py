@@ -62,9 +62,11 @@ def test_rejudge_judges_stored_fits_against_new_targets_without_refitting(
 
 
 def test_other_records_are_refused_before_stage_1(study_file: Callable[..., Path], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     import swagppm
 
+    monkeypatch.setenv("SWAGPPM_TUNE_LEDGER", str(tmp_path / "ledger"))  # seed 0's records are other tests' too
     for name, seed in (("first.csv", 0), ("second.csv", 1)):
         texts, labels = swagppm.synthetic_corpus(240, num_classes=4, seed=seed)
         lines = ["text,label"] + [f'"{t}",{label}' for t, label in zip(texts, labels)]
