@@ -17,8 +17,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import optuna
-
 import scorers
 import swagppm
 from scorers import PrivacyAudit, Refutation
@@ -30,7 +28,6 @@ if TYPE_CHECKING:
 
 BASELINE = "non_private_baseline"
 RELEASE = "released_draw"
-AUDITS_RUN = "audits_run"  # study attribute: audits run on the study's private data
 
 
 def audit_losses(losses: RecordLosses) -> PrivacyAudit:
@@ -42,15 +39,6 @@ def audit_losses(losses: RecordLosses) -> PrivacyAudit:
 def audit_fit(session: swagppm.Session, fit: swagppm.Fit) -> dict[str, PrivacyAudit]:
     """Both columns: the non-private baseline and one release-like draw (secret noise) of ``fit``."""
     return {BASELINE: audit_losses(session.baseline_losses()), RELEASE: audit_losses(session.secret_draw_losses(fit))}
-
-
-def count_audit(study: optuna.Study | None) -> int | None:
-    """Add one to the study's count of audits run and return it (None without a study)."""
-    if study is None:
-        return None
-    runs = int(study.user_attrs.get(AUDITS_RUN, 0)) + 1
-    study.set_user_attr(AUDITS_RUN, runs)
-    return runs
 
 
 def refusal(refutation: Refutation, *, epsilon_cap: float) -> str:

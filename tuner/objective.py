@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import Trial
 
-import scorers
 import swagppm
 from swagppm import ConfigError
+from tuner.audit import audit_losses
 from tuner.config import StudyConfig
 from tuner.dashboard import AtomicArtifactStore, publish_trial
 from tuner.faults import WORKER, trial_heartbeat
@@ -31,7 +31,6 @@ from tuner.record import FAILURE, FIGURES_ERROR, RAN_BY, store_constraints
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
-    from swagppm.evaluate.probes import RecordLosses
     from swagppm.train.engine import EpochInfo
     from swagppm.train.swag import SWAGPosterior
 
@@ -173,7 +172,8 @@ def secret_draw_checks(session: swagppm.Session, fit: swagppm.Fit, config: Study
         finally:
             fit.posterior.restore_mean(session.bundle.model)
     else:
-        checks = DrawChecks(audit_epsilon_bound=audit_bound(session.secret_draw_losses(fit)))
+        audit = audit_losses(session.secret_draw_losses(fit))
+        checks = DrawChecks(audit_epsilon_bound=float(audit.epsilon_lower_bound))
     fit.result.timings["public_score" if config.study.accounted else "audit"] = time.perf_counter() - start
     return checks
 
@@ -188,13 +188,6 @@ def public_score(session: swagppm.Session, posterior: SWAGPosterior, source: str
         raise ConfigError(f"[study] public_eval {source}: some of its records also occur in the private data, so "
                           "it is not public evaluation data; remove them or use another file")
     return float(description["released_draw_score"])
-
-
-def audit_bound(losses: RecordLosses) -> float:
-    """The largest ε lower bound of the family-wise membership audit of ``losses`` (an aggregate; δ = 0)."""
-    audit = scorers.privacy_audit(losses.members, losses.non_members, member_classes=losses.member_classes,
-                                  non_member_classes=losses.non_member_classes)
-    return float(audit.epsilon_lower_bound)
 
 
 def record_outcome(trial: Trial, outcome: Outcome, *, storage: BaseStorage) -> dict[str, Any]:

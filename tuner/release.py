@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from swagppm.releases.staging import ReleaseTarget
     from swagppm.releases.writer import ReleaseSpec
     from swagppm.resources import Resources
+    from swagppm.session import Session
     from swagppm.stage2 import Fit, SWAGPPMResult
     from swagppm.statement import AuditVerdict
     from tuner.export import Chosen
@@ -133,7 +134,7 @@ def release_chosen(chosen: Chosen, out_dir: str | Path, request: ReleaseRequest 
         return release(session, fit, target, request)
 
 
-def release(resources: Resources, fit: Fit, target: ReleaseTarget, request: ReleaseRequest) -> Released:
+def release(session: Session, fit: Fit, target: ReleaseTarget, request: ReleaseRequest) -> Released:
     """Stage one secret draw of ``fit``, audit it against the cap and the measured ε, decide, and commit it.
 
     Raises ``swagppm.releases.writer.AuditRefuted`` (nothing written, the attempt
@@ -146,13 +147,13 @@ def release(resources: Resources, fit: Fit, target: ReleaseTarget, request: Rele
     if fit.result.failure:
         raise FitFailed(f"nothing released: the fit failed ({fit.result.failure})")
     claim = request.spec.claim.claim
-    ledger = check_ledger(resources, request)
+    ledger = check_ledger(session, request)
     spec = with_ledger_total(priced(request), ledger, request)
     cap, measured = spec.epsilon_cap, fit.result.epsilon
-    check_claim(fit.result, claim, resources.config)  # refused before any draw: not an attempt
-    baseline = audit_losses(baseline_losses(resources)) if request.audit else None
+    check_claim(fit.result, claim, session.config)  # refused before any draw: not an attempt
+    baseline = audit_losses(session.baseline_losses()) if request.audit else None
     attempt = Attempt(ledger=ledger, request=request, spec=spec)
-    with attempt, stage(resources, fit, target, spec) as staged:
+    with attempt, stage(session, fit, target, spec) as staged:
         audits, verdict, owner = None, NO_AUDIT, {"ledger": ledger.summary()}
         refutation, measured_refuted = None, None
         if baseline is not None:
@@ -165,7 +166,7 @@ def release(resources: Resources, fit: Fit, target: ReleaseTarget, request: Rele
                                    epsilon_lower_bound=audits[RELEASE].epsilon_lower_bound)
             measured_refuted = audits[RELEASE].refutation(measured) is not None
             verdict = audit_verdict(audits[RELEASE], cap=cap, forced=refutation is not None, spec=spec,
-                                    test_size=resources.config.data.test_size)
+                                    test_size=session.config.data.test_size)
             owner["audit"] = audit_record(audits, verdict, cap=cap, measured=measured, forced=refutation is not None,
                                           audits_run=audit_count(ledger) + 1)
         with held_signals() as held:  # the folder goes in place whole, and its attempt is entered as such
@@ -307,16 +308,6 @@ class Attempt:
         self.ledger.append({"kind": RELEASE_ENTRY, "attempt": self.number, "outcome": outcome,
                             "source": self.request.source, "epsilon_cap": self.spec.epsilon_cap,
                             "selection_stop_probability": selection.stop_probability if selection else None})
-
-
-def baseline_losses(resources: Resources) -> Any:
-    """Every record's loss under the non-private stage-1 model (stage 1 from the private cache)."""
-    from swagppm.evaluate.probes import record_losses
-    from swagppm.stage1 import compute_or_load
-
-    with resources.bundle.holding(compute_or_load(resources).model_state):
-        return record_losses(resources.bundle, resources.train, resources.test, resources.data,
-                             batch_size=resources.config.eval_batch_size, label="audit of the non-private baseline")
 
 
 def priced(request: ReleaseRequest) -> ReleaseSpec:

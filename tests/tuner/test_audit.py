@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import optuna
 import pytest
 
 import swagppm
@@ -18,14 +17,12 @@ from swagppm.evaluate.probes import RecordLosses
 from tests.swagppm.helpers import small_config
 from tests.tuner.helpers import result, tight, with_a_feasible_trial
 from tuner.audit import (
-    AUDITS_RUN,
     BASELINE,
     RELEASE,
     audit_document,
     audit_fit,
     audit_losses,
     audit_text,
-    count_audit,
     refusal,
 )
 from tuner.cli import EXIT_AUDIT_REFUTED, main
@@ -76,13 +73,6 @@ def test_tpr_at_a_rate_under_one_record_is_said_to_be_at_0_of_n_non_members() ->
     text = audit_text({RELEASE: audit_losses(MEMORISED)}, epsilon=1.0)
     assert "* TPR at 0 of 400 non-members (0.1% of them is under one record)" in text
     assert "so the audit refutes the stated epsilon" in text.splitlines()[-1]
-
-
-def test_audits_run_on_a_study_are_counted(tmp_path: Path) -> None:
-    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
-    assert count_audit(None) is None
-    assert [count_audit(study), count_audit(study)] == [1, 2]
-    assert optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 's.db'}").user_attrs[AUDITS_RUN] == 2
 
 
 @pytest.mark.fits

@@ -15,7 +15,8 @@ from swagppm.evaluate.probes import RecordLosses
 from swagppm.train.engine import EpochInfo
 from tests.tuner.helpers import result, tight
 from tuner import StudyConfig
-from tuner.objective import FitCrashed, Objective, StuckDetector, audit_bound, secret_draw_checks
+from tuner.audit import audit_losses
+from tuner.objective import FitCrashed, Objective, StuckDetector, secret_draw_checks
 from tuner.outcome import DrawChecks
 
 
@@ -69,7 +70,11 @@ def test_a_crashed_fit_is_not_a_configuration_or_data_error() -> None:
     assert issubclass(FitCrashed, RuntimeError) and not issubclass(FitCrashed, ValueError)
 
 
-# --- audit_bound ---------------------------------------------------------------------------------------
+# --- the audit's bound, as a trial's secret-draw check reads it (tuner.audit.audit_losses) -----------------
+
+
+def audit_bound(losses: RecordLosses) -> float:
+    return float(audit_losses(losses).epsilon_lower_bound)
 
 
 def test_the_audit_bound_is_the_family_wise_audit_s_lower_bound() -> None:
