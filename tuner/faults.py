@@ -35,9 +35,8 @@ from optuna.trial import FrozenTrial, Trial, TrialState, create_trial
 
 from tuner.config import StudyConfig
 from tuner.record import FAILURE, HEARTBEAT, RAN_BY, RETRY_OF
-from tuner.storage import describe_error, is_connection_error, kind, masked_url
+from tuner.storage import describe_error, is_connection_error, masked_url, traits
 
-OWN_HEARTBEATS = ("journal", "redis", "grpc")  # storages without Optuna's heartbeats that several processes share
 PARENT_ENV = "SWAGPPM_TUNE_PARENT"  # set by `run --workers N` for its workers: the parent's process id
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
 
@@ -230,7 +229,7 @@ class NullHeartbeat(contextlib.AbstractContextManager[None]):
 
 def trial_heartbeat(trial: Trial, config: StudyConfig) -> contextlib.AbstractContextManager[None]:
     """The heartbeat a running trial keeps while its fit runs: ours on a shared storage without its own, else none."""
-    if kind(config.storage_url) in OWN_HEARTBEATS:
+    if traits(config.storage_url).own_heartbeats:
         return HeartbeatThread(trial, interval=config.study.heartbeat_interval)
     return NullHeartbeat()
 
@@ -261,10 +260,10 @@ def stale_trials(study: optuna.Study, config: StudyConfig, *, gone: Collection[s
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     if gone is not None:
         return [t for t in running if t.user_attrs.get(RAN_BY) in gone]
-    storage_kind = kind(config.storage_url)
-    if storage_kind == "sqlite":
+    storage = traits(config.storage_url)
+    if not storage.shared:
         return running
-    if storage_kind in OWN_HEARTBEATS:
+    if storage.own_heartbeats:
         silent_since = time.time() - config.study.grace_period
         return [t for t in running if _last_sign_of_life(t) < silent_since]
     return []

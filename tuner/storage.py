@@ -18,6 +18,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, unquote_plus
@@ -110,7 +111,7 @@ def storage_file(url: str) -> Path | None:
     """The file a SQLite or journal storage keeps its studies in (None for servers and in-memory SQLite)."""
     if url.startswith(JOURNAL):
         return journal_path(url)
-    if kind(url) != "sqlite":
+    if traits(url).shared:
         return None
     database = parse_url(url).database
     return Path(database) if database and database != ":memory:" else None
@@ -150,9 +151,33 @@ def same_token(given: str | None, token: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode("utf-8", "replace"), token.encode())
 
 
-def supports_workers(url: str) -> bool:
-    """Whether several processes may share the storage (everything but SQLite)."""
-    return kind(url) != "sqlite"
+@dataclass(frozen=True, kw_only=True)
+class StorageTraits:
+    """What one kind of storage can do; every caller asks ``traits(url)``, so a new backend is one row of
+    ``STORAGE_KINDS``. ``shared``: several processes may use it at once (SQLite: one at a time, under the study's
+    lock); ``own_heartbeats``: its running trials need the tool's heartbeat (Optuna keeps heartbeats only for a
+    database's direct clients); ``server_database``: a PostgreSQL or MySQL/MariaDB database (what the gRPC proxy
+    serves)."""
+
+    shared: bool
+    own_heartbeats: bool
+    server_database: bool = False
+
+
+SERVER_DATABASE = StorageTraits(shared=True, own_heartbeats=False, server_database=True)
+STORAGE_KINDS = {  # by kind(url); any other database backend is a server database
+    "sqlite": StorageTraits(shared=False, own_heartbeats=False),
+    "journal": StorageTraits(shared=True, own_heartbeats=True),
+    "redis": StorageTraits(shared=True, own_heartbeats=True),
+    "grpc": StorageTraits(shared=True, own_heartbeats=True),
+    "postgresql": SERVER_DATABASE,
+    "mysql": SERVER_DATABASE,
+}
+
+
+def traits(url: str) -> StorageTraits:
+    """What the storage at ``url`` can do (a malformed URL is a ``ConfigError``, as ``kind``)."""
+    return STORAGE_KINDS.get(kind(url), StorageTraits(shared=True, own_heartbeats=False))
 
 
 def journal_path(url: str) -> Path:
@@ -481,7 +506,7 @@ def serve_grpc_proxy(url: str, *, host: str, port: int, token: str, connect_time
     The workers behind it keep the tool's own heartbeats (as on a journal), since
     Optuna's reach only a database's direct clients.
     """
-    if kind(url) not in ("postgresql", "mysql"):
+    if not traits(url).server_database:
         raise ConfigError(f"storage {masked_url(url)}: the gRPC proxy serves a PostgreSQL or MySQL/MariaDB database "
                           "to many workers; give it one with --storage or $SWAGPPM_TUNE_STORAGE")
     storage = make_storage(url, connect_timeout=connect_timeout)

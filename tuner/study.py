@@ -49,7 +49,7 @@ from tuner.outputs import OWNER_FILE, create_storage_file, owner_folder
 from tuner.queries import DEFINITION_ATTR, best_feasible, closest_trial, finished_count
 from tuner.record import BASELINE_F1_MACRO, FAILURE, RAN_BY, RETRY_OF, TrialRecord
 from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
-from tuner.storage import describe_error, is_connection_error, kind, make_storage, masked_url, storage_file
+from tuner.storage import describe_error, is_connection_error, make_storage, masked_url, storage_file, traits
 from tuner.tuning import (
     ACCOUNTED_TRIALS,
     LEDGER,
@@ -250,7 +250,7 @@ def study_lock(config: StudyConfig) -> Iterator[None]:
     SQLite takes one process at a time: a second ``run`` would run the start
     points again and overshoot ``n_trials``, so it is refused with what to use.
     """
-    database = storage_file(config.storage_url) if kind(config.storage_url) == "sqlite" else None
+    database = None if traits(config.storage_url).shared else storage_file(config.storage_url)
     if database is None:
         yield
         return
@@ -340,7 +340,7 @@ def _run(config: StudyConfig, *, n_trials: int | None, timeout: float | None, pr
          worker: str | None, echo: Callable[[str], None],
          callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = ()) -> RunSummary:
     settings = config.study
-    if settings.concurrent_trials != 1 and kind(config.storage_url) == "sqlite":
+    if settings.concurrent_trials != 1 and not traits(config.storage_url).shared:
         raise ConfigError(f"study.concurrent_trials = {settings.concurrent_trials} needs a journal file or a server "
                           "storage ([study] storage = \"journal:FILE\"): threads of one process share SQLite badly "
                           "(a trial can be told twice)")
@@ -704,7 +704,7 @@ def _reconnect(config: StudyConfig, error: BaseException, echo: Callable[[str], 
 def _fail_own_running(study: optuna.Study, config: StudyConfig) -> str:
     """Mark this process's running trials failed where the storage still takes it (on SQLite, the lock holder's:
     all of them); a clause for the message."""
-    mine = kind(config.storage_url) == "sqlite"
+    mine = not traits(config.storage_url).shared
     failed, left = [], []
     try:
         running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))

@@ -45,7 +45,7 @@ from tuner.executors.jobs import (
 from tuner.executors.processes import shared_study, worker_command, worker_environment
 from tuner.faults import recover_stale_trials, vanished_workers, worker_id
 from tuner.record import RAN_BY
-from tuner.storage import STORAGE_ENV, supports_workers
+from tuner.storage import STORAGE_ENV, traits
 
 SECRET_URL = "postgresql://tuner:s3cret@db.internal:5432/studies"
 SPACE = {"c": FloatDistribution(0.3, 1.2), "ft_epochs": IntDistribution(4, 8)}
@@ -302,7 +302,7 @@ def test_cluster_jobs_take_every_storage_several_processes_share(study_file: Cal
     """Every spelling the storage layer accepts for a shared storage passes the launcher's check (no connection)."""
     config = StudyConfig.from_toml(study_file()).with_storage(storage)
     check_shared_storage(config)
-    assert supports_workers(config.storage_url)
+    assert traits(config.storage_url).shared
 
 
 def test_the_launch_verb_refuses_sqlite_in_one_line(study_file: Callable[..., Path],

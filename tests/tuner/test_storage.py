@@ -28,6 +28,7 @@ from tuner import StudyConfig
 from tuner.cli import main
 from tuner.storage import (
     CurrentSchemaStorage,
+    StorageTraits,
     _lost_schema_race,
     _schema_head,
     describe_error,
@@ -39,7 +40,7 @@ from tuner.storage import (
     parse_url,
     serve_grpc_proxy,
     storage_file,
-    supports_workers,
+    traits,
     with_driver,
 )
 
@@ -80,7 +81,7 @@ def test_an_unescaped_at_is_refused_with_the_exact_advice() -> None:
                                "an unescaped '@'; percent-encode each '@' in them as %40")
 
 
-# --- storage_file, supports_workers, journal_path --------------------------------------------------------------------
+# --- storage_file, traits, journal_path --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("url", "file"), [
@@ -105,20 +106,26 @@ def test_the_file_of_a_malformed_url_is_a_config_error() -> None:
         storage_file("nonsense")
 
 
-@pytest.mark.parametrize(("url", "shared"), [
-    ("sqlite:///study.db", False),
-    ("sqlite:///:memory:", False),
-    ("journal:study.log", True),
-    ("redis://cache.internal:6379/0", True),
-    ("rediss://cache.internal:6380/0", True),
-    ("unix:///run/redis.sock", True),
-    ("postgresql://tuner@db.example/studies", True),
-    ("postgresql+psycopg://tuner@db.example/studies", True),
-    ("mysql://tuner@db.example/studies", True),
-    ("mariadb://tuner@db.example/studies", True),
+@pytest.mark.parametrize(("url", "shared", "own_heartbeats", "server_database"), [
+    ("sqlite:///study.db", False, False, False),
+    ("sqlite:///:memory:", False, False, False),
+    ("journal:study.log", True, True, False),
+    ("redis://cache.internal:6379/0", True, True, False),
+    ("rediss://cache.internal:6380/0", True, True, False),
+    ("unix:///run/redis.sock", True, True, False),
+    ("grpc://proxy.internal:13000", True, True, False),
+    ("postgresql://tuner@db.example/studies", True, False, True),
+    ("postgresql+psycopg://tuner@db.example/studies", True, False, True),
+    ("postgres://tuner@db.example/studies", True, False, True),
+    ("mysql://tuner@db.example/studies", True, False, True),
+    ("mariadb://tuner@db.example/studies", True, False, True),
 ])
-def test_every_storage_but_sqlite_supports_workers(url: str, shared: bool) -> None:
-    assert supports_workers(url) is shared
+def test_each_storage_kind_has_its_traits_in_one_table(url: str, shared: bool, own_heartbeats: bool,
+                                                        server_database: bool) -> None:
+    """Every trait a caller needs comes from one row (``STORAGE_KINDS``): only SQLite is one process at a time; the
+    journal, Redis and the gRPC proxy need the tool's own heartbeats; only server databases are proxied."""
+    assert traits(url) == StorageTraits(shared=shared, own_heartbeats=own_heartbeats,
+                                        server_database=server_database)
 
 
 @pytest.mark.parametrize(("url", "path"), [

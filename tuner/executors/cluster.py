@@ -38,7 +38,7 @@ from tuner.executors.processes import shared_study
 from tuner.executors.registry import register_executor
 from tuner.faults import interrupt_on_sigterm, recover_stale_trials, vanished_workers
 from tuner.queries import best_feasible, closest_trial, finished_count
-from tuner.storage import STORAGE_ENV, kind, masked_url
+from tuner.storage import STORAGE_ENV, masked_url, traits
 from tuner.study import RunSummary, run_study
 from tuner.tracking import tracking_callbacks
 
@@ -126,7 +126,7 @@ def jobs_folder(config: StudyConfig) -> Path:
 
 def check_shared_storage(config: StudyConfig) -> None:
     """Cluster jobs need a storage that several processes share: SQLite is refused, with what to use instead."""
-    if kind(config.storage_url) == "sqlite":
+    if not traits(config.storage_url).shared:
         raise ConfigError(
             f"{config.path} [study]: storage {masked_url(config.storage_url)} is SQLite, which one process at a time "
             "can use, and every cluster job is a process of its own; use a PostgreSQL or MySQL/MariaDB URL, the "

@@ -29,7 +29,7 @@ from tuner.config import StudyConfig
 from tuner.executors.registry import register_executor
 from tuner.faults import PARENT_ENV, Terminated, recover_stale_trials, worker_id
 from tuner.queries import best_feasible, closest_trial, finished_count
-from tuner.storage import STORAGE_ENV, describe_error, is_connection_error, masked_url, supports_workers
+from tuner.storage import STORAGE_ENV, describe_error, is_connection_error, masked_url, traits
 from tuner.study import (
     RunSummary,
     enqueue_start_points,
@@ -106,7 +106,7 @@ def run_workers(
 def check_shared_storage(config: StudyConfig, *, workers: int) -> None:
     """SQLite is refused for several workers, before anything is created."""
     url = config.storage_url
-    if workers > 1 and not supports_workers(url):
+    if workers > 1 and not traits(url).shared:
         raise ConfigError(
             f"{config.path} [study]: storage {masked_url(url)} is SQLite, which one process at a time can use; "
             f"for {workers} local workers set storage = \"journal:{config.path.stem}.log\" (a journal file beside "
