@@ -61,3 +61,19 @@ def test_the_caveats_docs_privacy_lists_are_the_cards_word_for_word() -> None:
     text = (ROOT / "docs" / "privacy.md").read_text().split("## Caveats the card states")[1].split("\n## ")[0]
     listed = [" ".join(item.split()) for item in text.split("\n- ")[1:]]
     assert listed == [" ".join(caveat.split()) for caveat in (*CAVEATS, TOKENIZER_CAVEAT)]
+
+
+def test_every_flag_of_every_verb_is_in_the_cli_pages_flag_table() -> None:
+    """docs/cli.md's "Every flag, by verb" holds exactly the parser's (verb, flag) pairs: none missing, none stale."""
+    import argparse
+
+    parser, _ = build_parser()
+    verbs = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    parsed = {(verb, flag) for verb, sub in verbs.choices.items() for action in sub._actions
+              for flag in action.option_strings if flag not in ("-h", "--help")}
+    text = (ROOT / "docs" / "cli.md").read_text()
+    table = text[text.index("## Every flag, by verb"):text.index("## Exit codes")]
+    documented = {(row[0].strip("` "), flag) for line in table.splitlines()
+                  if len(row := line.split("|")[1:-1]) == 3 and row[0].strip().startswith("`")
+                  for flag in re.findall(r"`(-[-\w]+)`", row[1])}
+    assert documented == parsed
