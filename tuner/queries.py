@@ -27,10 +27,13 @@ def finished_count(study: optuna.Study) -> int:
 
 
 def trials_run(study: optuna.Study) -> dict[str, int]:
-    """How many trials the choice was made from (the data-dependent selection caveat)."""
+    """The trials by state; ``total`` counts those that ran to an end (complete, pruned or failed): how many the
+    choice was made from (the data-dependent selection caveat). Running and waiting trials are counted apart."""
     trials = study.get_trials(deepcopy=False)
-    return {state.name.lower(): sum(t.state == state for t in trials)
-            for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)} | {"total": len(trials)}
+    counts = {state.name.lower(): sum(t.state == state for t in trials)
+              for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING,
+                            TrialState.WAITING)}
+    return counts | {"total": counts["complete"] + counts["pruned"] + counts["fail"]}
 
 
 def is_feasible(trial: FrozenTrial) -> bool:
@@ -156,17 +159,21 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
     rows = []
     for t in study.get_trials(deepcopy=False):
         r = TrialRecord.of(t)
+        planned = t.params or t.system_attrs.get("fixed_params", {})  # a queued trial's point is not a param yet
         rows.append({
-            "number": t.number, "state": t.state.name, "c": t.params.get("c"), "ft_epochs": t.params.get("ft_epochs"),
-            "g": t.params.get("g"), "epsilon": r and r.epsilon,
+            "number": t.number, "state": t.state.name, "c": planned.get("c"), "ft_epochs": planned.get("ft_epochs"),
+            "g": planned.get("g"), "epsilon": r and r.epsilon,
             "epsilon_is_lower_bound": bool(r and r.epsilon_is_lower_bound),
             "f1_macro": r and r.f1_macro_median, "f1_weighted": r and r.f1_weighted_median,
             "f1_macro_q10": r and r.f1_macro_q10, "f1_weighted_q10": r and r.f1_weighted_q10,
             "diagnosis": "needs refit" if t.user_attrs.get(NEEDS_REFIT) else r.diagnosis if r else
-            t.user_attrs.get(FAILURE, ""), "feasible": is_feasible(t),
+            t.user_attrs.get(FAILURE, ""), "feasible": is_feasible(t) if t.state.is_finished() else None,
             "seconds": r.timings.get("total") if r else None,
         })
     return rows
+
+
+FEASIBLE_WORD = {True: "yes", False: "no", None: "-"}  # None: not finished, so not judged yet
 
 
 def format_table(rows: Sequence[dict[str, Any]], *, statistic: str = "median") -> str:
@@ -186,6 +193,6 @@ def format_table(rows: Sequence[dict[str, Any]], *, statistic: str = "median") -
         weighted = row["f1_weighted"] if statistic == "median" else row["f1_weighted_q10"]
         lines.append(f"{row['number']:>4} {row['state']:<8} {num(row['c'], 6)} "
                      f"{row['ft_epochs'] if row['ft_epochs'] is not None else '-':>3} {eps} {num(macro, 7)} "
-                     f"{num(weighted, 7)} {str(row['diagnosis'])[:12]:<12} {'yes' if row['feasible'] else 'no':<8} "
+                     f"{num(weighted, 7)} {str(row['diagnosis'])[:12]:<12} {FEASIBLE_WORD[row['feasible']]:<8} "
                      f"{num(row['seconds'], 6, 1)}s")
     return "\n".join(lines)

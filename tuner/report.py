@@ -17,6 +17,7 @@ from tuner.figures import study_figures, trial_figures
 from tuner.outcome import counted
 from tuner.outputs import write_atomic
 from tuner.queries import (
+    FEASIBLE_WORD,
     FINISHED,
     best_feasible,
     closest_trial,
@@ -121,7 +122,7 @@ def _table(study: optuna.Study) -> str:
         cells = (str(row["number"]), row["state"].lower(), _number(row["c"]),
                  "–" if row["ft_epochs"] is None else str(row["ft_epochs"]), eps, _number(row["f1_macro"]),
                  _number(row["f1_weighted"]), _number(row["f1_macro_q10"]), _number(row["f1_weighted_q10"]),
-                 str(row["diagnosis"]).replace("_", " "), "yes" if row["feasible"] else "no",
+                 str(row["diagnosis"]).replace("_", " "), FEASIBLE_WORD[row["feasible"]],
                  _number(row["seconds"], 1))
         css = " class='feasible'" if row["feasible"] else ""
         rows.append(f"<tr{css}>" + "".join(

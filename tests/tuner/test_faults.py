@@ -382,7 +382,7 @@ def test_figures_that_cannot_be_written_do_not_lose_the_fit(tmp_path: Path, cach
     assert [line for line in lines if "figures not written" in line] == [
         f"trial   1  figures not written ({second.user_attrs['figures_error']}); the fit is kept"]
     assert main(["status", str(path)]) == 0
-    assert "2 trials: 2 complete" in capsys.readouterr().out
+    assert "2 trials run: 2 complete" in capsys.readouterr().out
 
 
 FULL_DISK_UPLOAD = """

@@ -8,7 +8,7 @@ import optuna
 from optuna.trial import TrialState, create_trial
 
 from tuner import best_feasible, closest_trial
-from tuner.queries import describe_violations, violated
+from tuner.queries import describe_violations, format_table, trial_rows, trials_run, violated
 from tuner.record import CONSTRAINT_KEYS, TrialRecord, constraint_attrs
 
 
@@ -84,3 +84,21 @@ def test_what_an_early_stop_did_not_measure_is_neither_missed_nor_counted_in_the
     assert describe_violations(early) == "epsilon +0.300; not measured: f1_macro, f1_weighted, fit_spread, fit_spikes"
     closest = closest_trial(study)  # 0.3 measured < 0.1 + 0.3: unmeasured targets are not misses
     assert closest is not None and closest.number == 0
+
+
+def test_the_trial_table_shows_a_queued_trials_point_and_judges_no_unfinished_trial() -> None:
+    """A re-queued WAITING trial showed `c -` and a RUNNING one "feasible no"; the count said "2 trials" for one
+    finished: the table shows the queued point and "-" until a trial ends, the count names running and waiting."""
+    study = optuna.create_study()
+    study.add_trial(synthetic_trial(0, epsilon=0.5, f1=0.9, constraints=dict.fromkeys(CONSTRAINT_KEYS, -0.5)))
+    study.enqueue_trial({"c": 0.4, "ft_epochs": 9})
+    running = study.ask()  # takes the queued point
+    study.enqueue_trial({"c": 0.6, "ft_epochs": 3})
+    assert running.number == 1
+    rows = {row["number"]: row for row in trial_rows(study)}
+    assert (rows[1]["state"], rows[1]["c"], rows[1]["feasible"]) == ("RUNNING", 0.4, None)
+    assert (rows[2]["state"], rows[2]["c"], rows[2]["ft_epochs"], rows[2]["feasible"]) == ("WAITING", 0.6, 3, None)
+    table = format_table(list(rows.values())).splitlines()
+    assert table[3].split()[1:4] == ["RUNNING", "0.400", "9"] and table[3].split()[-2] == "-"
+    assert table[4].split()[1:4] == ["WAITING", "0.600", "3"] and table[4].split()[-2] == "-"
+    assert trials_run(study) == {"complete": 1, "pruned": 0, "fail": 0, "running": 1, "waiting": 1, "total": 1}

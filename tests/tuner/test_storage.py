@@ -292,7 +292,7 @@ def test_status_shows_a_trial_another_process_added_since_the_last_status(
         study_file: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
     path = study_file()
     with_a_feasible_trial(path)
-    assert main(["status", str(path)]) == 0 and "1 trials: 1 complete" in capsys.readouterr().out
+    assert main(["status", str(path)]) == 0 and "1 trials run: 1 complete" in capsys.readouterr().out
     url = StudyConfig.from_toml(path).storage_url
     copy = ("import optuna, sys\n"
             "study = optuna.load_study(study_name='small', storage=sys.argv[1])\n"
@@ -300,7 +300,7 @@ def test_status_shows_a_trial_another_process_added_since_the_last_status(
     subprocess.run([sys.executable, "-c", copy, url], check=True, cwd=REPO, timeout=PATIENCE)
     assert main(["status", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "2 trials: 2 complete" in out and out.count(" COMPLETE ") == 2
+    assert "2 trials run: 2 complete" in out and out.count(" COMPLETE ") == 2
 
 
 def test_a_journal_storage_makes_its_missing_folders(tmp_path: Path) -> None:

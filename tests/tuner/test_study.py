@@ -112,7 +112,7 @@ def test_status_export_refit_and_report(finished: tuple[Path, str], tmp_path: Pa
     assert main(["status", str(path)]) == 0
     status = capsys.readouterr().out
     assert "best feasible: trial" in status
-    assert re.search(r"3 trials: (3 complete|2 complete, 1 pruned)", status)  # the third fit may be catastrophic
+    assert re.search(r"3 trials run: (3 complete|2 complete, 1 pruned)", status)  # the third fit may be catastrophic
 
     exported = tmp_path / "best.json"
     assert main(["export", str(path), "-o", str(exported)]) == 0

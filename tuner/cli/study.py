@@ -315,8 +315,10 @@ class StatusCommand(Command):
         print_refuted(study)
         print_needs_refit(study, config)
         counts = trials_run(study)
-        print(f"\n{counts['total']} trials: {counts['complete']} complete, {counts['pruned']} pruned, "
-              f"{counts['fail']} failed")
+        unfinished = f"; {counts['running']} running, {counts['waiting']} waiting" if counts["running"] or \
+            counts["waiting"] else ""
+        print(f"\n{counts['total']} trials run: {counts['complete']} complete, {counts['pruned']} pruned, "
+              f"{counts['fail']} failed{unfinished}")
         print(tuning_line(tuning_cost(study, config)))
         warn_mixed_stage1(study)
         best = best_feasible(study)
