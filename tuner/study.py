@@ -394,7 +394,9 @@ def _run_opened(study: optuna.Study, storage: BaseStorage, config: StudyConfig, 
         _prepare(study, objective, config, echo=echo)
         if worker is None:
             enqueue_start_points(study, config, n_trials=n_trials)
-        after_trial = AfterTrial(config, objective, stop_rule=stop_rule, echo=echo)
+        after_trial = AfterTrial(config, objective, stop_rule=stop_rule, echo=echo,
+                                 trials_left=None if n_trials is None else n_trials - before,
+                                 seconds=trials_here(study, objective))
         deadline = None if timeout is None else time.monotonic() + timeout
         study = _optimize(study, objective, config, [after_trial, *callbacks], n_trials=n_trials,
                           deadline=deadline, worker=worker, echo=echo)
@@ -538,16 +540,35 @@ def _prepare(study: optuna.Study, objective: Objective, config: StudyConfig, *, 
          f"{sum(prep.timings.values()):.1f}s")
 
 
+def trials_here(study: optuna.Study, objective: Objective) -> float | None:
+    """A trial's seconds on this device and thread count, from the study's finished trials (``tuner.estimate``)."""
+    import torch  # loaded by the session already
+
+    from tuner.estimate import trial_seconds
+
+    return trial_seconds(study, device=objective.session.device.type, threads=torch.get_num_threads())
+
+
 class AfterTrial:
     """Optuna's callback after every trial: print it, recover stale trials, save the study figures, apply the stop
     rules. ``reason`` says why it stopped the study (empty while none did)."""
 
     def __init__(self, config: StudyConfig, objective: Objective, *, stop_rule: StopRule | None,
-                 echo: Callable[[str], None]) -> None:
+                 echo: Callable[[str], None], trials_left: int | None = None, seconds: float | None = None) -> None:
         self.config, self.objective, self.stop_rule, self.echo = config, objective, stop_rule, echo
         self.reason = ""
         self.crashes = 0
         self.legend_shown = False
+        self.trials_left = trials_left  # None: no cost line (no n_trials, or it was said)
+        self._say_cost(seconds, "the median of this study's trials on this machine")
+
+    def _say_cost(self, seconds: float | None, basis: str) -> None:
+        """The cost line, once, when a trial's seconds on this machine are known."""
+        from tuner.estimate import cost_line
+
+        if seconds is not None and self.trials_left:
+            self.echo(cost_line(trials_left=self.trials_left, seconds=seconds, basis=basis))
+            self.trials_left = None
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         import optuna_dashboard  # here, not at the top: the command line's read-only verbs start without it
@@ -559,6 +580,9 @@ class AfterTrial:
                 self.echo(TRIAL_LEGEND)
                 self.legend_shown = True
             self.echo(f"trial {trial.number:>3}  {self.objective.lines.pop(trial.number)}")
+            if self.trials_left and (record := TrialRecord.of(trial)) is not None:
+                self.trials_left -= 1
+                self._say_cost(record.timings.get("total"), "this run's first trial")
         recover_stale_trials(study, self.config, echo=self.echo)
         gone = vanished_workers(study)  # a killed worker on this machine: its point queued again before n_trials
         if gone:

@@ -51,7 +51,7 @@ def test_rejudge_judges_stored_fits_against_new_targets_without_refitting(
     main(["run", str(path)])
     config = StudyConfig.from_toml(path)
     source = open_study(config, create=False)
-    capsys.readouterr()
+    assert "cost: 1 trial(s) to go, about " in capsys.readouterr().out  # said once the first trial's time is known
     assert main(["rejudge", str(path), "--name", "strict", "--epsilon-cap", "0.001"]) == 1  # nothing meets it
     assert "judged against epsilon_cap = 0.001" in capsys.readouterr().out
     strict = optuna.load_study(study_name="strict", storage=config.storage_url)  # ranked at its own cap
