@@ -38,6 +38,7 @@ import hashlib
 import importlib
 import json
 import math
+import os
 import platform
 import statistics
 import subprocess
@@ -273,7 +274,12 @@ def tune_one(args: argparse.Namespace, work: Path, *, name: str, source: Path, e
                                        model=minilm.get_model_path(), extra_data=extra_data,
                                        extra_swagppm=extra_swagppm))
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tuner.cli", "run", str(study_file), "--quiet"], check=True, cwd=ROOT)
+    owner_side = {"SWAGPPM_TUNE_LEDGER": str(work / "ledger"), "SWAGPPM_TUNE_KEY_FILE": str(work / "owner.key"),
+                  "OMP_NUM_THREADS": str(args.threads)}  # never the user's own ledger or key
+    run = subprocess.run([sys.executable, "-m", "tuner.cli", "run", str(study_file), "--quiet"], check=False,
+                         cwd=ROOT, env={**os.environ, **owner_side})
+    if run.returncode not in (0, 1):  # 1: no trial met the targets, which is a result here
+        raise RuntimeError(f"posteriors: the study {name} ended with exit {run.returncode}")
     seconds = time.perf_counter() - start
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{study_file.with_suffix('.db')}")
     within = []
