@@ -36,6 +36,15 @@ def trials_run(study: optuna.Study) -> dict[str, int]:
     return counts | {"total": counts["complete"] + counts["pruned"] + counts["fail"]}
 
 
+def trials_run_words(counts: dict[str, int]) -> str:
+    """``trials_run``'s counts as every output says them: "4 trials run: 2 complete, 1 pruned, 1 failed; 1 running,
+    0 waiting" (the unfinished ones only when there are any)."""
+    unfinished = (f"; {counts['running']} running, {counts['waiting']} waiting"
+                  if counts["running"] or counts["waiting"] else "")
+    return (f"{counts['total']} trials run: {counts['complete']} complete, {counts['pruned']} pruned, "
+            f"{counts['fail']} failed{unfinished}")
+
+
 def is_feasible(trial: FrozenTrial) -> bool:
     """A completed trial whose every constraint is met (``scorers.is_feasible``)."""
     return trial.state == TrialState.COMPLETE and scorers.is_feasible(trial.constraints)

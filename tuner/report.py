@@ -17,7 +17,6 @@ from tuner.figures import study_figures, trial_figures
 from tuner.outcome import counted
 from tuner.outputs import write_atomic
 from tuner.queries import (
-    FEASIBLE_WORD,
     FINISHED,
     best_feasible,
     closest_trial,
@@ -25,6 +24,7 @@ from tuner.queries import (
     epsilon_cap_of,
     trial_rows,
     trials_run,
+    trials_run_words,
 )
 from tuner.record import TrialRecord, audit_bounds, refuted_note
 from tuner.storage import masked_url
@@ -56,8 +56,7 @@ def report_html(study: optuna.Study, config: StudyConfig, *,
              f"<style>{_STYLE}</style></head><body>",
              f"<h1>SWAG-PPM study <code>{esc(study.study_name)}</code></h1>",
              f"<p>Storage {esc(masked_url(config.storage_url))} · sampler {esc(config.study.sampler)} · "
-             f"{counts['total']} trials ({counts['complete']} complete, {counts['pruned']} pruned, {counts['fail']} "
-             f"failed) · targets: ε ≤ {config.targets.epsilon_cap:g}, macro- and weighted-F1 "
+             f"{trials_run_words(counts)} · targets: ε ≤ {config.targets.epsilon_cap:g}, macro- and weighted-F1 "
              f"({config.targets.statistic}) "
              f"within {config.targets.max_f1_degradation:.0%} of the non-private baseline"
              f"{', a well-fit max-delta series' if config.targets.require_well_fit else ''}.</p>"]
@@ -122,7 +121,7 @@ def _table(study: optuna.Study) -> str:
         cells = (str(row["number"]), row["state"].lower(), _number(row["c"]),
                  "–" if row["ft_epochs"] is None else str(row["ft_epochs"]), eps, _number(row["f1_macro"]),
                  _number(row["f1_weighted"]), _number(row["f1_macro_q10"]), _number(row["f1_weighted_q10"]),
-                 str(row["diagnosis"]).replace("_", " "), FEASIBLE_WORD[row["feasible"]],
+                 str(row["diagnosis"]).replace("_", " "), {True: "yes", False: "no"}.get(row["feasible"], "–"),
                  _number(row["seconds"], 1))
         css = " class='feasible'" if row["feasible"] else ""
         rows.append(f"<tr{css}>" + "".join(

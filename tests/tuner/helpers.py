@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import optuna
 import pytest
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from swagppm import SWAGPPMResult
 from swagppm.provenance import keyed_fingerprint
@@ -29,6 +29,7 @@ from tests import PATIENCE
 from tuner import StudyConfig
 from tuner.objective import Objective, record_outcome
 from tuner.outcome import judge
+from tuner.record import TrialRecord, constraint_attrs
 from tuner.study import enter_in_ledger, open_storage, open_study
 
 # A tiny model on a small synthetic corpus: stage 1 and each trial take seconds on a CPU.
@@ -286,3 +287,22 @@ def wait_for(study: optuna.Study, ready: Callable[[list[FrozenTrial]], list[Froz
 def running_with_worker(trials: list[FrozenTrial]) -> list[FrozenTrial]:
     """The running trials whose worker process has said who it is (``worker`` = host:pid)."""
     return [t for t in trials if t.state == TrialState.RUNNING and "worker" in t.user_attrs]
+
+
+def synthetic_trial(number: int, *, epsilon: float, f1: float, constraints: dict[str, float],
+                    state: TrialState = TrialState.COMPLETE,
+                    unmeasured: tuple[str, ...] = ()) -> optuna.trial.FrozenTrial:
+    return create_trial(
+        state=state, value=epsilon if state == TrialState.COMPLETE else None,
+        params={"c": 1.0 - 0.1 * number, "ft_epochs": 7},
+        distributions={"c": optuna.distributions.FloatDistribution(0.1, 1.5),
+                       "ft_epochs": optuna.distributions.IntDistribution(1, 16)},
+        user_attrs=TrialRecord(
+            feasible=all(v <= 0 for v in constraints.values()), diagnosis="well_fit", reasons=(), recommendation="",
+            next_action="stop", next_c=None, next_ft_epochs=None, epsilon=epsilon, epsilon_is_lower_bound=False,
+            draws_privacy=8, draws_skipped=0, failure=None, max_delta_median=None, bulk_spread=None,
+            max_robust_z=None, spike_count=0, baseline_f1_macro=f1, baseline_f1_weighted=f1, f1_macro_median=f1,
+            f1_macro_q10=f1, f1_weighted_median=f1, f1_weighted_q10=f1, stage1_cache_hit=True, data_hash="",
+            seed=0, device="cpu", constraints=constraints, unmeasured=unmeasured).attrs(),
+        system_attrs=constraint_attrs(constraints),
+    )

@@ -7,7 +7,7 @@ import dataclasses
 import optuna
 from optuna.trial import create_trial
 
-from tests.tuner.test_queries import synthetic_trial
+from tests.tuner.helpers import synthetic_trial
 from tuner.estimate import cost_line, trial_seconds
 from tuner.record import CONSTRAINT_KEYS, TrialRecord
 

@@ -5,30 +5,12 @@ from __future__ import annotations
 import math
 
 import optuna
-from optuna.trial import TrialState, create_trial
+from optuna.trial import TrialState
 
+from tests.tuner.helpers import synthetic_trial
 from tuner import best_feasible, closest_trial
 from tuner.queries import describe_violations, format_table, trial_rows, trials_run, violated
-from tuner.record import CONSTRAINT_KEYS, TrialRecord, constraint_attrs
-
-
-def synthetic_trial(number: int, *, epsilon: float, f1: float, constraints: dict[str, float],
-                    state: TrialState = TrialState.COMPLETE,
-                    unmeasured: tuple[str, ...] = ()) -> optuna.trial.FrozenTrial:
-    return create_trial(
-        state=state, value=epsilon if state == TrialState.COMPLETE else None,
-        params={"c": 1.0 - 0.1 * number, "ft_epochs": 7},
-        distributions={"c": optuna.distributions.FloatDistribution(0.1, 1.5),
-                       "ft_epochs": optuna.distributions.IntDistribution(1, 16)},
-        user_attrs=TrialRecord(
-            feasible=all(v <= 0 for v in constraints.values()), diagnosis="well_fit", reasons=(), recommendation="",
-            next_action="stop", next_c=None, next_ft_epochs=None, epsilon=epsilon, epsilon_is_lower_bound=False,
-            draws_privacy=8, draws_skipped=0, failure=None, max_delta_median=None, bulk_spread=None,
-            max_robust_z=None, spike_count=0, baseline_f1_macro=f1, baseline_f1_weighted=f1, f1_macro_median=f1,
-            f1_macro_q10=f1, f1_weighted_median=f1, f1_weighted_q10=f1, stage1_cache_hit=True, data_hash="",
-            seed=0, device="cpu", constraints=constraints, unmeasured=unmeasured).attrs(),
-        system_attrs=constraint_attrs(constraints),
-    )
+from tuner.record import CONSTRAINT_KEYS
 
 
 def test_best_feasible_is_the_lowest_epsilon_among_feasible_trials() -> None:

@@ -102,9 +102,9 @@ def test_the_report_names_the_study_its_storage_sampler_counts_and_targets(
     _, config, page = report
     assert page.startswith("<!doctype html><html><head><meta charset='utf-8'><title>SWAG-PPM study small</title>")
     assert "\n<h1>SWAG-PPM study <code>small</code></h1>\n" in page
-    assert (f"\n<p>Storage journal:{config.path.parent / 's.log'} · sampler tpe · 5 trials (2 complete, 1 pruned, "
-            "1 failed) · targets: ε ≤ 10, macro- and weighted-F1 (median) within 50% of the non-private baseline, a "
-            "well-fit max-delta series.</p>\n") in page
+    assert (f"\n<p>Storage journal:{config.path.parent / 's.log'} · sampler tpe · 4 trials run: 2 complete, "
+            "1 pruned, 1 failed; 1 running, 0 waiting · targets: ε ≤ 10, macro- and weighted-F1 (median) within 50% "
+            "of the non-private baseline, a well-fit max-delta series.</p>\n") in page
     assert page.endswith("\n</body></html>")
 
 
@@ -232,7 +232,7 @@ def test_the_table_has_a_row_per_trial_of_every_state(report: tuple[optuna.Study
         + "<td class=text>not judged</td><td>no</td><td>12.5</td></tr>",
         "<tr><td>2</td><td class=text>fail</td><td>0.700</td><td>5</td>" + "<td>–</td>" * 5
         + "<td class=text>RuntimeError: out of memory</td><td>no</td><td>–</td></tr>",
-        "<tr><td>3</td><td class=text>running</td>" + "<td>–</td>" * 7 + "<td class=text></td><td>no</td><td>–</td>"
+        "<tr><td>3</td><td class=text>running</td>" + "<td>–</td>" * 7 + "<td class=text></td><td>–</td><td>–</td>"
         "</tr>",
         "<tr><td>4</td><td class=text>pruned</td><td>0.900</td><td>8</td>" + "<td>–</td>" * 5
         + "<td class=text>catastrophic</td><td>no</td><td>12.5</td></tr>",
@@ -264,7 +264,7 @@ def test_without_a_feasible_trial_the_report_names_the_closest_and_states_nothin
 
 def test_a_study_without_trials_gets_a_report_that_says_so(config: StudyConfig) -> None:
     page = without_plotly(report_html(open_study(config), config))
-    assert "· 0 trials (0 complete, 0 pruned, 0 failed) ·" in page
+    assert "· 0 trials run: 0 complete, 0 pruned, 0 failed ·" in page
     assert "\n<p><b>No feasible configuration yet.</b></p>\n" in page
     assert "largest trial epsilon -;" in page
     assert page.count(FIGURE) == 2 and "<details" not in page

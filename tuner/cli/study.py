@@ -36,7 +36,15 @@ from tuner.config import StudyConfig
 from tuner.extras import require
 from tuner.faults import WORKER, interrupt_on_sigterm, interruption, stop_with_parent
 from tuner.outcome import counted
-from tuner.queries import best_feasible, finished_count, format_table, pareto_front, trial_rows, trials_run
+from tuner.queries import (
+    best_feasible,
+    finished_count,
+    format_table,
+    pareto_front,
+    trial_rows,
+    trials_run,
+    trials_run_words,
+)
 from tuner.record import TrialRecord, named_constraints
 from tuner.rejudge import needs_refit, rejudge, retarget
 from tuner.storage import make_storage, masked_url
@@ -315,10 +323,7 @@ class StatusCommand(Command):
         print_refuted(study)
         print_needs_refit(study, config)
         counts = trials_run(study)
-        unfinished = f"; {counts['running']} running, {counts['waiting']} waiting" if counts["running"] or \
-            counts["waiting"] else ""
-        print(f"\n{counts['total']} trials run: {counts['complete']} complete, {counts['pruned']} pruned, "
-              f"{counts['fail']} failed{unfinished}")
+        print(f"\n{trials_run_words(counts)}")
         print(tuning_line(tuning_cost(study, config)))
         warn_mixed_stage1(study)
         best = best_feasible(study)
