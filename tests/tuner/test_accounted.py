@@ -244,7 +244,7 @@ def test_rejudge_twice_or_onto_its_source_is_refused(study_file: Callable[..., P
     assert main(["rejudge", str(path), "--name", "strict", "--epsilon-cap", "5"]) == 2
     err = capsys.readouterr().err
     assert "a study of that name already exists" in err and "--study-name strict" in err
-    assert main(["rejudge", str(path), "--name", "small"]) == 2
+    assert main(["rejudge", str(path), "--name", "small", "--epsilon-cap", "5"]) == 2
     assert "the source study's own name" in capsys.readouterr().err
     storage = f"sqlite:///{tmp_path / 'small.db'}"
     assert len(optuna.load_study(study_name="strict", storage=storage).trials) == 2

@@ -161,7 +161,9 @@ def queued_again(path: Path, stopped: int, reason: str, *, others_may_run: bool 
     if not others_may_run:
         assert [t.number for t in trials if t.state == TrialState.RUNNING] == []
     (trial,) = [t for t in trials if t.number == stopped]
-    assert trial.state == TrialState.FAIL and trial.user_attrs["failure"] == reason
+    # a SIGKILLed parent's worker may first find its output pipe gone, and end on that rather than on the SIGTERM
+    ends = (reason, "BrokenPipeError: [Errno 32] Broken pipe") if others_may_run else (reason,)
+    assert trial.state == TrialState.FAIL and trial.user_attrs["failure"] in ends
     retries = [(t.state, t.system_attrs["fixed_params"]) for t in trials if t.user_attrs.get("retry_of") == stopped]
     if others_may_run:  # another worker, still alive for a moment, may have taken the retry up already
         assert [point for _, point in retries] == [START]
@@ -356,7 +358,7 @@ def test_a_second_run_on_one_sqlite_study_is_refused(tmp_path: Path, cache: Path
     assert [t.params for t in trials].count(START) == 1
     capsys.readouterr()
     main(["status", str(path)])
-    assert "\n2 trials: " in capsys.readouterr().out
+    assert "\n2 trials run: " in capsys.readouterr().out
 
 
 def test_figures_that_cannot_be_written_do_not_lose_the_fit(tmp_path: Path, cache: Path,

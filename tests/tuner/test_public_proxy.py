@@ -72,7 +72,9 @@ def test_records_declared_public_are_not_released_without_data(study_file: Calla
 
 @pytest.mark.fits
 def test_a_public_proxy_study_enters_the_ledger_and_its_records_in_another_file_are_refused(
-        study_file: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        study_file: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("SWAGPPM_TUNE_LEDGER", str(tmp_path / "ledger"))  # other tests' studies share seed 3's records
     public = write_records(tmp_path / "public.jsonl", size=240, seed=3)
     labels = sorted(set(swagppm.synthetic_corpus(240, num_classes=4, seed=3)[1]))
     path = study_file(name="proxy", data={"source": str(public), "public": True, "synthetic_size": None,
