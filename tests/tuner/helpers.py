@@ -306,3 +306,18 @@ def synthetic_trial(number: int, *, epsilon: float, f1: float, constraints: dict
             seed=0, device="cpu", constraints=constraints, unmeasured=unmeasured).attrs(),
         system_attrs=constraint_attrs(constraints),
     )
+
+
+# Runs the command line with one function stalled (module and name after the ready file): at the audit's per-record
+# losses the draw is made and written in the staging folder; at stage 2's fit nothing is drawn yet. The test signals
+# the process at that point (it says so by creating the ready file).
+STALLED = """
+import importlib, pathlib, sys, time
+def stalled(*args, **kwargs):
+    pathlib.Path(sys.argv[1]).touch()
+    while True:
+        time.sleep(1)
+setattr(importlib.import_module(sys.argv[2]), sys.argv[3], stalled)
+from tuner.cli import main
+sys.exit(main(sys.argv[4:]))
+"""

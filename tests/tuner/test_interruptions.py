@@ -13,26 +13,13 @@ from pathlib import Path
 import pytest
 
 from tests import PATIENCE
-from tests.tuner.helpers import REPO, merged, stored, with_a_feasible_trial, write_study
+from tests.tuner.helpers import REPO, STALLED, merged, stored, with_a_feasible_trial, write_study
 from tuner.cli import main
 from tuner.record import TrialRecord
 
 pytestmark = pytest.mark.fits
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-# The command line with the audit's per-record losses stalled: the model is then written in the staging folder, and
-# the file named first says so (as in test_release_atomic.py).
-STALLED = """
-import pathlib, sys, time
-import swagppm.releases.writer as writer
-def stalled(*args, **kwargs):
-    pathlib.Path(sys.argv[1]).touch()
-    while True:
-        time.sleep(1)
-writer.record_losses = stalled
-from tuner.cli import main
-sys.exit(main(sys.argv[2:]))
-"""
 
 
 def wait_until(done: object, process: subprocess.Popen[str]) -> None:
@@ -53,8 +40,9 @@ def test_sigterm_during_a_release_is_one_line_exit_130_and_leaves_no_lock_or_sta
     export = tmp_path / "best.json"
     assert main(["export", str(study), "-o", str(export)]) == 0
     out, ready, lock = tmp_path / "model", tmp_path / "written", tmp_path / ".model.lock"
-    process = subprocess.Popen([sys.executable, "-c", STALLED, str(ready), "release", "--from", str(export), "-o",
-                                str(out), "--force"], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    stalled = ["swagppm.releases.writer", "record_losses"]  # the audit's losses: the model is staged by then
+    process = subprocess.Popen([sys.executable, "-c", STALLED, str(ready), *stalled, "release", "--from", str(export),
+                                "-o", str(out), "--force"], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     wait_until(ready.exists if stage == "staged" else lock.exists, process)
     process.send_signal(signal.SIGTERM)

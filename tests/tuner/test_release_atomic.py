@@ -23,7 +23,7 @@ from swagppm.evaluate.probes import RecordLosses
 from swagppm.releases.staging import claim, owner_report_path
 from tests import PATIENCE
 from tests.swagppm.helpers import read_only
-from tests.tuner.helpers import merged, write_study
+from tests.tuner.helpers import STALLED, merged, write_study
 from tuner.audit import audit_losses
 from tuner.cli import EXIT_AUDIT_REFUTED, EXIT_INTERRUPTED, main
 from tuner.export import FORMAT
@@ -34,19 +34,6 @@ pytestmark = pytest.mark.fits
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-# Runs the command line with one function stalled (module and name after the ready file): at the audit's per-record
-# losses the draw is made and written in the staging folder; at stage 2's fit nothing is drawn yet. The test signals
-# the process at that point (it says so by creating the ready file).
-STALLED = """
-import importlib, pathlib, sys, time
-def stalled(*args, **kwargs):
-    pathlib.Path(sys.argv[1]).touch()
-    while True:
-        time.sleep(1)
-setattr(importlib.import_module(sys.argv[2]), sys.argv[3], stalled)
-from tuner.cli import main
-sys.exit(main(sys.argv[4:]))
-"""
 AT_THE_AUDIT = ("swagppm.releases.writer", "record_losses")  # the secret draw made, the model in the staging folder
 AT_THE_FIT = ("swagppm.session", "fit")  # stage 1 done, no draw yet
 
