@@ -20,7 +20,7 @@ RUN case "$VARIANT" in \
     esac
 
 COPY . /src
-RUN pip install "/src[postgres,mysql,redis,grpc,tracking,cluster]" && rm -rf /src
+RUN pip install "/src[postgres,mysql,redis,grpc,tracking,cluster,s3,gcs]" && rm -rf /src
 
 # Not root: the private cache and every owner-side file the workers write are this user's only (0600/0700).
 RUN useradd --uid 1000 --create-home tuner

@@ -26,6 +26,9 @@ from tuner.storage import JOURNAL, journal_path, masked_url, parse_url
 
 ObjectiveName = Literal["epsilon", "pareto"]
 
+# The buckets [study] artifacts can name, by URL scheme, with the extra that installs each one's client
+# (tuner.artifacts.ARTIFACT_STORES builds them).
+ARTIFACT_SCHEMES = {"s3": "s3", "gs": "gcs"}
 MAX_STUDY_NAME = 512  # characters: Optuna's study_name column on PostgreSQL and MySQL (String(512))
 _TABLES = ("study", "search", "targets", "data", "model", "swagppm", "tracking")
 
@@ -35,8 +38,9 @@ class StudySettings:
     """``[study]``: where the study lives and how it searches.
 
     ``storage`` is an SQLAlchemy URL (default: ``sqlite:///<study file stem>.db``
-    beside the study file), ``journal:<file>`` or ``redis://host``; ``artifacts`` the
-    folder of the per-trial figures (default ``<stem>-artifacts`` beside the file).
+    beside the study file), ``journal:<file>`` or ``redis://host``; ``artifacts`` where the
+    per-trial figures go: a folder (default ``<stem>-artifacts`` beside the file) or
+    a bucket, ``s3://BUCKET[/PREFIX]`` or ``gs://BUCKET[/PREFIX]`` (``tuner.artifacts``).
     Heartbeats (server databases only): a running trial whose worker sent none for
     ``grace_period`` seconds is failed and retried up to ``max_retries`` times. A
     storage that goes away mid-run is retried ``reconnect_attempts`` times, waiting
@@ -127,6 +131,8 @@ class StudySettings:
         check_value(delta is None or 0 < delta < 1, "study.accounting_delta", delta, "in (0, 1)")
         check_value(self.max_records is None or self.max_records >= 2, "study.max_records", self.max_records,
                     "a public upper bound on the number of training records, at least 2")
+        if self.artifacts is not None and is_store_url(self.artifacts):
+            BucketLocation.parse(self.artifacts)
         check_value(self.data_set is None or is_data_set(self.data_set), "study.data_set", self.data_set,
                     DATA_SET_CHARACTERS)
         if self.accounted:
@@ -245,6 +251,33 @@ class Tracking:
             check_value(getattr(self, key) != "", f"tracking.{key}", "", "not empty")
 
 
+@dataclass(frozen=True, kw_only=True)
+class BucketLocation:
+    """``[study] artifacts`` as a bucket: its URL's scheme, bucket and key prefix (no slash at either end)."""
+
+    scheme: str
+    bucket: str
+    prefix: str
+
+    @classmethod
+    def parse(cls, url: str) -> BucketLocation:
+        """``s3://BUCKET[/PREFIX]`` taken apart; a ``ConfigError`` naming the value when it is no such URL."""
+        scheme, _, rest = url.partition("://")
+        bucket, _, prefix = rest.partition("/")
+        if scheme not in ARTIFACT_SCHEMES or not bucket:
+            raise ConfigError(f"study.artifacts = {url!r}: must be a folder or a bucket, "
+                              f"{' or '.join(f'{name}://BUCKET[/PREFIX]' for name in ARTIFACT_SCHEMES)}")
+        return cls(scheme=scheme, bucket=bucket, prefix=prefix.strip("/"))
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.bucket}" + (f"/{self.prefix}" if self.prefix else "")
+
+
+def is_store_url(value: str) -> bool:
+    """Whether ``[study] artifacts`` names a bucket (a URL) rather than a folder."""
+    return "://" in value
+
+
 def local_path(uri: str) -> Path | None:
     """The local file or folder of an MLflow tracking URI (a folder, ``file:`` or ``sqlite:///``); None for a
     server (anything sent elsewhere)."""
@@ -339,8 +372,17 @@ class StudyConfig:
 
     @property
     def artifact_dir(self) -> Path:
+        """The study's local owner-side folder: its figures unless they go to a bucket, and launch's job files."""
         assert self.study.artifacts is not None  # resolved by from_toml
+        if is_store_url(self.study.artifacts):
+            return self.path.parent / f"{self.path.stem}-artifacts"
         return Path(self.study.artifacts)
+
+    @property
+    def artifact_store_url(self) -> str | None:
+        """The bucket the figures go to (``s3://...``, ``gs://...``), or None when they stay in ``artifact_dir``."""
+        assert self.study.artifacts is not None  # resolved by from_toml
+        return self.study.artifacts if is_store_url(self.study.artifacts) else None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values of every table (the storage URL with its password masked)."""
@@ -409,7 +451,7 @@ def _study_paths(table: dict[str, Any], path: Path) -> dict[str, Any]:
     artifacts = table.get("artifacts")
     if artifacts is None:
         table["artifacts"] = str(path.parent / f"{path.stem}-artifacts")
-    elif isinstance(artifacts, str) and not Path(artifacts).expanduser().is_absolute():
+    elif isinstance(artifacts, str) and not is_store_url(artifacts) and not Path(artifacts).expanduser().is_absolute():
         table["artifacts"] = str(path.parent / artifacts)
     return table
 

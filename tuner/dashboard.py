@@ -22,12 +22,12 @@ import math
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
 import optuna
 import plotly.graph_objects as go
-from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+from optuna.artifacts import upload_artifact
 from optuna.storages import BaseStorage
 from optuna.study._frozen import FrozenStudy
 from optuna.trial import FrozenTrial
@@ -36,11 +36,11 @@ from scorers.plots import off_scale_note, series_range
 from swagppm.statement import MEASURED_SHORT, PROVEN_SHORT
 from tuner.config import StudyConfig
 from tuner.outcome import GLOSSARY, Outcome
-from tuner.outputs import write_atomic
 from tuner.queries import FINISHED, describe_violations, is_feasible, violation
 from tuner.record import CONSTRAINT_KEYS, FAILURE, TrialRecord, measured_violations
 
 if TYPE_CHECKING:
+    from optuna.artifacts._protocol import ArtifactStore
     from optuna.trial import Trial
 
 # What each constraint measures (Optuna's convention: a value <= 0 is met).
@@ -86,16 +86,7 @@ def _met(key: str, outcome: Outcome) -> str:
     return "met" if outcome.constraints[key] <= 0 else "violated"
 
 
-class AtomicArtifactStore(FileSystemArtifactStore):
-    """Optuna's file-system store whose files are whole or absent: each is written beside its place and renamed in,
-    so a full disk or a killed worker never leaves a truncated picture for the dashboard to show."""
-
-    def write(self, artifact_id: str, content_body: BinaryIO) -> None:
-        # the folder is the store; it was named when the study was made if it lies in a git checkout
-        write_atomic(self._get_filepath(artifact_id), content_body.read(), parents=False, warn=False)
-
-
-def publish_trial(trial: Trial, outcome: Outcome, artifacts: FileSystemArtifactStore, config: StudyConfig) -> None:
+def publish_trial(trial: Trial, outcome: Outcome, artifacts: ArtifactStore, config: StudyConfig) -> None:
     """The trial's figures picture as an artifact, and its note showing that picture (raises ``OSError``)."""
     import optuna_dashboard  # here: the command line's read-only verbs start without it
 

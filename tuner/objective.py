@@ -19,16 +19,17 @@ from optuna.trial import Trial
 
 import swagppm
 from swagppm import ConfigError
+from tuner.artifacts import artifact_store
 from tuner.audit import audit_losses
 from tuner.config import StudyConfig
-from tuner.dashboard import AtomicArtifactStore, publish_trial
+from tuner.dashboard import publish_trial
 from tuner.faults import WORKER, trial_heartbeat
 from tuner.outcome import DrawChecks, Outcome, counted, judge
-from tuner.outputs import owner_folder
 from tuner.pruning import draw_pruner, pruned_outcome
 from tuner.record import FAILURE, FIGURES_ERROR, RAN_BY, store_constraints
 
 if TYPE_CHECKING:
+    from optuna.artifacts._protocol import ArtifactStore
     from optuna.storages import BaseStorage
 
     from swagppm.train.engine import EpochInfo
@@ -72,8 +73,7 @@ class Objective:
         self.on_outcome = on_outcome
         self.progress = progress
         self.echo = echo
-        owner_folder(config.artifact_dir)
-        self.artifacts = AtomicArtifactStore(config.artifact_dir)
+        self.artifacts = artifact_store(config)
         self._session: swagppm.Session | None = None
         self._lanes: list[swagppm.Session] | None = None  # free sessions for trials side by side
         self._lock = threading.Lock()
@@ -200,7 +200,7 @@ def record_outcome(trial: Trial, outcome: Outcome, *, storage: BaseStorage) -> d
     return attrs
 
 
-def record(trial: Trial, outcome: Outcome, artifacts: AtomicArtifactStore, config: StudyConfig, *,
+def record(trial: Trial, outcome: Outcome, artifacts: ArtifactStore, config: StudyConfig, *,
            storage: BaseStorage, echo: Callable[[str], None] = print) -> None:
     """Constraints and user attributes first, then the diagnosis note and the figures (aggregates only).
 

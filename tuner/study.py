@@ -31,6 +31,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from swagppm import ConfigError, DataError, statement
+from tuner.artifacts import check_artifact_store
 from tuner.config import StudyConfig
 from tuner.faults import (
     GATE,
@@ -272,18 +273,6 @@ def study_lock(config: StudyConfig) -> Iterator[None]:
         yield
 
 
-def check_artifact_dir(config: StudyConfig) -> None:
-    """The artifact folder can be created and written, checked before the first (expensive) fit, not after it."""
-    folder = config.artifact_dir
-    try:
-        owner_folder(folder)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        raise ConfigError(f"{config.path} [study] artifacts {folder}: cannot be written, so no trial's figures "
-                          f"could be kept ({type(error).__name__}: {error.strerror or error})") from None
-
-
 def check_public_eval(config: StudyConfig) -> None:
     """An accounted study's public evaluation file exists, checked before the first fit."""
     source = config.study.public_eval
@@ -385,7 +374,10 @@ def _run_opened(study: optuna.Study, storage: BaseStorage, config: StudyConfig, 
     echo(f"study {settings.name!r} in {masked_url(config.storage_url)}: {before} finished trial(s); "
          f"sampler {settings.sampler}, target epsilon <= {config.targets.epsilon_cap:g}, F1 within "
          f"{config.targets.max_f1_degradation:.0%} of the baseline ({config.targets.statistic})")
-    check_artifact_dir(config)
+    check_artifact_store(config)
+    if config.artifact_store_url is not None:
+        echo(f"figures: each trial's figures (aggregates of the private data: owner-side) go to "
+             f"{config.artifact_store_url}")
     check_public_eval(config)
     from tuner.objective import Objective  # here: the verbs that only read a study start without the fitting stack
 

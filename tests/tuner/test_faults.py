@@ -391,7 +391,7 @@ FULL_DISK_UPLOAD = """
 import errno, resource, signal, sys
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
-from tuner.dashboard import AtomicArtifactStore
+from tuner.artifacts import AtomicArtifactStore
 folder, picture, atomic = sys.argv[1], sys.argv[2], sys.argv[3] == "atomic"
 store = (AtomicArtifactStore if atomic else FileSystemArtifactStore)(folder)
 trial = optuna.create_study().ask()

@@ -104,7 +104,7 @@ def test_the_dockerfile_installs_torch_first_and_the_image_takes_only_the_projec
     pinned = re.search(r"pip install torch==([0-9.]+)", readme)
     assert pinned and f"ARG TORCH_VERSION={pinned[1]}" in dockerfile  # the README's torch
     torch_line = dockerfile.index('pip install "torch==${TORCH_VERSION}"')
-    project_line = dockerfile.index('pip install "/src[postgres,mysql,redis,grpc,tracking,cluster]"')  # launch, jobs
+    project_line = dockerfile.index('pip install "/src[postgres,mysql,redis,grpc,tracking,cluster,s3,gcs]"')
     assert torch_line < project_line
     assert "cpu) pip install" in dockerfile and "cuda) pip install" in dockerfile and "ARG VARIANT=cpu" in dockerfile
     assert "USER 1000" in dockerfile and 'ENTRYPOINT ["swagppm-tune"]' in dockerfile

@@ -263,6 +263,17 @@ def check_folder(path: Path, what: str) -> None:
     check_output(path, inputs={}, overwrite=True, what=what, folder=True)
 
 
+def check_artifacts(config: StudyConfig) -> None:
+    """Where the study keeps its figures can be written, checked before any work: its folder, or its bucket (one
+    probe object, written and removed)."""
+    if config.artifact_store_url is None:
+        check_folder(config.artifact_dir, "[study] artifacts")
+    else:
+        from tuner.artifacts import check_artifact_store
+
+        check_artifact_store(config)
+
+
 def selection(args: argparse.Namespace, *, releasing: bool) -> Selection | None:
     """The release's private selection from --min-utility and --selection-data (both or neither), checked now."""
     from tuner.tuning import private_selection

@@ -21,6 +21,7 @@ from tuner.cli.arguments import (
     add_study,
     add_study_name,
     add_study_output,
+    check_artifacts,
     check_folder,
     degradation,
     nonnegative_int,
@@ -80,7 +81,7 @@ class RunCommand(Command):
         from tuner.executors import make_executor
 
         config = study_config(args)
-        check_folder(config.artifact_dir, "[study] artifacts")
+        check_artifacts(config)
         if args.workers > 1 or args.gpus:
             from tuner.tracking import tracking_callbacks
 
@@ -112,7 +113,7 @@ class WorkerCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         config = study_config(args)
-        check_folder(config.artifact_dir, "[study] artifacts")
+        check_artifacts(config)
         from tuner.tracking import tracking_callbacks
 
         def echo(line: str) -> None:
@@ -160,7 +161,9 @@ class LaunchCommand(Command):
 
         require("cluster", needed_by="launch (it submits the jobs through submitit)")
         config = study_config(args)
-        check_folder(config.artifact_dir, "[study] artifacts")
+        check_artifacts(config)
+        if config.artifact_store_url is not None:  # the figures go to a bucket, the job files stay here
+            check_folder(config.artifact_dir, "the study's local folder (launch keeps its job files there)")
         from tuner.tracking import tracking_callbacks
 
         tracking_callbacks(config)  # asked here once, before any job is submitted (each job asks it again)
@@ -409,7 +412,7 @@ class DashboardCommand(Command):
                               "--expose-to-network")
         config = study_config(args)
         study = open_existing_study(config)
-        check_folder(config.artifact_dir, "[study] artifacts")
+        check_artifacts(config)
         if not is_loopback(args.host):
             print(f"warning: anyone who can read the traffic to {args.host}:{args.port} (plain HTTP, the token in "
                   f"clear) can read and modify or delete study {study.study_name!r} (trials, notes, figures)",
@@ -442,15 +445,15 @@ def serve_dashboard(config: StudyConfig, *, host: str, port: int, name: str) -> 
     """optuna-dashboard on the study's storage and artifact folder, behind this run's token (``tuner.access``), until
     Ctrl-C."""
     import optuna_dashboard
-    from optuna.artifacts import FileSystemArtifactStore
 
     from tuner.access import TokenGate, new_token, token_file, token_path
+    from tuner.artifacts import artifact_store
     from tuner.dashboard import OWNER_SIDE, DashboardView
 
     storage = make_storage(config.storage_url, connect_timeout=config.study.connect_timeout)
     view = DashboardView(storage, statistic=config.targets.statistic)  # type: ignore[abstract]  # delegated at run time
     token = new_token()
-    app = TokenGate(optuna_dashboard.wsgi(view, artifact_store=FileSystemArtifactStore(config.artifact_dir)),
+    app = TokenGate(optuna_dashboard.wsgi(view, artifact_store=artifact_store(config)),
                     token=token, port=port)
     server = listening(host, port, app)
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/dashboard/?token={token}"
