@@ -224,9 +224,11 @@ class Tracking:
     runs go to the experiment ``mlflow_experiment`` (default: the study's name).
     ``wandb_project``: W&B runs in offline mode in ``wandb_dir`` (default
     ``<study file stem>-wandb`` beside it, created owner-only); nothing is uploaded
-    until the owner runs ``wandb sync``.
+    until the owner runs ``wandb sync``, unless ``wandb_host`` names the owner's own
+    W&B server (``https://wandb.example.org``): then the runs go there online, which
+    needs ``remote = true`` and the server's key in ``WANDB_API_KEY`` (never here).
     ``remote``: the explicit consent an ``mlflow_uri`` that is no local store (a
-    tracking server, ``http(s)://``, ``databricks``, ...) needs: each trial's exact ε
+    tracking server, ``http(s)://``, ``databricks``, ...) or a ``wandb_host`` needs: each trial's exact ε
     and F1 are private statistics of the data, and they leave the machine.
     """
 
@@ -234,6 +236,7 @@ class Tracking:
     mlflow_experiment: str | None = None
     wandb_project: str | None = None
     wandb_dir: str | None = None
+    wandb_host: str | None = None
     remote: bool = False
 
     def __post_init__(self) -> None:
@@ -247,7 +250,16 @@ class Tracking:
                               "sqlite:///FILE")
         if self.wandb_dir is not None and self.wandb_project is None:
             raise ConfigError("tracking.wandb_dir needs tracking.wandb_project (the W&B project of the runs)")
-        for key in ("mlflow_uri", "mlflow_experiment", "wandb_project", "wandb_dir"):
+        if self.wandb_host is not None:
+            check_value(self.wandb_project is not None, "tracking.wandb_host", self.wandb_host,
+                        "given with tracking.wandb_project (the W&B project of the runs)")
+            check_value(self.wandb_host.startswith(("http://", "https://")), "tracking.wandb_host",
+                        masked_url(self.wandb_host), "the http(s):// URL of your own W&B server")
+            if not self.remote:
+                raise ConfigError(f"tracking.wandb_host = {masked_url(self.wandb_host)!r}: each trial's parameters, "
+                                  "exact epsilon and F1 (private statistics of the data) would be sent there; set "
+                                  "tracking.remote = true to send them, or leave wandb_host out for offline runs")
+        for key in ("mlflow_uri", "mlflow_experiment", "wandb_project", "wandb_dir", "wandb_host"):
             check_value(getattr(self, key) != "", f"tracking.{key}", "", "not empty")
 
 

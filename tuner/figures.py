@@ -34,6 +34,15 @@ def figures_html(record: TrialRecord, config: StudyConfig, *, title: str) -> str
            f"<h1>{title}</h1>{''.join(parts)}</body></html>"
 
 
+def study_figures_html(study: optuna.Study, config: StudyConfig) -> str:
+    """A study's search grid, ε–F1 trade-off and feasibility table as one HTML page that opens offline."""
+    parts = [figure.to_html(full_html=False, include_plotlyjs=index == 0)
+             for index, figure in enumerate(study_figures(study, config).values())]
+    title = f"study {study.study_name}: search grid, trade-off, feasibility (owner-side)"
+    return f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head><body>" \
+           f"<h1>{title}</h1>{''.join(parts)}</body></html>"
+
+
 def fits_for_figures(study: optuna.Study, *, statistic: str = "median") -> list[dict[str, Any]]:
     """One mapping per finished trial, as ``scorers.plots`` grid and trade-off figures take them: its macro-F1 is the
     ``statistic`` the targets judge (median or q10), and an infeasible trial says what it missed, as judged (the

@@ -1,13 +1,16 @@
 """Experiment tracking, opt-in by the study file's ``[tracking]``: each trial's aggregates in MLflow and W&B runs.
 
-One run per trial, named after it, in an MLflow experiment named after the study
-and in a W&B group of that name (W&B offline). What a run holds is exactly what
-the study database holds of the trial, and less (``trial_summary``): its
-parameters, ε, the F1 medians over the utility draws and the verdict; never a
-per-record value, a series or a draw. A tracking store is owner-side, as the
-study database is: a local MLflow store and the W&B folder are written owner-only
-(0700 folders, 0600 files), and W&B uploads nothing until the owner runs
-``wandb sync``. An MLflow server is sent those aggregates only with
+In MLflow, a parent run per study (its figures page, and what ``export`` wrote)
+with a child run per trial, named after it, in an experiment named after the
+study; in W&B, one run per trial in a group of that name. What a run's numbers
+hold is exactly what the study database holds of the trial, and less
+(``trial_summary``): its parameters, ε, the F1 medians over the utility draws and
+the verdict; never a per-record value or a draw. A child run's figures picture
+and the study's figures page are the dashboard's (aggregates of the private data).
+A tracking store is owner-side, as the study database is: a local MLflow store
+and the W&B folder are written owner-only (0700 folders, 0600 files), and W&B
+uploads nothing until the owner runs ``wandb sync``. An MLflow server, or the
+owner's own W&B server (``wandb_host``), is sent those aggregates only with
 ``[tracking] remote = true`` (``tuner.config.Tracking``), and a run says so in one
 line before its first fit.
 
@@ -25,10 +28,12 @@ import contextlib
 import math
 import os
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import optuna
 from optuna.trial import FrozenTrial
@@ -43,11 +48,17 @@ TrialCallback = Callable[[optuna.Study, FrozenTrial], None]
 # What a run logs of a trial's record, by kind: numbers as metrics, the verdict as tags.
 TRACKED_METRICS = ("epsilon", "f1_macro_median", "f1_weighted_median")
 TRACKED_TAGS = ("feasible", "diagnosis", "epsilon_is_lower_bound")
+WANDB_KEY = "WANDB_API_KEY"  # where W&B reads a server's key: the environment, never the study file
 FILE_STORE_ENV = "MLFLOW_ALLOW_FILE_STORE"  # MLflow 3 keeps its file store in maintenance mode behind this switch
 HTTP_RETRIES, HTTP_TIMEOUT = 1, 5  # MLflow's own defaults (7 retries with backoff, 120 s) stall a trial for minutes
 # MLflow's variables for them (mlflow.environment_variables), set for a tracker's calls unless the owner set them
 HTTP_SETTINGS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(HTTP_RETRIES), "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                  "MLFLOW_HTTP_REQUEST_TIMEOUT": str(HTTP_TIMEOUT)}
+STUDY_TAG = "swagppm.study"  # tags the study's parent run in MLflow, so that every worker finds the same one
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag: a child run under its parent in the UI
+TRIAL_FIGURES = "figures/trial-{number}.svg"  # a child run's figures picture
+STUDY_FIGURES = "figures/study.html"  # the parent run's search grid, trade-off and feasibility table
+EXPORT_FOLDER = "export"  # where the parent run keeps what `export` wrote
 SENT = ("each finished trial's parameters, exact epsilon, F1 medians and verdict (private statistics of the data, "
         "owner-side)")
 
@@ -110,20 +121,28 @@ def bounded_requests() -> Iterator[None]:
 
 
 class MLflowTracker:
-    """One MLflow run per trial in the experiment ``experiment`` of the tracking ``uri``."""
+    """A parent run for the study and a child run per trial in the experiment ``experiment`` of the tracking ``uri``.
 
-    def __init__(self, *, uri: str, experiment: str) -> None:
+    The parent run (tagged ``STUDY_TAG``, found again by every worker) holds the
+    study's figures page (``STUDY_FIGURES``), rewritten after each trial, and what
+    ``export`` wrote; each child run its trial's aggregates and figures picture.
+    """
+
+    def __init__(self, *, uri: str, experiment: str, config: StudyConfig) -> None:
         from mlflow.tracking import MlflowClient
 
         path = local_path(uri)
+        self.artifact_location: str | None = None
         if path is not None and not uri.startswith("sqlite:"):
             os.environ.setdefault(FILE_STORE_ENV, "true")
             uri = private_folder(path).resolve().as_uri()
-        elif path is not None:
+        elif path is not None:  # MLflow would put an SQLite store's artifacts in ./mlruns, wherever the run starts
             private_folder(path.parent)
+            self.artifact_location = private_folder(path.parent / f"{path.stem}-artifacts").resolve().as_uri()
         self.client = MlflowClient(tracking_uri=uri)
-        self.experiment = experiment
+        self.experiment, self.config = experiment, config
         self._experiment_id: str | None = None
+        self._parent_id: str | None = None
 
     def check(self) -> None:
         """Ask the store once (the experiment's id, created if new): a bad URI or a server that is not there
@@ -133,14 +152,48 @@ class MLflowTracker:
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         from mlflow.entities import Metric, Param, RunTag
 
+        from tuner.dashboard import figures_svg
+        from tuner.figures import study_figures_html
+
         summary = trial_summary(study, trial)
         stamp = int(time.time() * 1000)
-        run = self.client.create_run(self._experiment(), run_name=summary.name)
+        parent = self.parent(study.study_name)
+        run = self.client.create_run(self._experiment(), run_name=summary.name, tags={PARENT_TAG: parent})
         self.client.log_batch(run.info.run_id,
                               metrics=[Metric(key, value, stamp, 0) for key, value in summary.metrics.items()],
                               params=[Param(key, str(value)) for key, value in summary.params.items()],
                               tags=[RunTag(key, value) for key, value in summary.tags.items()])
+        record = TrialRecord.of(trial)
+        if record is not None:
+            self.client.log_text(run.info.run_id, figures_svg(record, self.config),
+                                 TRIAL_FIGURES.format(number=trial.number))
         self.client.set_terminated(run.info.run_id, status="FAILED" if trial.state.name == "FAIL" else "FINISHED")
+        self.client.log_text(parent, study_figures_html(study, self.config), STUDY_FIGURES)
+
+    def log_export(self, study: str, path: Path) -> str:
+        """Log the export file ``path`` to the study's parent run (``EXPORT_FOLDER``); the parent run's id."""
+        parent = self.parent(study)
+        self.client.log_artifact(parent, str(path), EXPORT_FOLDER)
+        return parent
+
+    def parent(self, study: str) -> str:
+        """The study's parent run, made by the first worker to log; when two made one at once, the older one stays
+        and the other is deleted, so every worker logs under one."""
+        if self._parent_id is None:
+            found = self._parents(study)
+            if not found:
+                made = self.client.create_run(self._experiment(), run_name=f"study {study}",
+                                              tags={STUDY_TAG: study, "study": study})
+                found = self._parents(study)
+                if found and found[0] != made.info.run_id:
+                    self.client.delete_run(made.info.run_id)
+            self._parent_id = found[0]
+        return self._parent_id
+
+    def _parents(self, study: str) -> list[str]:
+        """The ids of the study's parent runs, oldest first."""
+        runs = self.client.search_runs([self._experiment()], filter_string=f"tags.`{STUDY_TAG}` = '{study}'")
+        return [run.info.run_id for run in sorted(runs, key=lambda run: (run.info.start_time, run.info.run_id))]
 
     def _experiment(self) -> str:
         """The experiment's id, created by the first worker to log (another worker creating it at once wins)."""
@@ -150,7 +203,8 @@ class MLflowTracker:
             found = self.client.get_experiment_by_name(self.experiment)
             if found is None:
                 try:
-                    self._experiment_id = self.client.create_experiment(self.experiment)
+                    self._experiment_id = self.client.create_experiment(
+                        self.experiment, artifact_location=self.artifact_location)
                 except MlflowException:
                     found = self.client.get_experiment_by_name(self.experiment)
                     if found is None:
@@ -161,26 +215,63 @@ class MLflowTracker:
         return self._experiment_id
 
 
-class WandbTracker:
-    """One offline W&B run per trial in ``project``, grouped by study, written under ``folder``."""
+def log_export(config: StudyConfig, path: Path, *, echo: Callable[[str], None] = print) -> None:
+    """With MLflow tracking, the file ``export`` wrote goes to the study's parent run too; a store that fails is one
+    line, and the export stands."""
+    settings = config.tracking
+    if settings.mlflow_uri is None:
+        return
+    uri, experiment = settings.mlflow_uri, settings.mlflow_experiment or config.study.name
+    where = f"MLflow {masked_url(uri)}"
+    try:
+        with owner_only(), bounded_requests():
+            parent = MLflowTracker(uri=uri, experiment=experiment, config=config).log_export(config.study.name, path)
+    except ModuleNotFoundError as error:
+        echo(f"tracking: the export was not logged to {where}: the {error.name!r} package is missing (pip install "
+             "'swagppm-tuner[tracking]')")
+    except Exception as error:  # noqa: BLE001 - the export is written; the tracker's failure is one line
+        echo(f"tracking: the export was not logged to {where}: {describe_error(error, uri)}")
+    else:
+        echo(f"tracking: the export was logged to {where}, run {parent} (study {config.study.name!r}), "
+             f"under {EXPORT_FOLDER}/")
 
-    def __init__(self, *, project: str, folder: Path) -> None:
+
+class WandbTracker:
+    """One W&B run per trial in ``project``, grouped by study, written under ``folder``: offline, or online on the
+    owner's own server ``host``."""
+
+    def __init__(self, *, project: str, folder: Path, host: str | None = None) -> None:
         import wandb
 
         self.wandb = wandb
-        self.project = project
+        self.project, self.host = project, host
         self.folder = private_folder(folder)
 
+    def settings(self) -> Any:
+        """The runs' W&B settings: nothing but what is logged (no code, git state, system metrics or console)."""
+        where: dict[str, Any] = {"mode": "offline"} if self.host is None else {"mode": "online", "base_url": self.host}
+        return self.wandb.Settings(**where, silent=True, console="off", save_code=False, disable_git=True,
+                                   x_disable_stats=True, x_disable_meta=True)
+
     def check(self) -> None:
-        """Offline runs need only their folder, made above."""
+        """Offline runs need only their folder, made above; online ones the server's key and an answer from it."""
+        if self.host is None:
+            return
+        if not os.environ.get(WANDB_KEY):
+            raise RuntimeError(f"{WANDB_KEY} is not set: put your W&B server's API key in the environment")
+        try:
+            urllib.request.urlopen(f"{self.host.rstrip('/')}/healthz", timeout=HTTP_TIMEOUT).close()
+        except urllib.error.HTTPError:
+            pass  # the server answered
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise ConnectionError(f"no answer from {masked_url(self.host)} ({reason})") from None
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         summary = trial_summary(study, trial)
-        settings = self.wandb.Settings(mode="offline", silent=True, console="off", save_code=False,
-                                       disable_git=True, x_disable_stats=True, x_disable_meta=True)
         run = self.wandb.init(project=self.project, dir=str(self.folder), group=study.study_name,
                               name=summary.name.replace(" ", "-"), job_type="trial", config=summary.params,
-                              settings=settings, reinit="create_new")
+                              settings=self.settings(), reinit="create_new")
         try:
             run.log(summary.metrics)
             run.summary.update(summary.tags)
@@ -205,14 +296,17 @@ def tracking_callbacks(config: StudyConfig, *, echo: Callable[[str], None] = pri
     if settings.mlflow_uri is not None:
         uri, experiment = settings.mlflow_uri, settings.mlflow_experiment or config.study.name
         guarded.append(Guarded(where=f"MLflow {masked_url(uri)}", uri=uri, echo=echo,
-                               make=lambda: MLflowTracker(uri=uri, experiment=experiment)))
+                               make=lambda: MLflowTracker(uri=uri, experiment=experiment, config=config)))
         if local_path(uri) is None:
             echo(f"tracking: {SENT} are sent to the MLflow server {masked_url(uri)} ([tracking] remote = true)")
     if settings.wandb_project is not None:
         assert settings.wandb_dir is not None  # resolved by StudyConfig.from_toml
-        project, folder = settings.wandb_project, Path(settings.wandb_dir)
-        guarded.append(Guarded(where=f"W&B (offline) {folder}", uri=None, echo=echo,
-                               make=lambda: WandbTracker(project=project, folder=folder)))
+        project, folder, host = settings.wandb_project, Path(settings.wandb_dir), settings.wandb_host
+        where = f"W&B (offline) {folder}" if host is None else f"W&B {masked_url(host)}"
+        guarded.append(Guarded(where=where, uri=host, echo=echo,
+                               make=lambda: WandbTracker(project=project, folder=folder, host=host)))
+        if host is not None:
+            echo(f"tracking: {SENT} are sent to the W&B server {masked_url(host)} ([tracking] remote = true)")
     for tracker in guarded:
         tracker.start(config.path)
     return list(guarded)

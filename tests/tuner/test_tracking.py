@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import shutil
+import socket
 import stat
 import struct
 import threading
@@ -21,7 +23,19 @@ from tests.tuner.helpers import one_error_line, with_a_feasible_trial
 from tuner.cli import main
 from tuner.config import StudyConfig, Tracking
 from tuner.record import TrialRecord
-from tuner.tracking import HTTP_RETRIES, SENT, TRACKED_METRICS, tracking_callbacks, trial_summary
+from tuner.tracking import (
+    EXPORT_FOLDER,
+    HTTP_RETRIES,
+    PARENT_TAG,
+    SENT,
+    STUDY_FIGURES,
+    STUDY_TAG,
+    TRACKED_METRICS,
+    WANDB_KEY,
+    WandbTracker,
+    tracking_callbacks,
+    trial_summary,
+)
 
 BLOCK = 32768  # the .wandb log's block size (LevelDB's log format)
 
@@ -126,15 +140,86 @@ def test_mlflow_file_store_gets_one_owner_only_run_per_trial(study_file: Callabl
     callback(study, study.trials[0])
     assert lines == []
     client = MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())
-    experiment = client.get_experiment_by_name("small")
-    assert experiment is not None
-    (run,) = client.search_runs([experiment.experiment_id])
+    parent, (run,) = study_runs(client, "small")
     params, metrics, tags = expected(study)
     assert run.info.run_name == "trial 0" and run.info.status == "FINISHED"
     assert run.data.params == {key: str(value) for key, value in params.items()}
     assert run.data.metrics == pytest.approx(metrics)
     assert {key: value for key, value in run.data.tags.items() if not key.startswith("mlflow.")} == tags
+    assert run.data.tags[PARENT_TAG] == parent.info.run_id and parent.info.run_name == "study small"
     owner_only(tmp_path / "mlruns")
+
+
+def study_runs(client: Any, experiment_name: str) -> tuple[Any, list[Any]]:
+    """The study's one parent run and its child runs (oldest first) in the experiment."""
+    experiment = client.get_experiment_by_name(experiment_name)
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
+    (parent,) = [run for run in runs if STUDY_TAG in run.data.tags]
+    return parent, [run for run in runs if run.data.tags.get(PARENT_TAG) == parent.info.run_id]
+
+
+def artifacts(client: Any, run: Any, folder: str) -> list[str]:
+    return sorted(item.path for item in client.list_artifacts(run.info.run_id, folder))
+
+
+@pytest.mark.slow
+def test_every_worker_logs_under_one_parent_run_with_the_figures(study_file: Callable[..., Path],
+                                                                 tmp_path: Path) -> None:
+    """Two workers' trackers (one trial each, logged twice here) find one parent run; each child holds its trial's
+    picture, the parent the study's figures page, rewritten after each trial."""
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    config, study = judged(study_file, mlflow_uri="mlruns")
+    for _ in range(2):
+        (callback,) = tracking_callbacks(config)
+        callback(study, study.trials[0])
+    client = MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())
+    parent, children = study_runs(client, "small")
+    assert [run.info.run_name for run in children] == ["trial 0", "trial 0"]
+    for run in children:
+        assert artifacts(client, run, "figures") == ["figures/trial-0.svg"]
+    picture = client.download_artifacts(children[0].info.run_id, "figures/trial-0.svg", str(tmp_path))
+    assert Path(picture).read_text().startswith("<svg")
+    assert artifacts(client, parent, "figures") == [STUDY_FIGURES]
+    page = Path(client.download_artifacts(parent.info.run_id, STUDY_FIGURES, str(tmp_path))).read_text()
+    assert "trials: feasibility" in page and "plotly" in page
+    owner_only(tmp_path / "mlruns")
+
+
+@pytest.mark.slow
+def test_an_sqlite_stores_artifacts_lie_beside_it_not_in_the_working_folder(study_file: Callable[..., Path],
+                                                                            tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("mlflow")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config, study = judged(study_file, mlflow_uri="sqlite:///tracking/mlflow.db")
+    (callback,) = tracking_callbacks(config)
+    callback(study, study.trials[0])
+    assert list(elsewhere.iterdir()) == []  # MLflow's default: ./mlruns, wherever the run started
+    assert [path.name for path in (tmp_path / "tracking" / "mlflow-artifacts").rglob("*.svg")] == ["trial-0.svg"]
+    owner_only(tmp_path / "tracking" / "mlflow-artifacts")
+
+
+@pytest.mark.slow
+def test_export_logs_its_file_to_the_studys_parent_run(study_file: Callable[..., Path], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    path = study_file(tracking={"mlflow_uri": "mlruns"})
+    with_a_feasible_trial(path)
+    assert main(["export", str(path), "-o", str(tmp_path / "best.json")]) == 0
+    client = MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())
+    parent, _ = study_runs(client, "small")
+    assert artifacts(client, parent, EXPORT_FOLDER) == [f"{EXPORT_FOLDER}/best.json"]
+    logged = client.download_artifacts(parent.info.run_id, f"{EXPORT_FOLDER}/best.json", str(tmp_path / "got"))
+    assert Path(logged).read_bytes() == (tmp_path / "best.json").read_bytes()
+    assert f"tracking: the export was logged to MLflow {tmp_path / 'mlruns'}, run {parent.info.run_id} (study " \
+           f"'small'), under {EXPORT_FOLDER}/" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -275,7 +360,73 @@ def test_a_run_logs_each_of_its_trials_to_mlflow(study_file: Callable[..., Path]
     client = MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())
     experiment = client.get_experiment_by_name("demo")
     assert experiment is not None
-    (run,) = client.search_runs([experiment.experiment_id])
+    _, (run,) = study_runs(client, "demo")
     assert run.data.params == {"c": "1.0", "ft_epochs": "6"} and set(run.data.metrics) <= set(TRACKED_METRICS)
     assert "epsilon" in run.data.metrics
     owner_only(tmp_path / "mlruns")
+
+
+class Answers(Unavailable):
+    """A server that answers (503 too means it is there), counting apart from ``Unavailable``."""
+
+    count = 0
+
+
+# --- W&B on the owner's own server -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ({"wandb_project": "osha", "wandb_host": "https://wandb.example.org"},
+     "tracking.wandb_host = 'https://wandb.example.org': each trial's parameters, exact epsilon and F1"),
+    ({"wandb_host": "https://wandb.example.org", "remote": True}, "given with tracking.wandb_project"),
+    ({"wandb_project": "osha", "wandb_host": "wandb.example.org", "remote": True}, "the http(s):// URL of your own"),
+])
+def test_w_and_b_online_needs_a_project_an_http_url_and_remote_true(study_file: Callable[..., Path],
+                                                                     table: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        StudyConfig.from_toml(study_file(tracking=table))
+
+
+def online(study_file: Callable[..., Path], host: str) -> StudyConfig:
+    return StudyConfig.from_toml(study_file(tracking={"wandb_project": "osha", "wandb_host": host, "remote": True}))
+
+
+@pytest.mark.slow
+def test_w_and_b_online_runs_go_to_the_owners_server_with_nothing_but_what_is_logged(
+        study_file: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("wandb")
+    monkeypatch.setenv(WANDB_KEY, "owner-key")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answers)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        lines: list[str] = []
+        tracking_callbacks(online(study_file, host), echo=lines.append)
+    finally:
+        server.shutdown()
+    assert lines == [f"tracking: {SENT} are sent to the W&B server {host} ([tracking] remote = true)"]
+    settings = WandbTracker(project="osha", folder=tmp_path / "w", host=host).settings()
+    assert (settings.mode, settings.base_url) == ("online", host)
+    assert not settings.save_code and settings.disable_git and settings.x_disable_stats
+    assert WandbTracker(project="osha", folder=tmp_path / "w").settings().mode == "offline"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", [None, "owner-key"])
+def test_w_and_b_online_without_its_key_or_server_is_one_line_before_any_fit(
+        study_file: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, key: str | None) -> None:
+    pytest.importorskip("wandb")
+    if key is None:
+        monkeypatch.delenv(WANDB_KEY, raising=False)
+    else:
+        monkeypatch.setenv(WANDB_KEY, key)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        host = f"http://127.0.0.1:{probe.getsockname()[1]}"  # nothing listens
+    config = online(study_file, host)
+    with pytest.raises(ConfigError) as refused:
+        tracking_callbacks(config, echo=lambda line: None)
+    line = str(refused.value)
+    reason = f"{WANDB_KEY} is not set" if key is None else f"no answer from {host} ("
+    assert line.startswith(f"{config.path} [tracking]: cannot log to W&B {host}: ") and reason in line
+    assert "\n" not in line and "owner-key" not in line

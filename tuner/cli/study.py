@@ -379,6 +379,10 @@ class ExportCommand(Command):
         print(f"exported trial {trial.number} (c = {trial.params['c']:.4g}, "
               f"{counted(trial.params['ft_epochs'], 'epoch')}, "
               f"epsilon = {'-' if epsilon is None else f'{epsilon:.3f}'}) to {path}")
+        if config.tracking.mlflow_uri is not None:
+            from tuner.tracking import log_export
+
+            log_export(config, path)
         return EXIT_OK
 
 
