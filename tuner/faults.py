@@ -51,6 +51,11 @@ def interruption(error: KeyboardInterrupt) -> str:
     return "interrupted (SIGTERM)" if isinstance(error, Terminated) else "interrupted (Ctrl-C)"
 
 
+def is_interruption(failure: object) -> bool:
+    """Whether a trial's ``failure`` attribute says an interruption stopped it (``interruption``'s words)."""
+    return failure in (interruption(KeyboardInterrupt()), interruption(Terminated()))
+
+
 class SigtermGate:
     """Where SIGTERM may interrupt a run: inside a trial's own code (``open``) at once; while Optuna creates or tells a
     trial it is held (``pending``) and raised once the trial is in a known state, so that no trial is left RUNNING

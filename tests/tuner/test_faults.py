@@ -192,6 +192,20 @@ def test_a_run_stopped_mid_trial_by_sigterm_or_ctrl_c_queues_its_trial_again(
     assert "left running" not in capsys.readouterr().out  # nothing was left for the stale-trial recovery
 
 
+def test_ctrl_c_while_stage_1_is_computed_says_no_trial_was_running(tmp_path: Path) -> None:
+    """Ctrl-C while the study is prepared (stage 1 computed in a cache of its own) stops before any trial: the line
+    says so instead of "the running trial is marked failed", and the study holds no trial."""
+    path = fault_study(tmp_path, tmp_path / "fresh-cache", "sqlite:///early-stop.db")
+    process, _ = start_until(["run", str(path)], "finished trial(s)")  # stage 1 is computed next
+    process.send_signal(signal.SIGINT)
+    out, _ = process.communicate(timeout=PATIENCE)
+    assert process.returncode == 130 and "Traceback" not in out, out
+    assert [line for line in out.splitlines() if "interrupted" in line] == [
+        "interrupted (Ctrl-C) before any trial began (while the study was prepared: data, features, stage 1), so no "
+        f"trial is marked failed; 0 finished trials are kept. Run `swagppm-tune run {path}` again to resume."]
+    assert stored(path).get_trials() == []
+
+
 @pytest.mark.parametrize("verb", ["run", "status"])
 def test_ctrl_c_while_a_verb_loads_its_libraries_is_one_line_and_exit_130(tmp_path: Path, cache: Path,
                                                                          verb: str) -> None:

@@ -98,9 +98,9 @@ def test_a_registered_reporter_is_used_by_name(monkeypatch: pytest.MonkeyPatch) 
     assert seen == [("draws", 1), ("draws", 2), ("draws", -1)]
 
 
-def _fit(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _fit(tmp_path: Path, *extra: str, study_text: str = STUDY) -> subprocess.CompletedProcess[str]:
     study = tmp_path / "study.toml"
-    study.write_text(STUDY)
+    study.write_text(study_text)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "tuner.cli", "fit", str(study), "--c", "0.7", "--ft-epochs", "2",
                            *extra], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
@@ -125,6 +125,24 @@ def test_the_command_line_reports_every_stage_of_a_fit_off_a_terminal(tmp_path: 
     quiet = _fit(tmp_path, "--quiet")
     assert quiet.returncode == 0 and "eps=" in quiet.stdout
     assert not [line for line in quiet.stderr.splitlines() if LINE.match(line)], quiet.stderr[-800:]
+
+
+@pytest.mark.fits
+def test_encoding_the_records_through_the_frozen_layers_reports_its_progress(tmp_path: Path) -> None:
+    """A head-only study encodes every record once through the frozen encoder before stage 1 (minutes on the OSHA
+    sample, which printed nothing): each split is a stage with its batches, and a second fit reads the cache."""
+    head_only = STUDY.replace("[model]\n", "[model]\ntrainable = \"head\"\n")
+    assert head_only != STUDY
+    first = _fit(tmp_path, study_text=head_only)
+    assert first.returncode == 0, first.stderr[-800:]
+    ends = {m["label"]: (int(m["done"]), int(m["total"])) for line in first.stderr.splitlines()
+            if (m := LINE.match(line)) and m["timing"].endswith("done")}
+    encoded = {label: done for label, done in ends.items() if label.startswith("encoding the ")}
+    assert sorted(encoded) == [f"encoding the {split} records through the frozen layers (once, then cached)"
+                               for split in ("test", "train")]
+    assert all(done == total and done >= 1 for done, total in encoded.values())
+    again = _fit(tmp_path, study_text=head_only)
+    assert again.returncode == 0 and "encoding the " not in again.stderr  # read from the private cache
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import ipaddress
 import socket
 import socketserver
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,7 +36,7 @@ from tuner.cli.base import EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_OK, Command
 from tuner.cli.messages import best_line, print_closest, print_refuted, warn_at_edge, warn_mixed_stage1
 from tuner.config import StudyConfig
 from tuner.extras import require
-from tuner.faults import WORKER, interrupt_on_sigterm, interruption, stop_with_parent
+from tuner.faults import WORKER, interrupt_on_sigterm, interruption, is_interruption, stop_with_parent
 from tuner.outcome import counted
 from tuner.queries import (
     best_feasible,
@@ -46,7 +47,7 @@ from tuner.queries import (
     trials_run,
     trials_run_words,
 )
-from tuner.record import TrialRecord, named_constraints
+from tuner.record import FAILURE, TrialRecord, named_constraints
 from tuner.rejudge import needs_refit, rejudge, retarget
 from tuner.storage import make_storage, masked_url
 from tuner.study import open_existing_study, open_study, run_study
@@ -80,6 +81,7 @@ class RunCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from tuner.executors import make_executor
 
+        since = datetime.now()  # Optuna's clock: the trials an interruption fails end after it
         config = study_config(args)
         check_artifacts(config)
         if args.workers > 1 or args.gpus:
@@ -94,7 +96,7 @@ class RunCommand(Command):
             with interrupt_on_sigterm():  # Slurm and Kubernetes stop a run with SIGTERM: as Ctrl-C
                 executor.run(config, n_trials=args.n_trials, timeout=args.timeout, echo=print)
         except KeyboardInterrupt as interrupt:
-            return interrupted(config, args.study, interrupt)
+            return interrupted(config, args.study, interrupt, since=since)
         return run_summary(config, args.study)
 
 
@@ -112,6 +114,7 @@ class WorkerCommand(Command):
         add_storage(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        since = datetime.now()  # Optuna's clock: the trials an interruption fails end after it
         config = study_config(args)
         check_artifacts(config)
         from tuner.tracking import tracking_callbacks
@@ -126,7 +129,7 @@ class WorkerCommand(Command):
                                     worker=args.name or WORKER, echo=echo,
                                     callbacks=tracking_callbacks(config, echo=echo))
         except KeyboardInterrupt as interrupt:
-            return interrupted(config, args.study, interrupt)
+            return interrupted(config, args.study, interrupt, since=since)
         print(f"stopped: {summary.stopped_because}")
         return EXIT_OK
 
@@ -284,13 +287,29 @@ class ProxyCommand(Command):
         return EXIT_OK
 
 
-def interrupted(config: StudyConfig, path: Path, interrupt: KeyboardInterrupt) -> int:
-    """The one line of a run or worker stopped by Ctrl-C or SIGTERM; exit status 130."""
+def interrupted(config: StudyConfig, path: Path, interrupt: KeyboardInterrupt, *, since: datetime) -> int:
+    """The one line of a run or worker stopped by Ctrl-C or SIGTERM, saying what it stopped (the trials it failed and
+    queued again since ``since``, or none: it stopped while the study was prepared); exit status 130."""
     study = open_study(config, create=False)
-    print(f"\n{interruption(interrupt)}: the running trial is marked failed and queued again; "
-          f"{finished_count(study)} finished trials are kept. Run `swagppm-tune run {path}` again to resume.",
-          file=sys.stderr)
+    stopped = stopped_trials(study, since=since)
+    reason = interruption(interrupt)
+    if len(stopped) == 1:
+        head = f"{reason}: the running trial is marked failed and queued again"
+    elif stopped:
+        head = f"{reason}: the {len(stopped)} running trials are marked failed and queued again"
+    else:
+        head = f"{reason} before any trial began (while the study was prepared: data, features, stage 1), so no " \
+               "trial is marked failed"
+    print(f"\n{head}; {finished_count(study)} finished trials are kept. Run `swagppm-tune run {path}` again to "
+          "resume.", file=sys.stderr)
     return EXIT_INTERRUPTED
+
+
+def stopped_trials(study: optuna.Study, *, since: datetime) -> list[int]:
+    """The trials an interruption failed since ``since`` (their ``failure`` says so), by any worker of this run."""
+    return [trial.number for trial in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+            if is_interruption(trial.user_attrs.get(FAILURE))
+            and trial.datetime_complete is not None and trial.datetime_complete >= since]
 
 
 def run_summary(config: StudyConfig, path: Path) -> int:
