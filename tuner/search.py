@@ -127,6 +127,17 @@ class SearchSpace:
                                     log=True) if self.searches_prior_scale else None
         return TrialParams(c=c, ft_epochs=epochs, g=g, prior_scale=scale)
 
+    def start_params(self) -> list[dict[str, Any]]:
+        """The one place start points become trials: each of ``start_points()`` as the parameters it is enqueued
+        with (c, the FT epochs, and g when searched: the point's own, else the fixed ``g``)."""
+        params: list[dict[str, Any]] = []
+        for point in self.start_points():
+            point_params: dict[str, Any] = {"c": point.c, "ft_epochs": point.ft_epochs}
+            if self.searches_g:
+                point_params["g"] = self.g if point.g is None else point.g
+            params.append(point_params)
+        return params
+
     def params_of(self, params: Mapping[str, Any], *, seed: int | None = None) -> TrialParams:
         """A stored trial's parameters read back, with this search's fixed g where the trial stored none (the prior's
         scale, when not searched, is the configuration's)."""

@@ -237,10 +237,7 @@ def enqueue_start_points(study: optuna.Study, config: StudyConfig, *, n_trials: 
     (random search only: a fixed point would not be a draw of the accounted search)."""
     if sampler_traits(config.study.sampler).proposes_start or is_accounted(study):
         return
-    for point in config.search.start_points()[:n_trials]:
-        params: dict[str, Any] = {"c": point.c, "ft_epochs": point.ft_epochs}
-        if config.search.searches_g:
-            params["g"] = config.search.g if point.g is None else point.g
+    for params in config.search.start_params()[:n_trials]:
         study.enqueue_trial(params, skip_if_exists=True)
 
 

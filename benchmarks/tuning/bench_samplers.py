@@ -167,8 +167,8 @@ def replay(sampler: BaseSampler, judged: dict[tuple[float, int], tuple[Outcome, 
     storage = optuna.storages.InMemoryStorage()
     study = optuna.create_study(sampler=sampler, storage=storage)
     if not isinstance(sampler, FlowchartSampler):
-        for point in search.start_points():
-            study.enqueue_trial({"c": point.c, "ft_epochs": point.ft_epochs})
+        for params in search.start_params():  # the tuner's own start points
+            study.enqueue_trial(params)
 
     def objective(trial: optuna.Trial) -> float:
         params = search.suggest(trial)  # the tuner's own rule

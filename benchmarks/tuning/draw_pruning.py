@@ -91,16 +91,15 @@ def study(cells: dict[tuple[float, int], Cell], search: SearchSpace, targets: Ta
     tally = Tally()
     storage = optuna.storages.InMemoryStorage()
     optuna_study = optuna.create_study(sampler=make_sampler(sampler, seed=seed, search=search), storage=storage)
-    for point in search.start_points():
-        optuna_study.enqueue_trial({"c": point.c, "ft_epochs": point.ft_epochs})
+    for params in search.start_params():  # the tuner's own start points
+        optuna_study.enqueue_trial(params)
     recorded = sorted(cells)
 
     def objective(trial: optuna.Trial) -> float:
-        c = trial.suggest_float("c", search.c_min, search.c_max)
-        epochs = trial.suggest_int("ft_epochs", search.ft_epochs_min, search.ft_epochs_max)
+        params = search.suggest(trial)  # the tuner's own rule
         best = best_epsilon(optuna_study) if rule == "cap+best" else None
         pruner = DrawPruner(cap=None if rule == "none" else targets.epsilon_cap, best=best, trial=trial)
-        result, seconds = replayed(cells[nearest(recorded, c, epochs, search)], pruner)
+        result, seconds = replayed(cells[nearest(recorded, params.c, params.ft_epochs, search)], pruner)
         outcome = pruned_outcome(judge(result, targets=targets, search=search), pruner, search)
         record_outcome(trial, outcome, storage=storage)
         tally.draws += len(result.max_delta)
