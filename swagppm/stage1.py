@@ -80,13 +80,15 @@ class Preparation:
     stage1_cache_hit: bool
     stage1_fingerprint: str
     timings: dict[str, float]
+    stage1_timings: dict[str, float]  # stage 1's seconds by step when it was computed (kept in the cache with it)
 
     @classmethod
     def of(cls, data: PreparedData, stage1: Stage1, *, timings: dict[str, float]) -> Preparation:
         return cls(num_train=len(data.train_texts), num_test=len(data.test_texts), num_classes=data.num_classes,
                    majority_rate=data.majority_rate, data_hash=data.data_hash,
                    baseline_f1_macro=stage1.baseline_f1_macro, baseline_f1_weighted=stage1.baseline_f1_weighted,
-                   stage1_cache_hit=stage1.cached, stage1_fingerprint=stage1.fingerprint, timings=timings)
+                   stage1_cache_hit=stage1.cached, stage1_fingerprint=stage1.fingerprint, timings=timings,
+                   stage1_timings=dict(stage1.timings))
 
 
 def stage1_key(resources: Resources) -> str:

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
     from swagppm.claim import StudyClaim
+    from swagppm.stage1 import Preparation
     from tuner.keys import OwnerKey
     from tuner.objective import Objective
 
@@ -380,12 +381,12 @@ def _run_opened(study: optuna.Study, storage: BaseStorage, config: StudyConfig, 
 
     objective = Objective(config, storage=storage, progress=progress_fit, echo=echo)
     try:
-        _prepare(study, objective, config, echo=echo)
+        prep = _prepare(study, objective, config, echo=echo)
         if worker is None:
             enqueue_start_points(study, config, n_trials=n_trials)
         after_trial = AfterTrial(config, objective, stop_rule=stop_rule, echo=echo,
                                  trials_left=None if n_trials is None else n_trials - before,
-                                 seconds=trials_here(study, objective))
+                                 cost=trial_cost(study, objective, prep, config))
         deadline = None if timeout is None else time.monotonic() + timeout
         study = _optimize(study, objective, config, [after_trial, *callbacks], n_trials=n_trials,
                           deadline=deadline, worker=worker, echo=echo)
@@ -510,7 +511,8 @@ def check_stage1(study: optuna.Study, fingerprint: str, config: StudyConfig) -> 
                           "cache_dir and thread count, or use a new [study] name")
 
 
-def _prepare(study: optuna.Study, objective: Objective, config: StudyConfig, *, echo: Callable[[str], None]) -> None:
+def _prepare(study: optuna.Study, objective: Objective, config: StudyConfig, *,
+             echo: Callable[[str], None]) -> Preparation:
     """Stage 1, once, under the cache lock: the records checked against the study's data and its record bound and
     entered in the data set's ledger, then stage 1 computed and checked against the study's, its baseline stored."""
     match_cpu_threads(study, config, echo)
@@ -527,15 +529,23 @@ def _prepare(study: optuna.Study, objective: Objective, config: StudyConfig, *, 
          f"non-private baseline F1 macro {prep.baseline_f1_macro:.3f}, weighted {prep.baseline_f1_weighted:.3f}; "
          f"stage 1 {'read from the cache' if prep.stage1_cache_hit else 'computed'} in "
          f"{sum(prep.timings.values()):.1f}s")
+    return prep
 
 
-def trials_here(study: optuna.Study, objective: Objective) -> float | None:
-    """A trial's seconds on this device and thread count, from the study's finished trials (``tuner.estimate``)."""
+def trial_cost(study: optuna.Study, objective: Objective, prep: Preparation,
+               config: StudyConfig) -> tuple[float, str, bool] | None:
+    """A trial's seconds on this device and thread count (``tuner.estimate``): the median of the study's finished
+    trials here, else estimated from stage 1's steps; its basis; and whether the first trial should say it again."""
     import torch  # loaded by the session already
 
-    from tuner.estimate import trial_seconds
+    from tuner.estimate import from_stage1, trial_seconds
 
-    return trial_seconds(study, device=objective.session.device.type, threads=torch.get_num_threads())
+    seconds = trial_seconds(study, device=objective.session.device.type, threads=torch.get_num_threads())
+    if seconds is not None:
+        return seconds, "the median of this study's trials on this machine", False
+    estimate = from_stage1(prep.stage1_timings, fit=config.fit, search=config.search, num_train=prep.num_train,
+                           num_test=prep.num_test)
+    return None if estimate is None else (*estimate, True)
 
 
 class AfterTrial:
@@ -543,21 +553,25 @@ class AfterTrial:
     rules. ``reason`` says why it stopped the study (empty while none did)."""
 
     def __init__(self, config: StudyConfig, objective: Objective, *, stop_rule: StopRule | None,
-                 echo: Callable[[str], None], trials_left: int | None = None, seconds: float | None = None) -> None:
+                 echo: Callable[[str], None], trials_left: int | None = None,
+                 cost: tuple[float, str, bool] | None = None) -> None:
         self.config, self.objective, self.stop_rule, self.echo = config, objective, stop_rule, echo
         self.reason = ""
         self.crashes = 0
         self.legend_shown = False
         self.trials_left = trials_left  # None: no cost line (no n_trials, or it was said)
-        self._say_cost(seconds, "the median of this study's trials on this machine")
+        seconds, basis, again = cost if cost is not None else (None, "", True)
+        self._say_cost(seconds, basis, last=not again)
 
-    def _say_cost(self, seconds: float | None, basis: str) -> None:
-        """The cost line, once, when a trial's seconds on this machine are known."""
+    def _say_cost(self, seconds: float | None, basis: str, *, last: bool = True) -> None:
+        """The cost line when a trial's seconds on this machine are known: before the trials, and again after the
+        first one when the first line was an estimate (``last`` false)."""
         from tuner.estimate import cost_line
 
         if seconds is not None and self.trials_left:
             self.echo(cost_line(trials_left=self.trials_left, seconds=seconds, basis=basis))
-            self.trials_left = None
+            if last:
+                self.trials_left = None
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         import optuna_dashboard  # here, not at the top: the command line's read-only verbs start without it

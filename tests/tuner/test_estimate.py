@@ -1,14 +1,21 @@
-"""The cost line a run prints before its trials: the trials to go times a trial's seconds on this machine."""
+"""The cost line a run prints before its trials: the trials to go times a trial's seconds on this machine, measured
+or estimated from stage 1."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Callable
+from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import create_trial
 
 from tests.tuner.helpers import synthetic_trial
-from tuner.estimate import cost_line, trial_seconds
+from tuner.cli import main
+from tuner.config import StudyConfig
+from tuner.estimate import cost_line, from_stage1, trial_seconds
 from tuner.record import CONSTRAINT_KEYS, TrialRecord
 
 
@@ -38,3 +45,30 @@ def test_the_cost_line_names_the_trials_each_one_s_seconds_its_basis_and_the_tot
         "stop rule may end it sooner)")
     assert "about 20 min" in cost_line(trials_left=10, seconds=120.0, basis="b")
     assert "about 2.0 h" in cost_line(trials_left=12, seconds=600.0, basis="b")
+
+
+def test_before_a_new_studys_first_trial_its_seconds_are_estimated_from_stage_1s_steps(
+        study_file: Callable[..., Path]) -> None:
+    config = StudyConfig.from_toml(study_file(search={"ft_epochs_min": 2, "ft_epochs_max": 8}))
+    fit = dataclasses.replace(config.fit, stage1_epochs=4, draws_risk=10, draws_privacy=100, draws_utility=20)
+    timings = {"finetune": 40.0, "swag": 15.0, "risk": 5.0}  # 10 s an epoch, 0.5 s a draw over the training set
+    seconds, basis = from_stage1(timings, fit=fit, search=config.search, num_train=400, num_test=100) or (0, "")
+    assert seconds == pytest.approx(10 * 5 + 15 + 0.5 * (100 + 20 * 100 / 400))
+    assert basis == "estimated from stage 1's steps on this machine: 400 training records, 5 epochs on average, " \
+        "100 privacy draws"
+    assert from_stage1({"finetune": 1.0}, fit=fit, search=config.search, num_train=400, num_test=100) is None
+
+
+@pytest.mark.fits
+def test_a_new_study_says_its_cost_before_its_first_trial_and_again_after_it(
+        study_file: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
+    path = study_file(study={"n_trials": 2})
+    main(["run", str(path)])
+    lines = capsys.readouterr().out.splitlines()
+    costs = [number for number, line in enumerate(lines) if line.startswith("cost: ")]
+    trials = [number for number, line in enumerate(lines) if re.match(r"trial +\d+  c=", line)]
+    assert len(costs) == 2 and len(trials) == 2 and costs[0] < trials[0] < costs[1] < trials[1]
+    assert lines[costs[0]].startswith("cost: 2 trial(s) to go, about ")
+    assert "(estimated from stage 1's steps on this machine: " in lines[costs[0]]
+    assert lines[costs[1]].startswith("cost: 1 trial(s) to go, about ")
+    assert "(this run's first trial)" in lines[costs[1]]
