@@ -15,6 +15,8 @@ queued again: at once when its process was on this machine (``vanished_workers``
 else by heartbeat after the grace period. A cancelled task (SIGINT) exits at once
 without touching its trial, so that this holds however the cancel lands. SIGTERM
 to the launcher is an interrupt: local jobs are cancelled with it, Slurm jobs go on.
+A paused study (``tuner.pause``) gets no job, and its jobs end after their running
+trials.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from tuner.executors.jobs import cancel_jobs, make_private_folder, record_launch
 from tuner.executors.processes import shared_study
 from tuner.executors.registry import register_executor
 from tuner.faults import interrupt_on_sigterm, recover_stale_trials, vanished_workers
+from tuner.pause import pause_of
 from tuner.queries import best_feasible, closest_trial, finished_count
 from tuner.storage import STORAGE_ENV, masked_url, traits
-from tuner.study import RunSummary, run_study
+from tuner.study import RunSummary, paused_run, run_study
 from tuner.tracking import tracking_callbacks
 
 CLUSTERS = ("auto", "slurm", "local")
@@ -80,6 +83,8 @@ class SubmititExecutor:
         check_shared_storage(config)
         study = shared_study(config, workers=self.jobs * self.workers_per_job, n_trials=n_trials)
         before = finished_count(study)
+        if (paused := paused_run(study, config)) is not None:  # a paused study gets no job
+            return paused
         folder = self.folder or jobs_folder(config)
         jobs: list[Any] = []
         with interrupt_on_sigterm():
@@ -92,9 +97,11 @@ class SubmititExecutor:
             except KeyboardInterrupt:
                 _interrupted(jobs, study, config, echo)
                 raise
+        pause = pause_of(study)
+        ended = f"every job ended ({failed} of {len(jobs)} failed or were cancelled)"
         return RunSummary(finished_before=before, finished_now=finished_count(study) - before,
-                          stopped_because=f"every job ended ({failed} of {len(jobs)} failed or were cancelled)",
-                          best=best_feasible(study), closest=closest_trial(study))
+                          stopped_because=ended if pause is None else f"{ended}; {pause.line(config)}",
+                          best=best_feasible(study), closest=closest_trial(study), paused=pause is not None)
 
     def _submit(self, config: StudyConfig, folder: Path, jobs: list[Any], *, n_trials: int | None,
                 timeout: float | None) -> str:
@@ -242,6 +249,7 @@ def worker_job(study_path: str, name: str, n_trials: int | None, timeout: float 
         config = config.with_data(data)
     summary = run_study(config, n_trials=n_trials, timeout=timeout, worker=label, echo=echo,
                         callbacks=tracking_callbacks(config, echo=echo))
+    echo(f"stopped: {summary.stopped_because}")
     return summary.finished_now
 
 
