@@ -109,9 +109,10 @@ class SubmititExecutor:
         submitit = import_submitit()
         make_private_folder(folder)
         executor = submitit.AutoExecutor(folder=folder, cluster=None if self.cluster == "auto" else self.cluster)
+        # no GPU asked for: no GPU directive at all, which a cluster without GPU resources (GRES) refuses even for 0
+        gpus = {"gpus_per_node": self.gpus_per_job} if self.gpus_per_job else {}
         executor.update_parameters(name=f"swagppm-{config.study.name}", timeout_min=self.timeout_min,
-                                   tasks_per_node=self.workers_per_job, gpus_per_node=self.gpus_per_job,
-                                   **dict(self.parameters))
+                                   tasks_per_node=self.workers_per_job, **gpus, **dict(self.parameters))
         cluster = str(executor.cluster)
         values = {STORAGE_ENV: config.storage_url}  # inherited by the jobs, never written into a job file
         if cluster == "local" and "OMP_NUM_THREADS" not in os.environ:  # local jobs share the cores
@@ -119,11 +120,25 @@ class SubmititExecutor:
         output = controller_output(folder) if cluster == "local" else contextlib.nullcontext()
         with environment(values), output:
             for index in range(self.jobs):
-                jobs.append(executor.submit(worker_job, str(config.path), f"job{index}", n_trials, timeout,
-                                            self.data))
+                jobs.append(_submitted(executor, config, jobs, [worker_job, str(config.path), f"job{index}",
+                                                                n_trials, timeout, self.data]))
                 record_launch(folder, jobs[-1:], cluster=cluster, study=config.study.name,
                               tasks=self.workers_per_job)
         return cluster
+
+
+def _submitted(executor: Any, config: StudyConfig, jobs: list[Any], call: list[Any]) -> Any:
+    """One job submitted; the cluster's refusal (``sbatch: error: ...``: a partition or resource it does not have) is
+    one line naming the jobs submitted before it, not an internal error."""
+    from submitit.core.utils import FailedJobError
+
+    try:
+        return executor.submit(*call)
+    except FailedJobError as error:
+        reason = (str(error).strip().splitlines() or ["no reason given"])[-1]
+        raise ConfigError(f"{config.path}: the cluster refused a job ({reason}); {len(jobs)} job(s) were submitted "
+                          f"before it (`swagppm-tune jobs {config.path}` lists them, `--cancel` cancels them)"
+                          ) from None
 
 
 def jobs_folder(config: StudyConfig) -> Path:
