@@ -20,9 +20,12 @@ from optuna.trial import TrialState
 from tests import PATIENCE
 from tests.tuner.helpers import (
     FINISHED,
+    KILL_WAIT,
     CliProcess,
     distributed_study,
+    job_processes,
     jobs_table,
+    requeued,
     run_cli,
     running_with_worker,
     slurm_ended,
@@ -99,6 +102,32 @@ def test_a_job_the_cluster_refuses_is_one_line_naming_its_reason(postgres: str, 
         f"specification); 0 job(s) were submitted before it (`swagppm-tune jobs {path}` lists them, `--cancel` "
         "cancels them)")
     assert slurm_jobs(slurm) == []
+
+
+def test_jobs_cancel_runs_scancel_and_the_worker_fails_and_requeues_its_trial_on_slurms_sigterm(
+        postgres: str, slurm: Path, tmp_path: Path, cache: Path, cleanup: list[Path]) -> None:
+    """The cancelled job's worker fails its running trial with the reason and queues it again itself, then ends
+    before Slurm's SIGKILL (a worker on another node is seen gone by no one here)."""
+    path = launched_study(tmp_path, cache, postgres, cleanup, n_trials=3, draws_privacy=200)
+    launcher = launch(path)
+    study = stored(path)
+    running = wait_for(study, running_with_worker, alive=launcher)[0]
+    (job,) = slurm_jobs(slurm)
+    listing, states = jobs_table(path)
+    assert states == {job["id"]: "running"}, listing
+    out, states = jobs_table(path, "--cancel")
+    assert out.startswith("cancelled 1 job(s); ") and states == {job["id"]: "cancelled"}, out
+    assert launcher.finish() in (0, 1), launcher.output
+    assert f"[job {job['id']}] ended without finishing" in launcher.output
+    failed = study.get_trials()[running.number]
+    assert failed.state == TrialState.FAIL and failed.user_attrs["failure"] == "interrupted (SIGTERM)"
+    retries = requeued(study, running)
+    assert len(retries) == 1 and retries[0].state == TrialState.WAITING
+    assert retries[0].system_attrs["fixed_params"] == running.params
+    assert "[job0.0] interrupted (SIGTERM): the running trial was failed and queued again" in job_log(path, job)
+    (cancelled,) = slurm_ended(slurm)
+    assert cancelled["ended"] - cancelled["cancelled"] < KILL_WAIT  # it ended on SIGTERM, not at the SIGKILL
+    assert job_processes(path) == []
 
 
 def test_jobs_pause_ends_the_job_after_its_running_trial_and_launch_goes_on_after_resume(

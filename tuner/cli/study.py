@@ -274,7 +274,8 @@ def requeued(config: StudyConfig) -> str:
     if gone:
         recover_stale_trials(study, config, gone=gone)
     return (f"the running trials of its gone local workers were failed and queued again ({len(gone)} worker(s)); "
-            f"those of cluster jobs are once their heartbeats stop ({config.study.grace_period}s)")
+            "a Slurm job's workers fail and queue theirs on Slurm's SIGTERM (or, killed outright, once their "
+            f"heartbeats are {config.study.grace_period}s old)")
 
 
 class ProxyCommand(Command):

@@ -10,12 +10,16 @@ travels in the environment (``STORAGE_ENV``), as for local workers: Slurm's
 inherits it; it is never written into a job file. Each job is recorded owner-side
 (``tuner.executors.jobs``) for ``swagppm-tune jobs`` to list and cancel.
 
-A job that ends (killed, cancelled) leaves its running trial to be failed and
-queued again: at once when its process was on this machine (``vanished_workers``),
-else by heartbeat after the grace period. A cancelled task (SIGINT) exits at once
-without touching its trial, so that this holds however the cancel lands. SIGTERM
-to the launcher is an interrupt: local jobs are cancelled with it, Slurm jobs go on.
-A paused study (``tuner.pause``) gets no job, and its jobs end after their running
+A cancelled Slurm job's tasks get Slurm's SIGTERM (``scancel``, or the job's time
+limit), then SIGKILL after the cluster's ``KillWait``: a task fails its running
+trial with the reason and queues it again at once, as a ``worker`` does on SIGTERM
+(submitit would only log the signal). A job that ends otherwise (killed outright,
+a local job cancelled) leaves its running trial to be failed and queued again: at
+once when its process was on this machine (``vanished_workers``), else by heartbeat
+after the grace period. A cancelled local task (SIGINT) exits at once without
+touching its trial, so that this holds however the cancel lands. SIGTERM to the
+launcher is an interrupt: local jobs are cancelled with it, Slurm jobs go on. A
+paused study (``tuner.pause``) gets no job, and its jobs end after their running
 trials.
 """
 
@@ -38,7 +42,7 @@ from tuner.config import StudyConfig
 from tuner.executors.jobs import cancel_jobs, make_private_folder, record_launch
 from tuner.executors.processes import shared_study
 from tuner.executors.registry import register_executor
-from tuner.faults import interrupt_on_sigterm, recover_stale_trials, vanished_workers
+from tuner.faults import interrupt_on_sigterm, interruption, recover_stale_trials, vanished_workers
 from tuner.pause import pause_of
 from tuner.queries import best_feasible, closest_trial, finished_count
 from tuner.storage import STORAGE_ENV, masked_url, traits
@@ -250,6 +254,8 @@ def worker_job(study_path: str, name: str, n_trials: int | None, timeout: float 
 
     SIGINT (a cancelled local job) ends it at once, leaving its running trial to be
     failed and queued again by whoever sees it gone (``_recover_vanished``, heartbeats).
+    SIGTERM (Slurm's ``scancel`` and time limit) fails and queues again the running
+    trial first, as for ``worker``, and ends the task (``_terminated``).
     """
     import submitit
 
@@ -262,8 +268,12 @@ def worker_job(study_path: str, name: str, n_trials: int | None, timeout: float 
     config = StudyConfig.from_toml(study_path).with_storage(os.environ[STORAGE_ENV])
     if data is not None:
         config = config.with_data(data)
-    summary = run_study(config, n_trials=n_trials, timeout=timeout, worker=label, echo=echo,
-                        callbacks=tracking_callbacks(config, echo=echo))
+    try:
+        with interrupt_on_sigterm():  # over submitit's handler, which would only log the signal
+            summary = run_study(config, n_trials=n_trials, timeout=timeout, worker=label, echo=echo,
+                                callbacks=tracking_callbacks(config, echo=echo))
+    except KeyboardInterrupt as interrupt:  # SIGTERM only: SIGINT ends the task in _cancelled
+        _terminated(label, interrupt)
     echo(f"stopped: {summary.stopped_because}")
     return summary.finished_now
 
@@ -273,3 +283,11 @@ def _cancelled(label: str) -> NoReturn:
     os.write(1, f"[{label}] cancelled (SIGINT): stopping now; the running trial is failed and queued again once "
                 "this process is seen gone\n".encode())
     os._exit(130)  # the interrupted status (tuner.cli.base.EXIT_INTERRUPTED)
+
+
+def _terminated(label: str, interrupt: KeyboardInterrupt) -> NoReturn:
+    """A task stopped by SIGTERM, its running trial failed and queued again by ``run_study``: its last line and its
+    exit, before the cluster's SIGKILL (submitit's own handlers are not run again)."""
+    print(f"[{label}] {interruption(interrupt)}: the running trial was failed and queued again; this task ends",
+          flush=True)
+    os._exit(130)
