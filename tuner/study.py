@@ -3,7 +3,8 @@
 ``open_study`` refuses to resume a study defined by a different search, targets or
 fit. ``run_study`` runs stage 1 once, the start points, then the sampler's
 proposals (``tuner.objective.Objective``) until n_trials finished trials, the
-timeout, the first feasible trial (if asked) or the sampler's own ``StopRule``;
+timeout, the first feasible trial (if asked), the sampler's own ``StopRule`` or a
+pause of the study (``tuner.pause``);
 it recovers trials of dead processes (``tuner.faults``) and reconnects to a
 storage that went away.
 """
@@ -47,6 +48,7 @@ from tuner.keys import owner_key, owner_key_for
 from tuner.ledger import FingerprintsRecords, Ledger, sealed_ledgers
 from tuner.outcome import TRIAL_LEGEND
 from tuner.outputs import OWNER_FILE, create_storage_file, owner_folder
+from tuner.pause import StopWhenPaused, pause_of
 from tuner.queries import DEFINITION_ATTR, best_feasible, closest_trial, finished_count
 from tuner.record import BASELINE_F1_MACRO, FAILURE, RAN_BY, RETRY_OF, TrialRecord
 from tuner.samplers import StopRule, make_sampler, sampler_traits, stop_rule_of
@@ -90,13 +92,15 @@ class StorageLost(RuntimeError):
 
 @dataclass(kw_only=True)
 class RunSummary:
-    """How a ``run`` ended, for the command line."""
+    """How a ``run`` ended, for the command line; ``paused``: it stopped (or never started) because the study is
+    paused (``tuner.pause``)."""
 
     finished_before: int
     finished_now: int
     stopped_because: str
     best: FrozenTrial | None
     closest: FrozenTrial | None
+    paused: bool = False
 
 
 def open_storage(config: StudyConfig) -> BaseStorage:
@@ -314,7 +318,8 @@ def run_study(
     storage that goes away is reconnected with backoff; ``StorageLost`` after the
     last attempt. Ctrl-C (or SIGTERM, where ``tuner.faults.interrupt_on_sigterm``
     holds) propagates as ``KeyboardInterrupt`` after the running trial is marked
-    failed with the reason and queued again with its parameters. Optuna's log level and ``threading.excepthook`` are
+    failed with the reason and queued again with its parameters. A paused study (``tuner.pause``) starts no trial, and
+    a run stops after its running trial once the study is paused. Optuna's log level and ``threading.excepthook`` are
     restored on return. ``callbacks`` are called after every trial, after the
     run's own (e.g. ``tuner.tracking.tracking_callbacks``).
     """
@@ -357,9 +362,10 @@ def _run_opened(study: optuna.Study, storage: BaseStorage, config: StudyConfig, 
     timeout = settings.timeout if timeout is None else timeout
     before = finished_count(study)
 
-    def finish(reason: str) -> RunSummary:
+    def finish(reason: str, *, paused: bool = False) -> RunSummary:
         return RunSummary(finished_before=before, finished_now=finished_count(study) - before,
-                          stopped_because=reason, best=best_feasible(study), closest=closest_trial(study))
+                          stopped_because=reason, best=best_feasible(study), closest=closest_trial(study),
+                          paused=paused)
 
     stop_rule = stop_rule_of(study.sampler)
     if settings.stop_on_first_feasible and best_feasible(study) is not None:
@@ -368,6 +374,8 @@ def _run_opened(study: optuna.Study, storage: BaseStorage, config: StudyConfig, 
         return finish(f"the study already has {before} finished trials (n_trials = {n_trials})")
     if stop_rule is not None and stop_rule.wants_to_stop(study):
         return finish(stop_rule.end_reason(study))
+    if (paused := paused_run(study, config)) is not None:  # before stage 1
+        return paused
 
     echo(f"study {settings.name!r} in {masked_url(config.storage_url)}: {before} finished trial(s); "
          f"sampler {settings.sampler}, target epsilon <= {config.targets.epsilon_cap:g}, F1 within "
@@ -388,15 +396,29 @@ def _run_opened(study: optuna.Study, storage: BaseStorage, config: StudyConfig, 
                                  trials_left=None if n_trials is None else n_trials - before,
                                  cost=trial_cost(study, objective, prep, config))
         deadline = None if timeout is None else time.monotonic() + timeout
-        study = _optimize(study, objective, config, [after_trial, *callbacks], n_trials=n_trials,
+        pause = StopWhenPaused()
+        study = _optimize(study, objective, config, [after_trial, pause, *callbacks], n_trials=n_trials,
                           deadline=deadline, worker=worker, echo=echo)
     finally:
         objective.close()
     if after_trial.reason:
         return finish(after_trial.reason)
+    reached = n_trials is not None and finished_count(study) >= n_trials and not waiting_retry(study)
+    if pause.pause is not None and not reached:
+        return finish(pause.pause.line(config), paused=True)
     if deadline is not None and time.monotonic() >= deadline:
         return finish(f"the timeout ({timeout:g}s) was reached")
     return finish(f"the study has {finished_count(study)} finished trials (n_trials = {n_trials})")
+
+
+def paused_run(study: optuna.Study, config: StudyConfig) -> RunSummary | None:
+    """How a run of a paused study ends before its first trial (its line says how to resume); None when the study
+    is not paused."""
+    pause = pause_of(study)
+    if pause is None:
+        return None
+    return RunSummary(finished_before=finished_count(study), finished_now=0, stopped_because=pause.line(config),
+                      best=best_feasible(study), closest=closest_trial(study), paused=True)
 
 
 def study_exists(storage: BaseStorage, name: str) -> bool:

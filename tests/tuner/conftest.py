@@ -1,15 +1,34 @@
 """The ``study_file`` fixture: small study files that run in seconds on a CPU (``tests.tuner.helpers``); the local
-servers (``postgres``, ``mariadb``, ``redis``), each skipping its test with the reason when it is not running."""
+servers (``postgres``, ``mariadb``, ``redis``), each skipping its test with the reason when it is not running; the
+stand-in Slurm (``slurm``)."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.tuner.helpers import MARIADB_URL, PG_URL, REDIS_URL, delete_studies, merged, unreachable, write_study
+from tests.tuner.helpers import (
+    KILL_WAIT,
+    MARIADB_URL,
+    PG_URL,
+    REDIS_URL,
+    SLURM_COMMANDS,
+    SLURM_STANDIN,
+    delete_studies,
+    merged,
+    slurm_job_alive,
+    slurm_jobs,
+    unreachable,
+    write_study,
+)
 
 
 @pytest.fixture
@@ -51,3 +70,27 @@ def cleanup() -> Iterator[list[Path]]:
     paths: list[Path] = []
     yield paths
     delete_studies(paths)
+
+
+@pytest.fixture
+def slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The stand-in Slurm on PATH, for the test and every process it starts (``KILL_WAIT``: its KillWait); its state
+    folder. Jobs still pending or running after the test are cancelled, and their processes waited for."""
+    commands = tmp_path / "slurm-bin"
+    commands.mkdir()
+    for name in SLURM_COMMANDS:
+        (commands / name).write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} "
+                                     f'{shlex.quote(str(SLURM_STANDIN))} {name} "$@"\n')
+        (commands / name).chmod(0o755)
+    state = tmp_path / "slurm-state"
+    state.mkdir()
+    monkeypatch.setenv("PATH", f"{commands}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_STANDIN_STATE", str(state))
+    monkeypatch.setenv("SLURM_STANDIN_KILL_WAIT", str(KILL_WAIT))
+    yield state
+    for job in slurm_jobs(state):
+        if job["state"] in ("PENDING", "RUNNING"):
+            subprocess.run([commands / "scancel", job["id"]], check=False)
+    deadline = time.monotonic() + KILL_WAIT + 30
+    while any(slurm_job_alive(job) for job in slurm_jobs(state)) and time.monotonic() < deadline:
+        time.sleep(0.5)

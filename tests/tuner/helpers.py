@@ -27,6 +27,7 @@ from swagppm import SWAGPPMResult
 from swagppm.provenance import keyed_fingerprint
 from tests import PATIENCE
 from tuner import StudyConfig
+from tuner.executors.cluster import jobs_folder
 from tuner.objective import Objective, record_outcome
 from tuner.outcome import judge
 from tuner.record import TrialRecord, constraint_attrs
@@ -289,6 +290,34 @@ def running_with_worker(trials: list[FrozenTrial]) -> list[FrozenTrial]:
     return [t for t in trials if t.state == TrialState.RUNNING and "worker" in t.user_attrs]
 
 
+def requeued(study: optuna.Study, trial: FrozenTrial) -> list[FrozenTrial]:
+    """The trials that re-run ``trial``'s parameters after it failed."""
+    return [t for t in study.get_trials() if t.system_attrs.get("failed_trial") == trial.number]
+
+
+def jobs_table(path: Path, *flags: str) -> tuple[str, dict[str, str]]:
+    """``swagppm-tune jobs PATH FLAGS``: its output and each launched job's state by id."""
+    done = run_cli("jobs", str(path), *flags)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.split(None, 4) for line in done.stdout.splitlines()[1:] if line.strip()[:1].isdigit()]
+    return done.stdout, {row[0]: row[4] for row in rows}
+
+
+def job_processes(path: Path) -> list[int]:
+    """The processes still running for the study's jobs folder: local controllers and the jobs' tasks."""
+    folder = str(jobs_folder(StudyConfig.from_toml(path)))
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            words = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if folder in words and state != "Z" and any("submitit" in word for word in words):
+            found.append(int(entry.name))
+    return found
+
+
 def synthetic_trial(number: int, *, epsilon: float, f1: float, constraints: dict[str, float],
                     state: TrialState = TrialState.COMPLETE,
                     unmeasured: tuple[str, ...] = ()) -> optuna.trial.FrozenTrial:
@@ -321,3 +350,39 @@ setattr(importlib.import_module(sys.argv[2]), sys.argv[3], stalled)
 from tuner.cli import main
 sys.exit(main(sys.argv[4:]))
 """
+
+
+# --- the stand-in Slurm (tests/tuner/slurm_standin/slurm.py; the ``slurm`` fixture puts it on PATH) ------------
+
+SLURM_STANDIN = Path(__file__).parent / "slurm_standin" / "slurm.py"
+SLURM_COMMANDS = ("sbatch", "srun", "sacct", "squeue", "scancel")
+KILL_WAIT = 20  # seconds from the stand-in scancel's SIGTERM to its SIGKILL (Slurm's KillWait)
+
+
+def slurm_jobs(state: Path) -> list[dict[str, Any]]:
+    """The stand-in's record of every job submitted to it, in submission order."""
+    return sorted((json.loads(path.read_text()) for path in state.glob("[0-9]*.json")), key=lambda job: job["id"])
+
+
+def slurm_ended(state: Path) -> list[dict[str, Any]]:
+    """Every job, once each is over and its processes are gone (``ended``): a job's tasks write their results before
+    they exit, so a launcher can be done before its job is; a cancelled job is CANCELLED at once, before its
+    processes end."""
+    def over(job: dict[str, Any]) -> bool:
+        return job["state"] not in ("PENDING", "RUNNING") and (job["pgid"] is None or "ended" in job)
+
+    deadline = time.monotonic() + PATIENCE
+    while not all(over(job) for job in slurm_jobs(state)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return slurm_jobs(state)
+
+
+def slurm_job_alive(job: dict[str, Any]) -> bool:
+    """Whether a process of the job is left (in its process group), or the job has not started yet."""
+    if job["state"] == "PENDING":
+        return True
+    try:
+        os.killpg(job["pgid"], 0)
+    except ProcessLookupError:
+        return False
+    return True

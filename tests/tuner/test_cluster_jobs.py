@@ -23,7 +23,9 @@ from tests.tuner.helpers import (
     FINISHED,
     CliProcess,
     distributed_study,
-    run_cli,
+    job_processes,
+    jobs_table,
+    requeued,
     running_with_worker,
     stored,
     wait_for,
@@ -61,34 +63,6 @@ def launch(path: Path, jobs: int) -> tuple[CliProcess, optuna.Study, FrozenTrial
     launcher.until(f"submitted {jobs} local job(s)")
     study = stored(path)  # opened after the launcher made it: one storage for all the polling
     return launcher, study, wait_for(study, running_with_worker, alive=launcher)[0]
-
-
-def job_processes(path: Path) -> list[int]:
-    """The processes still running for the study's jobs folder: controllers and their tasks."""
-    folder = str(jobs_folder(StudyConfig.from_toml(path)))
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            words = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if folder in words and state != "Z" and any("submitit" in word for word in words):
-            found.append(int(entry.name))
-    return found
-
-
-def requeued(study: optuna.Study, trial: FrozenTrial) -> list[FrozenTrial]:
-    """The trials that re-run ``trial``'s parameters after it failed."""
-    return [t for t in study.get_trials() if t.system_attrs.get("failed_trial") == trial.number]
-
-
-def jobs_table(path: Path, *flags: str) -> tuple[str, dict[str, str]]:
-    """``swagppm-tune jobs PATH FLAGS``: its output and each job's state by id."""
-    done = run_cli("jobs", str(path), *flags)
-    assert done.returncode == 0, done.stdout + done.stderr
-    rows = [line.split(None, 4) for line in done.stdout.splitlines()[1:] if line.strip()[:1].isdigit()]
-    return done.stdout, {row[0]: row[4] for row in rows}
 
 
 def test_a_killed_jobs_trial_is_retried_and_the_study_finishes(postgres: str, tmp_path: Path, cache: Path,

@@ -7,7 +7,7 @@ Verbs:
   create     create the study and its start points without a trial, for workers to join
   worker     join an existing study from any machine
   launch     submit workers as cluster jobs (Slurm through submitit, or local processes)
-  jobs       the launched jobs and their state (--cancel: cancel them)
+  jobs       the launched jobs and their state (--cancel; --pause, --resume: the whole study)
   proxy      Optuna's gRPC storage proxy in front of the database, for hundreds of workers
   fit        one fit outside any study
   status     the trial table and the best feasible trial

@@ -38,6 +38,7 @@ from tuner.config import StudyConfig
 from tuner.extras import require
 from tuner.faults import WORKER, interrupt_on_sigterm, interruption, is_interruption, stop_with_parent
 from tuner.outcome import counted
+from tuner.pause import pause_of
 from tuner.queries import (
     best_feasible,
     finished_count,
@@ -94,10 +95,10 @@ class RunCommand(Command):
             executor = make_executor("sequential")
         try:
             with interrupt_on_sigterm():  # Slurm and Kubernetes stop a run with SIGTERM: as Ctrl-C
-                executor.run(config, n_trials=args.n_trials, timeout=args.timeout, echo=print)
+                summary = executor.run(config, n_trials=args.n_trials, timeout=args.timeout, echo=print)
         except KeyboardInterrupt as interrupt:
             return interrupted(config, args.study, interrupt, since=since)
-        return run_summary(config, args.study)
+        return EXIT_OK if summary.paused else run_summary(config, args.study)
 
 
 class WorkerCommand(Command):
@@ -183,7 +184,7 @@ class LaunchCommand(Command):
                   f"`swagppm-tune launch {args.study}` again resumes the study", file=sys.stderr)
             return EXIT_INTERRUPTED
         print(f"stopped: {summary.stopped_because}")
-        return run_summary(config, args.study)
+        return EXIT_OK if summary.paused else run_summary(config, args.study)
 
 
 class CreateCommand(Command):
@@ -208,25 +209,36 @@ class CreateCommand(Command):
 
 class JobsCommand(Command):
     name = "jobs"
-    help = "the cluster jobs `launch` submitted for the study and their state (--cancel: cancel them)"
+    help = ("the cluster jobs `launch` submitted for the study and their state (--cancel: cancel them; --pause, "
+            "--resume: stop every worker after its running trial, and let them run again)")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_study(parser)
-        parser.add_argument("--cancel", action="store_true",
+        action = parser.add_mutually_exclusive_group()
+        action.add_argument("--cancel", action="store_true",
                             help="cancel the jobs still pending or running (scancel on Slurm, SIGINT to a local "
                                  "job's controller); their running trials are failed and queued again")
+        action.add_argument("--pause", action="store_true",
+                            help="pause the study: every worker (launched jobs, run, worker) stops after its "
+                                 "running trial, which is finished and judged, and none starts a new one")
+        action.add_argument("--resume", action="store_true",
+                            help="lift the pause; then launch or run the study again to go on")
         add_storage(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        """List the recorded jobs of the study with their state; cancel the active ones first with --cancel."""
+        """Pause or resume the study with --pause or --resume; list the recorded jobs of the study with their state,
+        cancelling the active ones first with --cancel."""
         from tuner.executors.cluster import import_submitit, jobs_folder
         from tuner.executors.jobs import cancel_jobs, job_handle, job_state, read_launches
 
         config = study_config(args)
+        if args.pause or args.resume:
+            print(pause_or_resume(config, pause=args.pause))
         folder = jobs_folder(config)
         launched = read_launches(folder, config.study.name)
         if not launched:
-            print(f"no jobs were launched for study {config.study.name!r} (none recorded in {folder})")
+            if not (args.pause or args.resume):
+                print(f"no jobs were launched for study {config.study.name!r} (none recorded in {folder})")
             return EXIT_OK
         import_submitit()
         handles = [job_handle(folder, job) for job in launched]
@@ -240,6 +252,25 @@ class JobsCommand(Command):
         return EXIT_OK
 
 
+def pause_or_resume(config: StudyConfig, *, pause: bool) -> str:
+    """Pause the study (``pause``) or resume it (``tuner.pause``); the line that says what it did."""
+    from tuner.pause import pause_study, resume_study
+
+    study = open_existing_study(config)
+    name = config.study.name
+    if pause:
+        made, new = pause_study(study)
+        running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+        said = f"paused study {name!r}" if new else f"study {name!r} was already paused (since {made.since})"
+        return (f"{said}: every worker stops after its running trial ({running} running now) and none starts a new "
+                f"one; `swagppm-tune jobs {config.path} --resume` lifts the pause")
+    cleared = resume_study(study)
+    if cleared is None:
+        return f"study {name!r} is not paused: nothing to resume"
+    return (f"resumed study {name!r} (paused since {cleared.since}): `swagppm-tune launch {config.path}` or "
+            f"`swagppm-tune run {config.path}` goes on with it")
+
+
 def requeued(config: StudyConfig) -> str:
     """Fail and queue again the running trials of this machine's vanished workers; the clause that says so."""
     from tuner.faults import recover_stale_trials, vanished_workers
@@ -249,7 +280,8 @@ def requeued(config: StudyConfig) -> str:
     if gone:
         recover_stale_trials(study, config, gone=gone)
     return (f"the running trials of its gone local workers were failed and queued again ({len(gone)} worker(s)); "
-            f"those of cluster jobs are once their heartbeats stop ({config.study.grace_period}s)")
+            "a Slurm job's workers fail and queue theirs on Slurm's SIGTERM (or, killed outright, once their "
+            f"heartbeats are {config.study.grace_period}s old)")
 
 
 class ProxyCommand(Command):
@@ -346,6 +378,8 @@ class StatusCommand(Command):
         print_needs_refit(study, config)
         counts = trials_run(study)
         print(f"\n{trials_run_words(counts)}")
+        if (pause := pause_of(study)) is not None:
+            print(pause.line(config))
         print(tuning_line(tuning_cost(study, config)))
         warn_mixed_stage1(study)
         best = best_feasible(study)

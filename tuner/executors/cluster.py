@@ -10,11 +10,17 @@ travels in the environment (``STORAGE_ENV``), as for local workers: Slurm's
 inherits it; it is never written into a job file. Each job is recorded owner-side
 (``tuner.executors.jobs``) for ``swagppm-tune jobs`` to list and cancel.
 
-A job that ends (killed, cancelled) leaves its running trial to be failed and
-queued again: at once when its process was on this machine (``vanished_workers``),
-else by heartbeat after the grace period. A cancelled task (SIGINT) exits at once
-without touching its trial, so that this holds however the cancel lands. SIGTERM
-to the launcher is an interrupt: local jobs are cancelled with it, Slurm jobs go on.
+A cancelled Slurm job's tasks get Slurm's SIGTERM (``scancel``, or the job's time
+limit), then SIGKILL after the cluster's ``KillWait``: a task fails its running
+trial with the reason and queues it again at once, as a ``worker`` does on SIGTERM
+(submitit would only log the signal). A job that ends otherwise (killed outright,
+a local job cancelled) leaves its running trial to be failed and queued again: at
+once when its process was on this machine (``vanished_workers``), else by heartbeat
+after the grace period. A cancelled local task (SIGINT) exits at once without
+touching its trial, so that this holds however the cancel lands. SIGTERM to the
+launcher is an interrupt: local jobs are cancelled with it, Slurm jobs go on. A
+paused study (``tuner.pause``) gets no job, and its jobs end after their running
+trials.
 """
 
 from __future__ import annotations
@@ -36,10 +42,11 @@ from tuner.config import StudyConfig
 from tuner.executors.jobs import cancel_jobs, make_private_folder, record_launch
 from tuner.executors.processes import shared_study
 from tuner.executors.registry import register_executor
-from tuner.faults import interrupt_on_sigterm, recover_stale_trials, vanished_workers
+from tuner.faults import interrupt_on_sigterm, interruption, recover_stale_trials, vanished_workers
+from tuner.pause import pause_of
 from tuner.queries import best_feasible, closest_trial, finished_count
 from tuner.storage import STORAGE_ENV, masked_url, traits
-from tuner.study import RunSummary, run_study
+from tuner.study import RunSummary, paused_run, run_study
 from tuner.tracking import tracking_callbacks
 
 CLUSTERS = ("auto", "slurm", "local")
@@ -80,6 +87,8 @@ class SubmititExecutor:
         check_shared_storage(config)
         study = shared_study(config, workers=self.jobs * self.workers_per_job, n_trials=n_trials)
         before = finished_count(study)
+        if (paused := paused_run(study, config)) is not None:  # a paused study gets no job
+            return paused
         folder = self.folder or jobs_folder(config)
         jobs: list[Any] = []
         with interrupt_on_sigterm():
@@ -92,9 +101,11 @@ class SubmititExecutor:
             except KeyboardInterrupt:
                 _interrupted(jobs, study, config, echo)
                 raise
+        pause = pause_of(study)
+        ended = f"every job ended ({failed} of {len(jobs)} failed or were cancelled)"
         return RunSummary(finished_before=before, finished_now=finished_count(study) - before,
-                          stopped_because=f"every job ended ({failed} of {len(jobs)} failed or were cancelled)",
-                          best=best_feasible(study), closest=closest_trial(study))
+                          stopped_because=ended if pause is None else f"{ended}; {pause.line(config)}",
+                          best=best_feasible(study), closest=closest_trial(study), paused=pause is not None)
 
     def _submit(self, config: StudyConfig, folder: Path, jobs: list[Any], *, n_trials: int | None,
                 timeout: float | None) -> str:
@@ -102,9 +113,10 @@ class SubmititExecutor:
         submitit = import_submitit()
         make_private_folder(folder)
         executor = submitit.AutoExecutor(folder=folder, cluster=None if self.cluster == "auto" else self.cluster)
+        # no GPU asked for: no GPU directive at all, which a cluster without GPU resources (GRES) refuses even for 0
+        gpus = {"gpus_per_node": self.gpus_per_job} if self.gpus_per_job else {}
         executor.update_parameters(name=f"swagppm-{config.study.name}", timeout_min=self.timeout_min,
-                                   tasks_per_node=self.workers_per_job, gpus_per_node=self.gpus_per_job,
-                                   **dict(self.parameters))
+                                   tasks_per_node=self.workers_per_job, **gpus, **dict(self.parameters))
         cluster = str(executor.cluster)
         values = {STORAGE_ENV: config.storage_url}  # inherited by the jobs, never written into a job file
         if cluster == "local" and "OMP_NUM_THREADS" not in os.environ:  # local jobs share the cores
@@ -112,11 +124,25 @@ class SubmititExecutor:
         output = controller_output(folder) if cluster == "local" else contextlib.nullcontext()
         with environment(values), output:
             for index in range(self.jobs):
-                jobs.append(executor.submit(worker_job, str(config.path), f"job{index}", n_trials, timeout,
-                                            self.data))
+                jobs.append(_submitted(executor, config, jobs, [worker_job, str(config.path), f"job{index}",
+                                                                n_trials, timeout, self.data]))
                 record_launch(folder, jobs[-1:], cluster=cluster, study=config.study.name,
                               tasks=self.workers_per_job)
         return cluster
+
+
+def _submitted(executor: Any, config: StudyConfig, jobs: list[Any], call: list[Any]) -> Any:
+    """One job submitted; the cluster's refusal (``sbatch: error: ...``: a partition or resource it does not have) is
+    one line naming the jobs submitted before it, not an internal error."""
+    from submitit.core.utils import FailedJobError
+
+    try:
+        return executor.submit(*call)
+    except FailedJobError as error:
+        reason = (str(error).strip().splitlines() or ["no reason given"])[-1]
+        raise ConfigError(f"{config.path}: the cluster refused a job ({reason}); {len(jobs)} job(s) were submitted "
+                          f"before it (`swagppm-tune jobs {config.path}` lists them, `--cancel` cancels them)"
+                          ) from None
 
 
 def jobs_folder(config: StudyConfig) -> Path:
@@ -228,6 +254,8 @@ def worker_job(study_path: str, name: str, n_trials: int | None, timeout: float 
 
     SIGINT (a cancelled local job) ends it at once, leaving its running trial to be
     failed and queued again by whoever sees it gone (``_recover_vanished``, heartbeats).
+    SIGTERM (Slurm's ``scancel`` and time limit) fails and queues again the running
+    trial first, as for ``worker``, and ends the task (``_terminated``).
     """
     import submitit
 
@@ -240,8 +268,13 @@ def worker_job(study_path: str, name: str, n_trials: int | None, timeout: float 
     config = StudyConfig.from_toml(study_path).with_storage(os.environ[STORAGE_ENV])
     if data is not None:
         config = config.with_data(data)
-    summary = run_study(config, n_trials=n_trials, timeout=timeout, worker=label, echo=echo,
-                        callbacks=tracking_callbacks(config, echo=echo))
+    try:
+        with interrupt_on_sigterm():  # over submitit's handler, which would only log the signal
+            summary = run_study(config, n_trials=n_trials, timeout=timeout, worker=label, echo=echo,
+                                callbacks=tracking_callbacks(config, echo=echo))
+    except KeyboardInterrupt as interrupt:  # SIGTERM only: SIGINT ends the task in _cancelled
+        _terminated(label, interrupt)
+    echo(f"stopped: {summary.stopped_because}")
     return summary.finished_now
 
 
@@ -250,3 +283,11 @@ def _cancelled(label: str) -> NoReturn:
     os.write(1, f"[{label}] cancelled (SIGINT): stopping now; the running trial is failed and queued again once "
                 "this process is seen gone\n".encode())
     os._exit(130)  # the interrupted status (tuner.cli.base.EXIT_INTERRUPTED)
+
+
+def _terminated(label: str, interrupt: KeyboardInterrupt) -> NoReturn:
+    """A task stopped by SIGTERM, its running trial failed and queued again by ``run_study``: its last line and its
+    exit, before the cluster's SIGKILL (submitit's own handlers are not run again)."""
+    print(f"[{label}] {interruption(interrupt)}: the running trial was failed and queued again; this task ends",
+          flush=True)
+    os._exit(130)

@@ -143,8 +143,8 @@ def is_active(state: str) -> bool:
 def cancel_jobs(handles: Sequence[Any], *, echo: Callable[[str], None]) -> int:
     """Cancel the active jobs through their handles and wait for the local ones to end; how many were cancelled.
 
-    A Slurm job gets ``scancel`` (its tasks end at Slurm's kill signal); a local job's
-    controller gets SIGINT, as submitit's ``LocalJob.cancel`` sends, and ends its tasks.
+    A Slurm job gets ``scancel`` (its tasks fail and queue again their trials on its SIGTERM);
+    a local job's controller gets SIGINT, as submitit's ``LocalJob.cancel`` sends, and ends its tasks.
     """
     import submitit
 

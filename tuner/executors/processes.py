@@ -5,7 +5,9 @@ URL travels in the environment (``STORAGE_ENV``), never on a command line that
 ``ps`` would show. The parent creates the study and its start points first, so the
 workers only join; stage 1 is computed by the first worker under the private
 cache's lock and read by the others. A worker seen to exit leaves no trial
-running: its trial is failed and re-enqueued at once, for the others to run.
+running: its trial is failed and re-enqueued at once, for the others to run. A
+paused study (``tuner.pause``) gets no worker, and its workers end after their
+running trials.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from swagppm import ConfigError
 from tuner.config import StudyConfig
 from tuner.executors.registry import register_executor
 from tuner.faults import PARENT_ENV, Terminated, recover_stale_trials, worker_id
+from tuner.pause import pause_of
 from tuner.queries import best_feasible, closest_trial, finished_count
 from tuner.storage import STORAGE_ENV, describe_error, is_connection_error, masked_url, traits
 from tuner.study import (
@@ -35,6 +38,7 @@ from tuner.study import (
     enqueue_start_points,
     open_storage,
     open_study,
+    paused_run,
     planned_trials,
     study_exists,
     study_lock,
@@ -60,6 +64,9 @@ class ProcessesExecutor:
         new = not study_exists(storage, config.study.name)
         study = shared_study(config, workers=self.workers, n_trials=n_trials)
         before = finished_count(study)
+        if (paused := paused_run(study, config)) is not None:  # a paused study gets no worker
+            echo(f"stopped: {paused.stopped_because}")
+            return paused
         codes = run_processes(study, config, workers=self.workers, gpus=self.gpus, n_trials=n_trials,
                               timeout=timeout, data=self.data, echo=echo)
         if new and set(codes.values()) == {REFUSED}:
@@ -67,7 +74,7 @@ class ProcessesExecutor:
         statuses = ", ".join(f"{name} {code}" for name, code in codes.items())
         return RunSummary(finished_before=before, finished_now=finished_count(study) - before,
                           stopped_because=f"every worker exited (exit statuses: {statuses})",
-                          best=best_feasible(study), closest=closest_trial(study))
+                          best=best_feasible(study), closest=closest_trial(study), paused=pause_of(study) is not None)
 
 
 def forget_unrun(study: optuna.Study, storage: BaseStorage) -> None:
