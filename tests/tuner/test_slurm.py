@@ -158,3 +158,5 @@ def test_jobs_pause_ends_the_job_after_its_running_trial_and_launch_goes_on_afte
     final = run_cli("launch", str(path), "--jobs", "1", "--cluster", "slurm", timeout=PATIENCE)
     assert final.returncode in (0, 1), final.stdout + final.stderr
     assert len(study.get_trials(states=FINISHED)) == 2 and len(slurm_jobs(slurm)) == 2
+    second = slurm_ended(slurm)[-1]
+    assert "[job1.0] " in job_log(path, second)  # a new name, so a sampler seed of its own

@@ -39,7 +39,7 @@ import optuna
 
 from swagppm import ConfigError
 from tuner.config import StudyConfig
-from tuner.executors.jobs import cancel_jobs, make_private_folder, record_launch
+from tuner.executors.jobs import cancel_jobs, make_private_folder, read_launches, record_launch
 from tuner.executors.processes import shared_study
 from tuner.executors.registry import register_executor
 from tuner.faults import interrupt_on_sigterm, interruption, recover_stale_trials, vanished_workers
@@ -123,7 +123,8 @@ class SubmititExecutor:
             values["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // (self.jobs * self.workers_per_job)))
         output = controller_output(folder) if cluster == "local" else contextlib.nullcontext()
         with environment(values), output:
-            for index in range(self.jobs):
+            first = len(read_launches(folder, config.study.name))  # names (and sampler seeds) new to the study
+            for index in range(first, first + self.jobs):
                 jobs.append(_submitted(executor, config, jobs, [worker_job, str(config.path), f"job{index}",
                                                                 n_trials, timeout, self.data]))
                 record_launch(folder, jobs[-1:], cluster=cluster, study=config.study.name,
