@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -41,19 +41,27 @@ PARENT_ENV = "SWAGPPM_TUNE_PARENT"  # set by `run --workers N` for its workers: 
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
 
 
+SIGTERM = "SIGTERM"  # what Slurm's scancel, Kubernetes and kill send
+
+
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (what Slurm, Kubernetes and ``kill`` send), raised like Ctrl-C's ``KeyboardInterrupt`` so that it stops
-    a run the same way: the running trial failed with the reason and queued again, exit status 130."""
+    """A signal that stops a run as Ctrl-C does (SIGTERM; in a Slurm job also its time-limit warning), raised as a
+    ``KeyboardInterrupt``: the running trial failed with the reason and queued again, exit status 130. Its argument
+    names the signal in words."""
+
+    @property
+    def signal_words(self) -> str:
+        return str(self.args[0]) if self.args else SIGTERM
 
 
 def interruption(error: KeyboardInterrupt) -> str:
-    """What stopped a trial, for its ``failure`` attribute and the interrupted line: SIGTERM or Ctrl-C."""
-    return "interrupted (SIGTERM)" if isinstance(error, Terminated) else "interrupted (Ctrl-C)"
+    """What stopped a trial, for its ``failure`` attribute and the interrupted line: the signal, or Ctrl-C."""
+    return f"interrupted ({error.signal_words})" if isinstance(error, Terminated) else "interrupted (Ctrl-C)"
 
 
 def is_interruption(failure: object) -> bool:
     """Whether a trial's ``failure`` attribute says an interruption stopped it (``interruption``'s words)."""
-    return failure in (interruption(KeyboardInterrupt()), interruption(Terminated()))
+    return isinstance(failure, str) and failure.startswith("interrupted (")
 
 
 class SigtermGate:
@@ -63,11 +71,11 @@ class SigtermGate:
 
     def __init__(self) -> None:
         self.open = True
-        self.pending = False
+        self.pending: str | None = None  # the held signal, in words
 
-    def take(self) -> bool:
-        """Whether a held SIGTERM waits (and forget it)."""
-        pending, self.pending = self.pending, False
+    def take(self) -> str | None:
+        """The held signal, if one waits (and forget it)."""
+        pending, self.pending = self.pending, None
         return pending
 
 
@@ -75,25 +83,27 @@ GATE = SigtermGate()
 
 
 @contextlib.contextmanager
-def interrupt_on_sigterm() -> Iterator[None]:
-    """SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) in the block, as Ctrl-C does (main thread only), so that
-    a run, worker or launcher being stopped cleans up as on Ctrl-C instead of dying mid-trial; the old handler is
-    restored."""
+def interrupt_on_sigterm(also: Mapping[int, str] | None = None) -> Iterator[None]:
+    """SIGTERM (and the signals ``also`` names, with their words) raises ``Terminated`` (a ``KeyboardInterrupt``) in
+    the block, as Ctrl-C does (main thread only), so that a run, worker or launcher being stopped cleans up as on
+    Ctrl-C instead of dying mid-trial; the old handlers are restored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    words = {signal.SIGTERM: SIGTERM, **(also or {})}
 
     def interrupt(number: int, frame: FrameType | None) -> None:
         if not GATE.open:
-            GATE.pending = True
+            GATE.pending = words[number]
             return
-        raise Terminated("SIGTERM")
+        raise Terminated(words[number])
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {number: signal.signal(number, interrupt) for number in words}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 @dataclass(kw_only=True)

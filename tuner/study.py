@@ -669,8 +669,8 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig,
         """The objective; a trial stopped by Ctrl-C or SIGTERM says so before Optuna marks it failed."""
         try:
             GATE.open = True
-            if gated and GATE.take():
-                raise Terminated("SIGTERM")
+            if gated and (waiting := GATE.take()):
+                raise Terminated(waiting)
             return objective(trial)
         except KeyboardInterrupt as interrupt:
             interrupted.append(trial.number)
@@ -692,8 +692,8 @@ def _optimize(study: optuna.Study, objective: Objective, config: StudyConfig,
                                gc_after_trial=False, n_jobs=objective.jobs)
             finally:
                 GATE.open = True
-            if GATE.take():
-                raise Terminated("SIGTERM")
+            if waiting := GATE.take():
+                raise Terminated(waiting)
             return study
         except KeyboardInterrupt:  # its trial is queued again: the next run evaluates the point it did not finish
             requeue_interrupted(study, interrupted, max_retries=config.study.max_retries)

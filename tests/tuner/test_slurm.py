@@ -11,6 +11,7 @@ SIGCONT and SIGTERM to the job's processes, then SIGKILL after ``KILL_WAIT`` sec
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from tests.tuner.helpers import (
     wait_for,
 )
 from tuner import StudyConfig
-from tuner.executors.cluster import jobs_folder
+from tuner.executors.cluster import TIME_LIMIT, jobs_folder
 from tuner.pause import pause_of
 
 pytestmark = pytest.mark.services
@@ -127,6 +128,29 @@ def test_jobs_cancel_runs_scancel_and_the_worker_fails_and_requeues_its_trial_on
     assert "[job0.0] interrupted (SIGTERM): the running trial was failed and queued again" in job_log(path, job)
     (cancelled,) = slurm_ended(slurm)
     assert cancelled["ended"] - cancelled["cancelled"] < KILL_WAIT  # it ended on SIGTERM, not at the SIGKILL
+    assert job_processes(path) == []
+
+
+def test_slurms_warning_before_the_time_limit_fails_and_requeues_the_running_trial(
+        postgres: str, slurm: Path, tmp_path: Path, cache: Path, cleanup: list[Path]) -> None:
+    """submitit asks Slurm for USR2 before a job's time limit (or a preemption); submitit's own handler would raise
+    inside the trial and fail it as a crash, never queued again. The task fails it with the reason, queues it again
+    and ends."""
+    path = launched_study(tmp_path, cache, postgres, cleanup, n_trials=3, draws_privacy=200)
+    launcher = launch(path)
+    study = stored(path)
+    running = wait_for(study, running_with_worker, alive=launcher)[0]
+    (job,) = slurm_jobs(slurm)
+    warned = subprocess.run(["scancel", "--signal", "USR2", job["id"]], capture_output=True, text=True,
+                            timeout=PATIENCE)
+    assert warned.returncode == 0, warned.stderr
+    assert launcher.finish() in (0, 1), launcher.output
+    failed = study.get_trials()[running.number]
+    assert failed.state == TrialState.FAIL
+    assert failed.user_attrs["failure"] == f"interrupted ({TIME_LIMIT})"
+    (retry,) = requeued(study, running)
+    assert retry.state == TrialState.WAITING and retry.system_attrs["fixed_params"] == running.params
+    assert f"[job0.0] interrupted ({TIME_LIMIT}): the running trial was failed and queued again" in job_log(path, job)
     assert job_processes(path) == []
 
 

@@ -50,6 +50,8 @@ from tuner.study import RunSummary, paused_run, run_study
 from tuner.tracking import tracking_callbacks
 
 CLUSTERS = ("auto", "slurm", "local")
+# submitit's signal before a job's time limit or a preemption, in a trial's failure: the trial is queued again
+TIME_LIMIT = "SIGUSR2: the job's time limit is near, or it is preempted"
 POLL_SECONDS = 2.0
 CONTROLLERS_LOG = "controllers.log"  # what local jobs' controller processes print
 
@@ -255,8 +257,10 @@ def worker_job(study_path: str, name: str, n_trials: int | None, timeout: float 
 
     SIGINT (a cancelled local job) ends it at once, leaving its running trial to be
     failed and queued again by whoever sees it gone (``_recover_vanished``, heartbeats).
-    SIGTERM (Slurm's ``scancel`` and time limit) fails and queues again the running
-    trial first, as for ``worker``, and ends the task (``_terminated``).
+    SIGTERM (Slurm's ``scancel`` and time limit) and submitit's warning signal before
+    the time limit or a preemption (``warning_signal``: submitit would fail the
+    running trial as a crash) fail and queue again the running trial first, as for
+    ``worker``, and end the task (``_terminated``).
     """
     import submitit
 
@@ -270,13 +274,21 @@ def worker_job(study_path: str, name: str, n_trials: int | None, timeout: float 
     if data is not None:
         config = config.with_data(data)
     try:
-        with interrupt_on_sigterm():  # over submitit's handler, which would only log the signal
+        with interrupt_on_sigterm(also={warning_signal(): TIME_LIMIT}):  # over submitit's handlers
             summary = run_study(config, n_trials=n_trials, timeout=timeout, worker=label, echo=echo,
                                 callbacks=tracking_callbacks(config, echo=echo))
     except KeyboardInterrupt as interrupt:  # SIGTERM only: SIGINT ends the task in _cancelled
         _terminated(label, interrupt)
     echo(f"stopped: {summary.stopped_because}")
     return summary.finished_now
+
+
+def warning_signal() -> int:
+    """The signal Slurm sends a job before its time limit (or a preemption), as submitit asks for it
+    (``SUBMITIT_PREEMPT_SIGNAL``, default USR2)."""
+    import submitit
+
+    return int(getattr(signal, f"SIG{submitit.JobEnvironment.USR_SIG}"))
 
 
 def _cancelled(label: str) -> NoReturn:

@@ -15,7 +15,8 @@
 - ``squeue [-h] [-j N] [-o FORMAT]`` lists the pending and running jobs.
 - ``scancel N`` marks the job CANCELLED at once and has its processes sent SIGCONT and
   SIGTERM, then SIGKILL once ``SLURM_STANDIN_KILL_WAIT`` seconds (Slurm's ``KillWait``,
-  default 30) have passed; ``scancel --signal SIG N`` only sends SIG.
+  default 30) have passed; ``scancel --signal SIG N`` only sends SIG, to the job steps'
+  tasks and not to the batch shell (Slurm's way without ``--batch`` or ``--full``).
 
 The jobs' states live in ``$SLURM_STANDIN_STATE`` (one JSON file a job), which every
 command shares: PENDING (for ``SLURM_STANDIN_PENDING`` seconds, default 0), RUNNING,
@@ -38,7 +39,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,11 @@ def srun(arguments: list[str]) -> None:
     processes = [subprocess.Popen(arguments, env=task_environment(i, tasks, step),
                                   stdout=task_file(options.get("output"), i, step),
                                   stderr=task_file(options.get("error"), i, step)) for i in range(tasks)]
+    with locked() as folder:  # the tasks a ``scancel --signal`` reaches
+        job = read_job(folder, os.environ["SLURM_JOB_ID"])
+        assert job is not None
+        job["task_pids"] = job.get("task_pids", []) + [process.pid for process in processes]
+        write_job(folder, job)
     codes = [process.wait() for process in processes]
     sys.exit(max(code if code >= 0 else 128 - code for code in codes))
 
@@ -384,8 +390,9 @@ def scancel(arguments: list[str]) -> None:
                       "completed", file=sys.stderr)
                 status = 1
             elif sent is not None:
-                if job["pgid"] is not None:
-                    with_group(job["pgid"], getattr(signal, "SIG" + sent.upper().removeprefix("SIG")))
+                for pid in job.get("task_pids", []):
+                    with suppress(ProcessLookupError):
+                        os.kill(pid, getattr(signal, "SIG" + sent.upper().removeprefix("SIG")))
             else:
                 job.update(cancelled=time.time(), state="CANCELLED")
                 write_job(folder, job)
