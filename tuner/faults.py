@@ -46,12 +46,19 @@ SIGTERM = "SIGTERM"  # what Slurm's scancel, Kubernetes and kill send
 
 class Terminated(KeyboardInterrupt):
     """A signal that stops a run as Ctrl-C does (SIGTERM; in a Slurm job also its time-limit warning), raised as a
-    ``KeyboardInterrupt``: the running trial failed with the reason and queued again, exit status 130. Its argument
-    names the signal in words."""
+    ``KeyboardInterrupt``: the running trial failed with the reason and queued again, exit status 130.
+    ``signal_words`` names the signal; ``message`` is what a verb says it left (default: the signal's words)."""
 
-    @property
-    def signal_words(self) -> str:
-        return str(self.args[0]) if self.args else SIGTERM
+    def __init__(self, signal_words: str = SIGTERM, *, message: str | None = None) -> None:
+        super().__init__(signal_words if message is None else message)
+        self.signal_words = signal_words
+
+
+def retold(interrupt: KeyboardInterrupt, message: str) -> KeyboardInterrupt:
+    """The same interruption (Ctrl-C, or the same signal) carrying a verb's ``message`` of what it left."""
+    if isinstance(interrupt, Terminated):
+        return Terminated(interrupt.signal_words, message=message)
+    return KeyboardInterrupt(message)
 
 
 def interruption(error: KeyboardInterrupt) -> str:

@@ -43,7 +43,15 @@ from tuner.executors.jobs import (
     record_launch,
 )
 from tuner.executors.processes import shared_study, worker_command, worker_environment
-from tuner.faults import recover_stale_trials, vanished_workers, worker_id
+from tuner.faults import (
+    Terminated,
+    interruption,
+    is_interruption,
+    recover_stale_trials,
+    retold,
+    vanished_workers,
+    worker_id,
+)
 from tuner.record import RAN_BY
 from tuner.storage import STORAGE_ENV, traits
 
@@ -399,6 +407,21 @@ def test_sigterm_interrupts_the_launcher_like_ctrl_c_and_the_handler_is_restored
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)  # the signal lands at once; never reached
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_signal_named_beside_sigterm_interrupts_in_its_own_words_which_a_retelling_keeps() -> None:
+    before = signal.getsignal(signal.SIGUSR2)
+    with pytest.raises(Terminated) as stopped, interrupt_on_sigterm(also={signal.SIGUSR2: "SIGUSR2: time limit"}):
+        os.kill(os.getpid(), signal.SIGUSR2)
+        time.sleep(5)  # the signal lands at once; never reached
+    assert signal.getsignal(signal.SIGUSR2) is before
+    assert interruption(stopped.value) == "interrupted (SIGUSR2: time limit)" and is_interruption(
+        interruption(stopped.value))
+    told = retold(stopped.value, "nothing was released")
+    assert isinstance(told, Terminated) and str(told) == "nothing was released"
+    assert interruption(told) == "interrupted (SIGUSR2: time limit)"
+    assert interruption(retold(KeyboardInterrupt(), "x")) == "interrupted (Ctrl-C)"
+    assert not is_interruption("RuntimeError: out of memory") and not is_interruption(None)
 
 
 def test_the_jobs_environment_is_set_for_the_block_only(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -65,7 +65,7 @@ from tuner.compare import (
 )
 from tuner.config import StudyConfig
 from tuner.export import Chosen, chosen_from_study, refit_suspects
-from tuner.faults import interrupt_on_sigterm, interruption
+from tuner.faults import interrupt_on_sigterm, interruption, retold
 from tuner.figures import figures_html
 from tuner.keys import owner_key_for
 from tuner.ledger import AUDIT_ENTRY, sealed_ledgers
@@ -354,7 +354,7 @@ def interrupted_release(out: Path, *, report: Path | None, started: float) -> It
             committed = False
         done = (f"the release to {out} was committed just before" if committed else
                 f"nothing was released to {out} (its lock and staging folder are removed)")
-        raise type(interrupt)(f"{interruption(interrupt)}: {done}") from None
+        raise retold(interrupt, f"{interruption(interrupt)}: {done}") from None
 
 
 @contextlib.contextmanager
