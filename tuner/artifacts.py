@@ -115,6 +115,10 @@ def artifact_store(config: StudyConfig) -> ArtifactStore:
     except ModuleNotFoundError as error:
         raise ConfigError(f"{config.path} [study] artifacts {location}: needs the {error.name!r} package (pip install "
                           f"'swagppm-tuner[{ARTIFACT_SCHEMES[location.scheme]}]')") from None
+    except Exception as error:  # noqa: BLE001 - the provider's client refused (no credentials, a bad endpoint)
+        first = (str(error).strip().splitlines() or [""])[0]
+        raise ConfigError(f"{config.path} [study] artifacts {location}: the provider's client cannot be made "
+                          f"({type(error).__name__}: {first}); set its credentials in the environment") from None
 
 
 def check_artifact_store(config: StudyConfig) -> None:

@@ -1,5 +1,6 @@
-"""``[study] artifacts`` as a bucket: each trial's figures in S3 (a real moto server, started here) under the URL's
-prefix, checked before the first fit, and failures as one line; a folder stays the default."""
+"""``[study] artifacts`` as a bucket: each trial's figures in S3 (a real moto server, started here) or GCS (a GCS
+emulator) under the URL's prefix, checked before the first fit, and failures as one line; a folder stays the
+default."""
 
 from __future__ import annotations
 
@@ -139,3 +140,51 @@ def test_a_run_keeps_its_trials_figures_in_the_bucket_and_none_on_disk(s3: objec
     assert keys(s3) == [f"figures/{meta.artifact_id}"] and meta.mimetype == "image/svg+xml"
     assert artifact_store(config).open_reader(meta.artifact_id).read().startswith(b"<svg")
     assert not (tmp_path / "small-artifacts").exists() and "AKIAOWNERTEST" not in path.read_text()
+
+
+# --- a real GCS emulator -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """A GCS emulator on a free local port with one bucket; Google's client finds it through
+    ``STORAGE_EMULATOR_HOST`` (anonymous, as against the emulator)."""
+    pytest.importorskip("google.cloud.storage")
+    emulator = pytest.importorskip("gcp_storage_emulator.server")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = emulator.create_server("127.0.0.1", port, in_memory=True, default_bucket=BUCKET)
+    server.start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+    from google.cloud import storage
+
+    try:
+        yield storage.Client(project="owner").bucket(BUCKET)
+    finally:
+        server.stop()
+
+
+def blobs(bucket: object) -> list[str]:
+    return sorted(blob.name for blob in bucket.list_blobs())  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def test_a_gcs_bucket_takes_the_probe_and_a_trials_artifact_under_the_prefix(
+        gcs: object, study_file: Callable[..., Path], tmp_path: Path) -> None:
+    config = StudyConfig.from_toml(study_file(study={"artifacts": f"gs://{BUCKET}/osha/figures"}))
+    check_artifact_store(config)
+    assert blobs(gcs) == []
+    store = artifact_store(config)
+    study = optuna.create_study()
+    picture = tmp_path / "trial-0-figures.svg"
+    picture.write_text("<svg/>")
+    artifact = optuna.artifacts.upload_artifact(artifact_store=store, file_path=str(picture),
+                                                study_or_trial=study.ask())
+    assert blobs(gcs) == [f"osha/figures/{artifact}"] and store.open_reader(artifact).read() == b"<svg/>"
+    path = study_file(study={"artifacts": "gs://no-such-bucket/figures"})
+    with pytest.raises(ConfigError) as refused:
+        check_artifact_store(StudyConfig.from_toml(path))
+    assert str(refused.value).startswith(f"{path} [study] artifacts gs://no-such-bucket/figures: cannot be written, "
+                                         "so no trial's figures could be kept (gs://no-such-bucket/figures: NotFound")
