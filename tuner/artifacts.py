@@ -23,6 +23,7 @@ from __future__ import annotations
 import io
 import os
 import uuid
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
@@ -93,9 +94,13 @@ def _s3(location: BucketLocation) -> ArtifactStore:
 
 
 def _gcs(location: BucketLocation) -> ArtifactStore:
+    """Optuna's GCS store (marked experimental by Optuna: its warning is not the owner's business)."""
     from optuna.artifacts import GCSArtifactStore
+    from optuna.exceptions import ExperimentalWarning
 
-    return GCSArtifactStore(location.bucket)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        return GCSArtifactStore(location.bucket)
 
 
 # Each bucket's store by URL scheme (the schemes and their extras: tuner.config.ARTIFACT_SCHEMES).

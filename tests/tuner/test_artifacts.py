@@ -170,7 +170,6 @@ def blobs(bucket: object) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 def test_a_gcs_bucket_takes_the_probe_and_a_trials_artifact_under_the_prefix(
         gcs: object, study_file: Callable[..., Path], tmp_path: Path) -> None:
     config = StudyConfig.from_toml(study_file(study={"artifacts": f"gs://{BUCKET}/osha/figures"}))
@@ -188,3 +187,17 @@ def test_a_gcs_bucket_takes_the_probe_and_a_trials_artifact_under_the_prefix(
         check_artifact_store(StudyConfig.from_toml(path))
     assert str(refused.value).startswith(f"{path} [study] artifacts gs://no-such-bucket/figures: cannot be written, "
                                          "so no trial's figures could be kept (gs://no-such-bucket/figures: NotFound")
+
+
+@pytest.mark.slow
+def test_a_provider_client_without_credentials_is_one_line(study_file: Callable[..., Path], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("google.cloud.storage")
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-key.json"))
+    path = study_file(study={"artifacts": f"gs://{BUCKET}/figures"})
+    with pytest.raises(ConfigError) as refused:
+        artifact_store(StudyConfig.from_toml(path))
+    assert str(refused.value).startswith(f"{path} [study] artifacts gs://{BUCKET}/figures: the provider's client "
+                                         "cannot be made (DefaultCredentialsError: ")
+    assert str(refused.value).endswith("set its credentials in the environment") and "\n" not in str(refused.value)
