@@ -1,6 +1,6 @@
-"""The ``study_file`` fixture: small study files that run in seconds on a CPU (``tests.tuner.helpers``); the local
-servers (``postgres``, ``mariadb``, ``redis``), each skipping its test with the reason when it is not running; the
-stand-in Slurm (``slurm``)."""
+"""The ``study_file`` fixture: small study files that run in seconds on a CPU (``tests.tuner.helpers``); a module's
+shared private ``cache``; the local servers (``postgres``, ``mariadb``, ``redis``), each skipping its test with the
+reason when it is not running; the stand-in Slurm (``slurm``)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,18 @@ from tests.tuner.helpers import (
     unreachable,
     write_study,
 )
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private cache shared by a module's tests (stage 1 computed once for them)."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def needs_submitit() -> None:
+    """Skips the test without submitit (the ``cluster`` extra)."""
+    pytest.importorskip("submitit")
 
 
 @pytest.fixture

@@ -34,19 +34,9 @@ from tuner import StudyConfig
 from tuner.executors.cluster import jobs_folder
 from tuner.executors.jobs import LAUNCHED, read_launches
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.usefixtures("needs_submitit")]
 
 ENDED = "ended without a result (cancelled or killed)"
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cache")
-
-
-@pytest.fixture(autouse=True)
-def _submitit() -> None:
-    pytest.importorskip("submitit")
 
 
 def launched_study(tmp_path: Path, cache: Path, storage: str, cleanup: list[Path], *, n_trials: int) -> Path:

@@ -38,11 +38,6 @@ from tuner.storage import STORAGE_ENV, make_storage
 
 pytestmark = pytest.mark.services
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cache")
-
-
 def test_three_workers_share_one_study_and_one_stage_1(postgres: str, tmp_path: Path, cleanup: list[Path]) -> None:
     path = distributed_study(tmp_path, tmp_path / "fresh-cache", postgres, study={"n_trials": 4})
     cleanup.append(path)

@@ -49,11 +49,6 @@ RECOVERED = "was left running by a process that is gone: failed; re-enqueued wit
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cache")
-
-
-@pytest.fixture(scope="module")
 def postgres() -> str:
     try:
         socket.create_connection(("127.0.0.1", 5432), timeout=2).close()

@@ -38,17 +38,7 @@ from tuner import StudyConfig
 from tuner.executors.cluster import TIME_LIMIT, jobs_folder
 from tuner.pause import pause_of
 
-pytestmark = pytest.mark.services
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cache")
-
-
-@pytest.fixture(autouse=True)
-def _submitit() -> None:
-    pytest.importorskip("submitit")
+pytestmark = [pytest.mark.services, pytest.mark.usefixtures("needs_submitit")]
 
 
 def launched_study(tmp_path: Path, cache: Path, postgres: str, cleanup: list[Path], *, n_trials: int,
