@@ -42,6 +42,7 @@ _PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent 
 
 
 SIGTERM = "SIGTERM"  # what Slurm's scancel, Kubernetes and kill send
+CLOSED_PIPE = "its output pipe was closed"  # a worker whose parent died mid-trial: stopped, and the trial queued again
 
 
 class Terminated(KeyboardInterrupt):

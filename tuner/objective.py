@@ -23,7 +23,7 @@ from tuner.artifacts import artifact_store
 from tuner.audit import audit_losses
 from tuner.config import StudyConfig
 from tuner.dashboard import publish_trial
-from tuner.faults import WORKER, trial_heartbeat
+from tuner.faults import CLOSED_PIPE, WORKER, Terminated, trial_heartbeat
 from tuner.outcome import DrawChecks, Outcome, counted, judge
 from tuner.pruning import draw_pruner, pruned_outcome
 from tuner.record import FAILURE, FIGURES_ERROR, RAN_BY, store_constraints
@@ -142,6 +142,8 @@ class Objective:
         except KeyboardInterrupt:
             trial.set_user_attr(FAILURE, "interrupted (Ctrl-C)")
             raise
+        except BrokenPipeError:  # the reader of this worker's output is gone (its parent died): a stop, not a crash
+            raise Terminated(CLOSED_PIPE) from None
         except Exception as error:
             trial.set_user_attr(FAILURE, f"{type(error).__name__}: {error}")
             raise FitCrashed(f"trial {trial.number} (c={params.c:g}, epochs={params.ft_epochs}): "
